@@ -1,0 +1,107 @@
+# qk - a C toolchain for quantized LLM checkpoints.  GNU Make.
+#
+#   make            build/qk and its links (release, -O2, runs on any x86-64)
+#   make check      Criterion tests, then the same tests under ASan+UBSan
+#   make demo       the main job on the bundled tiny model
+#   make install PREFIX=/usr/local
+#   make fuzz       libFuzzer harnesses (clang)
+
+CC      ?= cc
+ifeq ($(origin CC),default)
+CC      := gcc
+endif
+PREFIX  ?= /usr/local
+BUILD   ?= build
+OPT     ?= -O2 -g
+CSTD    := -std=c17 -D_GNU_SOURCE
+WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
+INC     := -I. -Ilib -Iformats -Ikernels
+CFLAGS  ?=
+ALL_CFLAGS = $(CSTD) $(OPT) $(WARN) $(INC) -pthread -MMD -MP $(CFLAGS)
+LDLIBS  := -lzstd -lm -pthread
+
+# Debian packages the build needs: header -> package.
+DEPS_HDRS := /usr/include/zstd.h:libzstd-dev /usr/include/criterion/criterion.h:libcriterion-dev
+MISSING   = $(foreach d,$(DEPS_HDRS),$(if $(wildcard $(firstword $(subst :, ,$(d)))),,$(lastword $(subst :, ,$(d)))))
+
+LIB_SRC  := $(sort $(wildcard lib/*.c formats/*.c kernels/*.c kernels/x86/*.c))
+CMD_SRC  := $(sort $(wildcard cmd/*.c))
+TEST_SRC := $(sort $(wildcard tests/test_*.c))
+# Every cmd/NAME.c except qk.c is a command: the binary answers to qk-NAME.
+COMMANDS := $(filter-out qk,$(basename $(notdir $(CMD_SRC))))
+
+LIB_OBJ  = $(LIB_SRC:%.c=$(B)/obj/%.o)
+B := $(BUILD)
+
+.PHONY: all deps check test asan-test demo install fuzz clean
+all: deps $(B)/qk links
+
+deps:
+	@m="$(strip $(MISSING))"; if [ -n "$$m" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing $$m"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$m >/dev/null || exit 1; \
+	  else echo "missing packages; run: sudo apt-get install -y $$m" >&2; exit 1; fi; fi
+
+$(B)/obj/%.o: %.c | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(B)/libqk.a: $(LIB_SRC:%.c=$(B)/obj/%.o)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(B)/qk: $(CMD_SRC:%.c=$(B)/obj/%.o) $(B)/libqk.a
+	$(CC) $(ALL_CFLAGS) -o $@ $(CMD_SRC:%.c=$(B)/obj/%.o) $(B)/libqk.a $(LDLIBS)
+
+links: $(B)/qk
+	@for c in $(COMMANDS); do ln -sf qk $(B)/qk-$$c; done
+
+.PHONY: links
+
+# --- tests: one Criterion binary per tests/test_*.c -------------------------
+$(B)/tests/%: tests/%.c $(B)/libqk.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests -o $@ $< $(B)/libqk.a -lcriterion $(LDLIBS)
+
+TEST_BINS = $(TEST_SRC:tests/%.c=$(B)/tests/%)
+
+test: all $(TEST_BINS)
+	@fail=0; for t in $(TEST_BINS); do QK_BIN=$(CURDIR)/$(B)/qk $$t --jobs 2 || fail=1; done; \
+	  if [ -x tests/cli.sh ]; then QK_BIN=$(CURDIR)/$(B)/qk sh tests/cli.sh || fail=1; fi; exit $$fail
+
+asan-test:
+	$(MAKE) BUILD=build-asan OPT="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" test
+
+check: test
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(MAKE) asan-test
+
+demo: all
+	@sh tests/demo.sh $(B)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
+	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
+	  $(DESTDIR)$(PREFIX)/share/zsh/site-functions $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+	install -m 755 $(B)/qk $(DESTDIR)$(PREFIX)/bin/qk
+	@for c in $(COMMANDS); do ln -sf qk $(DESTDIR)$(PREFIX)/bin/qk-$$c; done
+	install -m 644 man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 644 completions/qk.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/qk
+	@for c in $(COMMANDS); do ln -sf qk $(DESTDIR)$(PREFIX)/share/bash-completion/completions/qk-$$c; done
+	install -m 644 completions/_qk $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_qk
+	install -m 644 completions/qk.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/qk.fish
+
+# --- fuzzing: libFuzzer harnesses, one per parser --------------------------
+FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BINS = $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
+build-fuzz/%: tests/fuzz/%.c $(LIB_SRC)
+	@mkdir -p build-fuzz
+	clang $(CSTD) -O1 -g $(INC) -pthread -fsanitize=fuzzer,address,undefined -o $@ $< $(LIB_SRC) $(LDLIBS)
+fuzz:
+	@command -v clang >/dev/null || { if [ "$$(id -u)" = 0 ]; then apt-get install -y -qq clang >/dev/null; else echo "missing clang; run: sudo apt-get install -y clang" >&2; exit 1; fi; }
+	$(MAKE) $(FUZZ_BINS)
+	@echo "run e.g.: build-fuzz/fuzz_gguf -max_total_time=600 tests/fuzz/corpus/gguf"
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

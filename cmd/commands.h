@@ -1,0 +1,8 @@
+/* commands.h - every qk command: int cmd_NAME(int argc, char **argv).
+ * argv[0] is the command's display name ("qk-inspect").  Returns the exit code. */
+#ifndef QK_COMMANDS_H
+#define QK_COMMANDS_H
+
+
+
+#endif
