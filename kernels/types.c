@@ -58,8 +58,8 @@ static qk_type_traits table[QK_TYPE_MAX] = {
 };
 
 static const qk_kernel_ops *const families[] = {
-    qk_ops_float, qk_ops_legacy, qk_ops_kquants, qk_ops_iquants,
-    qk_ops_ternary, qk_ops_micro, qk_ops_lowbit,
+    qk_ops_float, qk_ops_legacy, qk_ops_kquants, qk_ops_iq2, qk_ops_iq1_iq3,
+    qk_ops_iq4, qk_ops_ternary, qk_ops_micro, qk_ops_lowbit, qk_ops_elements,
 };
 
 static pthread_once_t merged = PTHREAD_ONCE_INIT;

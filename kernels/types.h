@@ -7,8 +7,8 @@
  * activation type its dot product pairs with, and the dot product itself.
  * Nothing else in the code knows a block layout: everything asks this table.
  *
- * Kernels live in family files (float.c, legacy.c, kquants.c, iquants*.c,
- * ternary.c, micro.c, lowbit.c, ...).  Each family exports a table of
+ * Kernels live in family files (float.c, legacy.c, kquants.c, iq2.c,
+ * iq1_iq3.c, iq4.c, ternary.c, micro.c, lowbit.c, elements.c).  Each family exports a table of
  * qk_kernel_ops rows, terminated by a row with id -1, which types.c merges
  * into the type table.
  */
@@ -91,12 +91,15 @@ double qk_type_bpw(int id);
 int qk_type_next(int prev_id);
 
 /* Family kernel tables, each terminated by {.id = -1}. */
-extern const qk_kernel_ops qk_ops_float[];
-extern const qk_kernel_ops qk_ops_legacy[];
-extern const qk_kernel_ops qk_ops_kquants[];
-extern const qk_kernel_ops qk_ops_iquants[];
-extern const qk_kernel_ops qk_ops_ternary[];
-extern const qk_kernel_ops qk_ops_micro[];
-extern const qk_kernel_ops qk_ops_lowbit[];
+extern const qk_kernel_ops qk_ops_float[];    /* F32 F16 BF16 F64 I8..I64 U8..U64 BOOL */
+extern const qk_kernel_ops qk_ops_legacy[];   /* Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q8_1 */
+extern const qk_kernel_ops qk_ops_kquants[];  /* Q2_K..Q6_K Q8_K */
+extern const qk_kernel_ops qk_ops_iq2[];      /* IQ2_XXS IQ2_XS IQ2_S */
+extern const qk_kernel_ops qk_ops_iq1_iq3[];  /* IQ3_XXS IQ3_S IQ1_S IQ1_M */
+extern const qk_kernel_ops qk_ops_iq4[];      /* IQ4_NL IQ4_XS */
+extern const qk_kernel_ops qk_ops_ternary[];  /* TQ1_0 TQ2_0 */
+extern const qk_kernel_ops qk_ops_micro[];    /* MXFP4 NVFP4 */
+extern const qk_kernel_ops qk_ops_lowbit[];   /* Q1_0 Q2_0 */
+extern const qk_kernel_ops qk_ops_elements[]; /* F8_E4M3 F8_E5M2 E8M0 (checkpoint element types) */
 
 #endif

@@ -1,6 +1,0 @@
-/* iquants.c - kernel family (see types.h).  Rows are added as kernels land. */
-#include "types.h"
-
-const qk_kernel_ops qk_ops_iquants[] = {
-    {.id = -1},
-};

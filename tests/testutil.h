@@ -1,0 +1,44 @@
+/* testutil.h - small helpers shared by the Criterion tests. */
+#ifndef QK_TESTUTIL_H
+#define QK_TESTUTIL_H
+
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Read a whole file; aborts the test when it cannot. */
+static inline void *tu_read(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *p = malloc(n > 0 ? (size_t)n : 1);
+    cr_assert(p);
+    cr_assert_eq(fread(p, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    if (size)
+        *size = (size_t)n;
+    return p;
+}
+
+/* Deterministic xorshift64* generator and a Gaussian from it. */
+static inline uint64_t tu_rand(uint64_t *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 2685821657736338717ull;
+}
+static inline double tu_uniform(uint64_t *s) { return (double)(tu_rand(s) >> 11) * 0x1p-53; }
+static inline float tu_gauss(uint64_t *s)
+{
+    double u1 = tu_uniform(s), u2 = tu_uniform(s);
+    if (u1 < 1e-300)
+        u1 = 1e-300;
+    return (float)(__builtin_sqrt(-2.0 * __builtin_log(u1)) * __builtin_cos(6.283185307179586 * u2));
+}
+
+#endif
