@@ -3,6 +3,8 @@
 #ifndef QK_COMMANDS_H
 #define QK_COMMANDS_H
 
+int cmd_quant(int argc, char **argv);
+
 
 
 #endif
