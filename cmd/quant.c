@@ -176,6 +176,7 @@ int cmd_quant(int argc, char **argv)
     qk_err err = {0};
     int c;
     optind = 1;
+    opterr = 0;
     while ((c = getopt_long(argc, argv, "t:qh", opts, NULL)) != -1) {
         switch (c) {
         case O_LIST: list = true; break;
@@ -194,7 +195,7 @@ int cmd_quant(int argc, char **argv)
             break;
         case 'q': break;
         case 'h': fputs(usage_text, stdout); return 0;
-        default: fputs(usage_text, stderr); return 2;
+        default: return qk_cli_bad_option(argv[0], argv, optind);
         }
     }
     if (list) {

@@ -86,6 +86,7 @@ typedef struct qk_gguf {
     int n_shards;
     qk_map *maps;          /* n_shards mappings */
     char **shard_paths;
+    bool borrowed;         /* qk_gguf_open_mem: maps[0] is the caller's buffer */
 } qk_gguf;
 
 enum {
@@ -93,6 +94,10 @@ enum {
 };
 
 int qk_gguf_open(qk_gguf **out, const char *path, unsigned flags, qk_err *err);
+/* Parse a GGUF held in memory (one file, no split handling).  The buffer is
+ * not copied and must outlive *out; name is the file name in messages. */
+int qk_gguf_open_mem(qk_gguf **out, const void *buf, size_t size, const char *name,
+                     qk_err *err);
 void qk_gguf_close(qk_gguf *g);
 
 const qk_gguf_kv *qk_gguf_find(const qk_gguf *g, const char *key);
@@ -105,7 +110,8 @@ bool qk_gguf_get_int(const qk_gguf *g, const char *key, int64_t *out);
 bool qk_gguf_get_f64(const qk_gguf *g, const char *key, double *out);
 bool qk_gguf_get_str(const qk_gguf *g, const char *key, qk_str *out);
 bool qk_gguf_get_bool(const qk_gguf *g, const char *key, bool *out);
-/* Element i of a fixed-size numeric array value, converted. */
+/* Element i of a fixed-size numeric array value, converted (0 when v is not
+ * such an array or i is out of range). */
 double qk_gguf_arr_f64(const qk_gguf_value *v, uint64_t i);
 int64_t qk_gguf_arr_i64(const qk_gguf_value *v, uint64_t i);
 /* qk_str equality with a C string. */
@@ -120,6 +126,7 @@ bool qk_str_eq(qk_str s, const char *c);
  * llama.cpp gives the identical bytes. */
 typedef struct qk_gguf_writer qk_gguf_writer;
 
+/* version 2 or 3; NULL for any other version or when out of memory. */
 qk_gguf_writer *qk_gguf_writer_new(uint32_t version);
 void qk_gguf_writer_free(qk_gguf_writer *w);
 /* Copy a key/value (any type, nested arrays included) from a reader. */
@@ -137,6 +144,8 @@ int qk_gguf_w_kv_arr(qk_gguf_writer *w, const char *key, int elem_vtype, const v
 /* Tensor info; dims in ggml order (ne[0] innermost). */
 int qk_gguf_w_tensor(qk_gguf_writer *w, const char *name, int type, uint32_t n_dims,
                      const int64_t *ne, qk_err *err);
+/* Tensor info copied from a reader's tensor (name, type, n_dims, ne). */
+int qk_gguf_w_tensor_copy(qk_gguf_writer *w, const qk_gguf_tensor *t, qk_err *err);
 /* Open the output and write the header (after all kvs and tensor infos). */
 int qk_gguf_w_begin(qk_gguf_writer *w, const char *path, qk_err *err);
 /* Append data of the next tensor (may be called several times per tensor);

@@ -4,6 +4,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include <stdio.h>
+
 #include "threads.h"
 
 int qk_cli_int(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *out, qk_err *err)
@@ -61,4 +63,11 @@ int qk_cli_shape(const char *s, int64_t *rows, int64_t *cols, qk_err *err)
     return 0;
 bad:
     return qk_errf(err, QK_EINPUT, "--shape: '%s' is not ROWSxCOLS with positive integers", s);
+}
+
+int qk_cli_bad_option(const char *prog, char **argv, int optind_now)
+{
+    const char *arg = optind_now > 0 ? argv[optind_now - 1] : "?";
+    fprintf(stderr, "%s: unknown option or missing argument: '%s'; see --help\n", prog, arg);
+    return QK_EINPUT;
 }

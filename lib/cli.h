@@ -14,4 +14,8 @@ int qk_cli_threads(const char *s, int *out, qk_err *err);
 /* "ROWSxCOLS" (also "COLS" alone = 1 row). */
 int qk_cli_shape(const char *s, int64_t *rows, int64_t *cols, qk_err *err);
 
+/* After getopt_long returned '?' (with opterr = 0): print one line
+ * "PROG: unknown option 'X' (or missing argument); see --help" and return 2. */
+int qk_cli_bad_option(const char *prog, char **argv, int optind_now);
+
 #endif
