@@ -3,6 +3,7 @@
 #ifndef QK_COMMANDS_H
 #define QK_COMMANDS_H
 
+int cmd_inspect(int argc, char **argv);
 int cmd_quant(int argc, char **argv);
 
 

@@ -14,6 +14,7 @@ static const struct command {
     const char *summary;
 } commands[] = {
     {"help", NULL, "list the commands"},
+    {"inspect", cmd_inspect, "look inside GGUF and safetensors checkpoints; compare two"},
     {"quant", cmd_quant, "encode/decode tensors through the format table"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

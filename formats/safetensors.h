@@ -66,6 +66,7 @@ typedef struct qk_st_tensor {
     uint64_t file_offset;  /* absolute offset of the data in the file */
     const uint8_t *data;   /* in the mapping */
     uint64_t info_offset;  /* file offset of the tensor's key in the header */
+    uint64_t offsets_at;   /* file offset of its data_offsets value */
 } qk_st_tensor;
 
 typedef struct qk_st_meta {

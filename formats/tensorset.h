@@ -15,7 +15,8 @@ enum { QK_SET_GGUF = 1, QK_SET_SAFETENSORS = 2 };
 
 typedef struct qk_tensor {
     char *name;             /* owned, NUL-terminated */
-    int type;               /* kernels/types.h id */
+    int type;               /* kernels/types.h id; -1: a safetensors dtype qk cannot decode */
+    const char *type_name;  /* the table's name, or the safetensors dtype spelling */
     int n_dims;
     int64_t ne[QK_MAX_DIMS];/* ggml order: ne[0] innermost (row length) */
     uint64_t nelem;

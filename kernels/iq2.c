@@ -18,45 +18,21 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "half.h"
 #include "iq2_grids.h"
+#include "quant_common.h"
 #include "types.h"
 
 #define XXS_BYTES 66
 #define XS_BYTES 74
 #define S_BYTES 82
-#define Q8K_BYTES 292 /* float d, int8 qs[256], int16 bsums[16] */
 
-#define GROUP_MAX_EPS 1e-15f     /* ggml's GROUP_MAX_EPS */
-#define GROUP_MAX_EPS_IQ2_S 1e-8f
+#define GROUP_MAX_EPS_IQ2_S 1e-8f /* ggml's; the others use QK_GROUP_MAX_EPS */
 #define KMAXQ 3 /* levels 0..KMAXQ-1 on the grid; coordinates 2l+1 */
 
 /* --- little helpers ------------------------------------------------------ */
 
-static inline uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static inline uint32_t rd32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static inline void wr16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8); }
-static inline void wr32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> 8 * i);
-}
-static inline float q8k_d(const uint8_t *blk) { return qk_bits_f32(rd32(blk)); }
 static inline uint8_t grid_byte(uint64_t g, int j) { return (uint8_t)(g >> 8 * j); }
-
-/* ggml's nearest_int: round to nearest (ties to even) through the float
- * mantissa; meaningful for |f| <= 2^22, never undefined behaviour. */
-static inline int nearest_int(float f)
-{
-    float v = f + 12582912.f;
-    int32_t i;
-    memcpy(&i, &v, sizeof i);
-    return (i & 0x007fffff) - 0x00400000;
-}
-static inline float maxf(float a, float b) { return a > b ? a : b; } /* ggml's MAX */
+static inline float maxf(float a, float b) { return a > b ? a : b; } /* ggml's MAX, NaN included */
 static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 /* --- decode ---------------------------------------------------------------- */
@@ -72,10 +48,10 @@ static void to_float_iq2_xxs(const void *src, float *y, int64_t n)
 {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / QK_K; i++, b += XXS_BYTES) {
-        const float d = qk_f16_to_f32(rd16(b));
+        const float d = qk_ld_f16(b);
         for (int ib = 0; ib < QK_K / 32; ib++) {
             const uint8_t *q = b + 2 + 8 * ib;
-            uint32_t aux = rd32(q + 4);
+            uint32_t aux = qk_ld_u32(q + 4);
             const float db = d * (0.5f + (float)(aux >> 28)) * 0.25f;
             for (int l = 0; l < 4; l++, y += 8)
                 put_group(y, db, qk_iq2xxs_grid[q[l]], qk_ksigns_iq2xs[(aux >> 7 * l) & 127]);
@@ -87,13 +63,13 @@ static void to_float_iq2_xs(const void *src, float *y, int64_t n)
 {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / QK_K; i++, b += XS_BYTES) {
-        const float d = qk_f16_to_f32(rd16(b));
+        const float d = qk_ld_f16(b);
         for (int ib = 0; ib < QK_K / 32; ib++) {
             const uint8_t sc = b[66 + ib];
             const float db[2] = {d * (0.5f + (float)(sc & 0xf)) * 0.25f,
                                  d * (0.5f + (float)(sc >> 4)) * 0.25f};
             for (int l = 0; l < 4; l++, y += 8) {
-                uint16_t q = rd16(b + 2 + 2 * (4 * ib + l));
+                uint16_t q = qk_ld_u16(b + 2 + 2 * (4 * ib + l));
                 put_group(y, db[l / 2], qk_iq2xs_grid[q & 511], qk_ksigns_iq2xs[q >> 9]);
             }
         }
@@ -110,7 +86,7 @@ static void to_float_iq2_s(const void *src, float *y, int64_t n)
 {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / QK_K; i++, b += S_BYTES) {
-        const float d = qk_f16_to_f32(rd16(b));
+        const float d = qk_ld_f16(b);
         for (int ib = 0; ib < QK_K / 32; ib++) {
             const uint8_t sc = b[74 + ib];
             const float db[2] = {d * (0.5f + (float)(sc & 0xf)) * 0.25f,
@@ -134,15 +110,16 @@ static int dot_group(uint64_t g, uint8_t signs, const int8_t *q8)
 
 static float vec_dot_iq2_xxs(int64_t n, const void *vx, const void *vy)
 {
-    const uint8_t *x = vx, *y = vy;
+    const uint8_t *x = vx;
+    const qk_block_q8_K *y = vy;
     float sumf = 0.f;
-    for (int64_t i = 0; i < n / QK_K; i++, x += XXS_BYTES, y += Q8K_BYTES) {
-        const float d = qk_f16_to_f32(rd16(x)) * q8k_d(y);
-        const int8_t *q8 = (const int8_t *)(y + 4);
+    for (int64_t i = 0; i < n / QK_K; i++, x += XXS_BYTES, y++) {
+        const float d = qk_ld_f16(x) * qk_ld_f32(y->d);
+        const int8_t *q8 = y->qs;
         int32_t bsum = 0;
         for (int ib = 0; ib < QK_K / 32; ib++) {
             const uint8_t *q = x + 2 + 8 * ib;
-            uint32_t aux = rd32(q + 4);
+            uint32_t aux = qk_ld_u32(q + 4);
             int32_t sumi = 0;
             for (int l = 0; l < 4; l++, q8 += 8)
                 sumi += dot_group(qk_iq2xxs_grid[q[l]], qk_ksigns_iq2xs[(aux >> 7 * l) & 127], q8);
@@ -155,18 +132,19 @@ static float vec_dot_iq2_xxs(int64_t n, const void *vx, const void *vy)
 
 static float vec_dot_iq2_xs(int64_t n, const void *vx, const void *vy)
 {
-    const uint8_t *x = vx, *y = vy;
+    const uint8_t *x = vx;
+    const qk_block_q8_K *y = vy;
     float sumf = 0.f;
-    for (int64_t i = 0; i < n / QK_K; i++, x += XS_BYTES, y += Q8K_BYTES) {
-        const float d = qk_f16_to_f32(rd16(x)) * q8k_d(y);
-        const int8_t *q8 = (const int8_t *)(y + 4);
+    for (int64_t i = 0; i < n / QK_K; i++, x += XS_BYTES, y++) {
+        const float d = qk_ld_f16(x) * qk_ld_f32(y->d);
+        const int8_t *q8 = y->qs;
         int32_t bsum = 0;
         for (int ib = 0; ib < QK_K / 32; ib++) {
             const uint8_t sc = x[66 + ib];
             for (int h = 0; h < 2; h++) {
                 int32_t sumi = 0;
                 for (int l = 2 * h; l < 2 * h + 2; l++, q8 += 8) {
-                    uint16_t q = rd16(x + 2 + 2 * (4 * ib + l));
+                    uint16_t q = qk_ld_u16(x + 2 + 2 * (4 * ib + l));
                     sumi += dot_group(qk_iq2xs_grid[q & 511], qk_ksigns_iq2xs[q >> 9], q8);
                 }
                 bsum += sumi * (2 * ((sc >> 4 * h) & 0xf) + 1);
@@ -179,11 +157,12 @@ static float vec_dot_iq2_xs(int64_t n, const void *vx, const void *vy)
 
 static float vec_dot_iq2_s(int64_t n, const void *vx, const void *vy)
 {
-    const uint8_t *x = vx, *y = vy;
+    const uint8_t *x = vx;
+    const qk_block_q8_K *y = vy;
     float sumf = 0.f;
-    for (int64_t i = 0; i < n / QK_K; i++, x += S_BYTES, y += Q8K_BYTES) {
-        const float d = qk_f16_to_f32(rd16(x)) * q8k_d(y);
-        const int8_t *q8 = (const int8_t *)(y + 4);
+    for (int64_t i = 0; i < n / QK_K; i++, x += S_BYTES, y++) {
+        const float d = qk_ld_f16(x) * qk_ld_f32(y->d);
+        const int8_t *q8 = y->qs;
         int32_t bsum = 0;
         for (int ib = 0; ib < QK_K / 32; ib++) {
             const uint8_t sc = x[74 + ib];
@@ -199,75 +178,10 @@ static float vec_dot_iq2_s(int64_t n, const void *vx, const void *vy)
 
 /* --- encode: shared steps -------------------------------------------------- */
 
-/* ggml's make_qp_quants: the scale of n non-negative values on levels
- * 0..nmax under weights w.  L is uint8 as in ggml: a negative level (a
- * parity-flipped value) wraps, and the wrapped value enters the sums. */
-static float make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *w)
-{
-    float max = 0;
-    for (int i = 0; i < n; i++)
-        max = maxf(max, x[i]);
-    if (max < GROUP_MAX_EPS) {
-        memset(L, 0, (size_t)n);
-        return 0.f;
-    }
-    float iscale = nmax / max;
-    for (int i = 0; i < n; i++)
-        L[i] = (uint8_t)nearest_int(iscale * x[i]);
-    float scale = 1 / iscale, best_mse = 0;
-    for (int i = 0; i < n; i++) {
-        float diff = x[i] - scale * L[i];
-        best_mse += w[i] * diff * diff;
-    }
-    for (int is = -4; is <= 4; is++) {
-        if (is == 0)
-            continue;
-        float iscale_is = (0.1f * is + nmax) / max, scale_is = 1 / iscale_is, mse = 0;
-        for (int i = 0; i < n; i++) {
-            int l = nearest_int(iscale_is * x[i]);
-            l = l < nmax ? l : nmax;
-            float diff = x[i] - scale_is * l;
-            mse += w[i] * diff * diff;
-        }
-        if (mse < best_mse)
-            best_mse = mse, iscale = iscale_is;
-    }
-    float sumlx = 0, suml2 = 0;
-    for (int i = 0; i < n; i++) {
-        int l = nearest_int(iscale * x[i]);
-        l = l < nmax ? l : nmax;
-        L[i] = (uint8_t)l;
-        sumlx += w[i] * x[i] * l;
-        suml2 += w[i] * l * l;
-    }
-    for (int itry = 0; itry < 5; itry++) {
-        int n_changed = 0;
-        for (int i = 0; i < n; i++) {
-            float slx = sumlx - w[i] * x[i] * L[i];
-            float sl2 = suml2 - w[i] * L[i] * L[i];
-            if (slx > 0 && sl2 > 0) {
-                int new_l = nearest_int(x[i] * sl2 / slx);
-                new_l = new_l < nmax ? new_l : nmax;
-                if (new_l != L[i]) {
-                    slx += w[i] * x[i] * new_l;
-                    sl2 += w[i] * new_l * new_l;
-                    if (slx * slx * suml2 > sumlx * sumlx * sl2) {
-                        L[i] = (uint8_t)new_l, sumlx = slx, suml2 = sl2;
-                        n_changed++;
-                    }
-                }
-            }
-        }
-        if (!n_changed)
-            break;
-    }
-    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
-}
-
 /* ggml's iq2_find_best_neighbour: among the listed neighbours of an off-grid
  * group, the point minimising sum w_i (scale*q_i - x_i)^2 (first wins ties);
- * writes its levels to L and returns its index. */
-static int best_neighbour(const qk_iq2_search *s, const uint16_t *nb, const float *xval,
+ * writes its levels to L. */
+static void best_neighbour(const qk_iq2_search *s, const uint16_t *nb, const float *xval,
                           const float *w, float scale, int8_t *L)
 {
     float best_d2 = FLT_MAX;
@@ -284,7 +198,6 @@ static int best_neighbour(const qk_iq2_search *s, const uint16_t *nb, const floa
     }
     for (int i = 0; i < 8; i++)
         L[i] = (int8_t)((s->pos[best][i] - 1) / 2);
-    return best;
 }
 
 static inline unsigned pack_levels(const int8_t *L)
@@ -296,7 +209,7 @@ static inline unsigned pack_levels(const int8_t *L)
 }
 
 /* Levels of the 8-value groups k of xval with bit k set in `groups`, at
- * inverse scale id: nearest_int(0.5*(id*x - 1)) clamped to 0..KMAXQ-1, and
+ * inverse scale id: qk_nearest_int(0.5*(id*x - 1)) clamped to 0..KMAXQ-1, and
  * when that is off the grid, the best neighbour at `scale`.  Returns the
  * groups that were off the grid. */
 static unsigned snap_groups(const qk_iq2_search *s, unsigned groups, const float *xval,
@@ -307,7 +220,7 @@ static unsigned snap_groups(const qk_iq2_search *s, unsigned groups, const float
         if (!(groups >> k & 1))
             continue;
         for (int i = 0; i < 8; i++)
-            L[8 * k + i] = (int8_t)clampi(nearest_int(0.5f * (id * xval[8 * k + i] - 1)), 0, KMAXQ - 1);
+            L[8 * k + i] = (int8_t)clampi(qk_nearest_int(0.5f * (id * xval[8 * k + i] - 1)), 0, KMAXQ - 1);
         int32_t m = s->map[pack_levels(L + 8 * k)];
         if (m < 0) {
             off |= 1u << k;
@@ -334,7 +247,8 @@ static void fit(int n, const float *w, const float *xval, const int8_t *L, float
  * then gets point 0. */
 static int grid_index(const qk_iq2_search *s, const int8_t *L)
 {
-    int32_t m = s->map[pack_levels(L)];
+    unsigned u = pack_levels(L);
+    int32_t m = u < QK_IQ2_MAP_SIZE ? s->map[u] : -1;
     return m >= 0 ? m : 0;
 }
 
@@ -378,7 +292,7 @@ static float sum_squares(const float *x, int n)
 /* 4-bit sub-block scale of `scale` under super-scale inverse id. */
 static inline int scale_nibble(float id, float scale)
 {
-    return clampi(nearest_int(0.5f * (id * scale - 1)), 0, 15);
+    return clampi(qk_nearest_int(0.5f * (id * scale - 1)), 0, 15);
 }
 
 /* --- encode: IQ2_XXS (quantize_row_iq2_xxs_impl) --------------------------- */
@@ -401,9 +315,9 @@ static bool xxs_sub_block(const qk_iq2_search *s, const float *xb, const float *
     float max = xval[0];
     for (int i = 1; i < 32; i++)
         max = maxf(max, xval[i]);
-    if (max < GROUP_MAX_EPS)
+    if (max < QK_GROUP_MAX_EPS)
         return false;
-    float scale = make_qp_quants(32, KMAXQ + 1, xval, Lqp, weight);
+    float scale = qk_make_qp_quants(32, KMAXQ + 1, xval, Lqp, weight);
     float eff_max = scale * KMAXQ;
     if (eff_max <= 0)
         return false;
@@ -454,16 +368,16 @@ static void encode_iq2_xxs(const qk_iq2_search *s, const float *x, const float *
         max_scale = maxf(max_scale, scales[ib]);
     }
     memset(y, 0, XXS_BYTES);
-    wr16(y, qk_f32_to_f16(0.f));
+    qk_st_u16(y, qk_f32_to_f16(0.f));
     if (!max_scale)
         return;
     float d = max_scale / 31;
-    wr16(y, qk_f32_to_f16(d));
+    qk_st_u16(y, qk_f32_to_f16(d));
     float id = 1 / d;
     for (int ib = 0; ib < QK_K / 32; ib++) {
         q2[2 * ib + 1] |= (uint32_t)scale_nibble(id, scales[ib]) << 28;
-        wr32(y + 2 + 8 * ib, q2[2 * ib]);
-        wr32(y + 6 + 8 * ib, q2[2 * ib + 1]);
+        qk_st_u32(y + 2 + 8 * ib, q2[2 * ib]);
+        qk_st_u32(y + 6 + 8 * ib, q2[2 * ib + 1]);
     }
 }
 
@@ -494,7 +408,7 @@ static bool xs_sub_block(const qk_iq2_search *s, bool is_s, const float *xb, con
     for (int i = 1; i < 16; i++)
         max = maxf(max, xval[i]);
     memset(L, 0, 16);
-    if (max < (is_s ? GROUP_MAX_EPS_IQ2_S : GROUP_MAX_EPS))
+    if (max < (is_s ? GROUP_MAX_EPS_IQ2_S : QK_GROUP_MAX_EPS))
         return false;
     /* try 19 inverse scales around (2*KMAXQ-1)/max, keep the best fit */
     float best = 0, scale = max / (2 * KMAXQ - 1);
@@ -542,16 +456,16 @@ static void encode_iq2_xs(const qk_iq2_search *s, const float *x, const float *q
         max_scale = maxf(max_scale, scales[ib]);
     }
     memset(y, 0, XS_BYTES);
-    wr16(y, qk_f32_to_f16(0.f));
+    qk_st_u16(y, qk_f32_to_f16(0.f));
     if (!max_scale)
         return;
     float d = max_scale / 31;
-    wr16(y, qk_f32_to_f16(d));
+    qk_st_u16(y, qk_f32_to_f16(d));
     float id = 1 / d;
     for (int ib = 0; ib < QK_K / 16; ib++)
         y[66 + ib / 2] |= (uint8_t)(scale_nibble(id, scales[ib]) << 4 * (ib % 2));
     for (int i = 0; i < QK_K / 8; i++)
-        wr16(y + 2 + 2 * i, q2[i]);
+        qk_st_u16(y + 2 + 2 * i, q2[i]);
 }
 
 static void encode_iq2_s(const qk_iq2_search *s, const float *x, const float *qw, uint8_t *y)
@@ -559,7 +473,7 @@ static void encode_iq2_s(const qk_iq2_search *s, const float *x, const float *qw
     float scales[QK_K / 16], max_scale = 0;
     const float sigma2 = 2 * sum_squares(x, QK_K) / QK_K;
     memset(y, 0, S_BYTES);
-    wr16(y, qk_f32_to_f16(0.f));
+    qk_st_u16(y, qk_f32_to_f16(0.f));
     for (int ib = 0; ib < QK_K / 16; ib++) {
         int8_t L[16];
         uint8_t signs[2];
@@ -577,7 +491,7 @@ static void encode_iq2_s(const qk_iq2_search *s, const float *x, const float *qw
     if (!max_scale)
         return;
     float d = max_scale / 31;
-    wr16(y, qk_f32_to_f16(d * 0.9875f));
+    qk_st_u16(y, qk_f32_to_f16(d * 0.9875f));
     float id = 1 / d;
     for (int ib = 0; ib < QK_K / 16; ib++)
         y[74 + ib / 2] |= (uint8_t)(scale_nibble(id, scales[ib]) << 4 * (ib % 2));

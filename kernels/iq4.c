@@ -20,38 +20,17 @@
 #include <math.h>
 #include <string.h>
 
-#include "half.h"
+#include "quant_common.h"
 #include "types.h"
 
 #define IQ4_NL_SIZE 18
 #define IQ4_XS_SIZE 136
 #define SUB 32          /* sub-block: elements sharing one scale */
 #define NTRY 7          /* ggml's quantize_iq4_* pass ntry = 7 */
-#define GROUP_MAX_EPS 1e-15f
-#define Q8_0_SIZE 34
-#define Q8_K_SIZE 292
 
 /* ggml-common.h kvalues_iq4nl. */
 static const int8_t codebook[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                     1,    13,   25,  38,  53,  69,  89,  113};
-
-static uint16_t get_le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static void put_le16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8); }
-static float get_f32(const uint8_t *p)
-{
-    uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-    return qk_bits_f32(u);
-}
-
-/* Round to nearest, ties to even, for |f| <= 2^22 (ggml's nearest_int: add
- * 1.5 * 2^23 and read the low mantissa bits). */
-static int nearest_int(float f)
-{
-    float v = f + 12582912.f;
-    int32_t i;
-    memcpy(&i, &v, 4);
-    return (i & 0x007fffff) - 0x00400000;
-}
 
 /* Index of the codebook entry nearest to x (ties to the upper entry), by
  * bisection as ggml's best_index_int8. */
@@ -107,7 +86,7 @@ static float sub_scale(const float *x, const float *qw, float sigma2)
     for (int j = 0; j < SUB; j++)
         if (fabsf(x[j]) > amax)
             amax = fabsf(x[j]), max = x[j];
-    if (amax < GROUP_MAX_EPS)
+    if (amax < QK_GROUP_MAX_EPS)
         return 0;
     float sumqx, sumq2;
     fit(x, w, 1 / (-max / codebook[0]), &sumqx, &sumq2);
@@ -135,7 +114,7 @@ static void pack_sub(const float *x, float id, uint8_t *qs)
 static void iq4_nl_encode_block(const float *x, const float *qw, uint8_t *b)
 {
     float d = sub_scale(x, qw, sigma2_of(x, SUB));
-    put_le16(b, qk_f32_to_f16(d));
+    qk_st_f16(b, d);
     pack_sub(x, d != 0.0f ? 1 / d : 0, b + 2);
 }
 
@@ -162,7 +141,7 @@ static void iq4_nl_to_float(const void *src, float *dst, int64_t n)
 {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / SUB; i++, b += IQ4_NL_SIZE, dst += SUB)
-        unpack_sub(b + 2, qk_f16_to_f32(get_le16(b)), dst);
+        unpack_sub(b + 2, qk_ld_f16(b), dst);
 }
 
 /* Integer dot product of one packed sub-block with 32 int8 activations. */
@@ -178,11 +157,12 @@ static int dot_sub(const uint8_t *qs, const int8_t *q8)
 
 static float iq4_nl_vec_dot(int64_t n, const void *vx, const void *vy)
 {
-    const uint8_t *x = vx, *y = vy;
+    const uint8_t *x = vx;
+    const qk_block_q8_0 *y = vy;
     float sumf = 0;
-    for (int64_t i = 0; i < n / SUB; i++, x += IQ4_NL_SIZE, y += Q8_0_SIZE) {
-        float d = qk_f16_to_f32(get_le16(y)) * qk_f16_to_f32(get_le16(x));
-        sumf += d * (float)dot_sub(x + 2, (const int8_t *)(y + 2));
+    for (int64_t i = 0; i < n / SUB; i++, x += IQ4_NL_SIZE) {
+        float d = qk_ld_f16(y[i].d) * qk_ld_f16(x);
+        sumf += d * (float)dot_sub(x + 2, y[i].qs);
     }
     return sumf;
 }
@@ -206,7 +186,7 @@ static void iq4_xs_encode_block(const float *x, const float *qw, uint8_t *b)
     uint8_t *scales_l = b + 4;
     memset(scales_l, 0, QK_K / 64);
     for (int s = 0; s < QK_K / SUB; s++) {
-        int l = nearest_int(id * scales[s]);
+        int l = qk_nearest_int(id * scales[s]);
         l = l < -32 ? -32 : l > 31 ? 31 : l;
         float dl = d * (float)l;
         pack_sub(x + s * SUB, dl != 0.0f ? 1 / dl : 0.f, b + 8 + s * (SUB / 2));
@@ -214,8 +194,8 @@ static void iq4_xs_encode_block(const float *x, const float *qw, uint8_t *b)
         scales_l[s / 2] |= (uint8_t)((l & 15) << 4 * (s % 2));
         scales_h |= (uint16_t)((l >> 4) << 2 * s);
     }
-    put_le16(b, qk_f32_to_f16(d));
-    put_le16(b + 2, scales_h);
+    qk_st_f16(b, d);
+    qk_st_u16(b + 2, scales_h);
 }
 
 static size_t iq4_xs_quantize(const float *src, void *dst, int64_t nrows, int64_t ncols,
@@ -232,7 +212,7 @@ static size_t iq4_xs_quantize(const float *src, void *dst, int64_t nrows, int64_
 static int iq4_xs_scale(const uint8_t *b, int s)
 {
     int lo = (b[4 + s / 2] >> 4 * (s % 2)) & 15;
-    int hi = (get_le16(b + 2) >> 2 * s) & 3;
+    int hi = (qk_ld_u16(b + 2) >> 2 * s) & 3;
     return (lo | hi << 4) - 32;
 }
 
@@ -240,7 +220,7 @@ static void iq4_xs_to_float(const void *src, float *dst, int64_t n)
 {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / QK_K; i++, b += IQ4_XS_SIZE) {
-        float d = qk_f16_to_f32(get_le16(b));
+        float d = qk_ld_f16(b);
         for (int s = 0; s < QK_K / SUB; s++, dst += SUB)
             unpack_sub(b + 8 + s * (SUB / 2), d * (float)iq4_xs_scale(b, s), dst);
     }
@@ -248,11 +228,12 @@ static void iq4_xs_to_float(const void *src, float *dst, int64_t n)
 
 static float iq4_xs_vec_dot(int64_t n, const void *vx, const void *vy)
 {
-    const uint8_t *x = vx, *y = vy;
+    const uint8_t *x = vx;
+    const qk_block_q8_K *y = vy;
     float sumf = 0;
-    for (int64_t i = 0; i < n / QK_K; i++, x += IQ4_XS_SIZE, y += Q8_K_SIZE) {
-        float d4d8 = qk_f16_to_f32(get_le16(x)) * get_f32(y);
-        const int8_t *q8 = (const int8_t *)(y + 4);
+    for (int64_t i = 0; i < n / QK_K; i++, x += IQ4_XS_SIZE) {
+        float d4d8 = qk_ld_f16(x) * qk_ld_f32(y[i].d);
+        const int8_t *q8 = y[i].qs;
         for (int s = 0; s < QK_K / SUB; s++) {
             float dl = d4d8 * (float)iq4_xs_scale(x, s);
             sumf += dl * (float)dot_sub(x + 8 + s * (SUB / 2), q8 + s * SUB);

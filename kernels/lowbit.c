@@ -10,20 +10,15 @@
  * ggml's quantize_q{1,2}_0 accept an importance matrix but do not use it (the
  * imatrix path only walks the rows one by one), so neither do we.  Both pair
  * with Q8_0 activations (34-byte blocks): Q1_0 spans four, Q2_0 two. */
-#include <limits.h>
 #include <math.h>
 
-#include "half.h"
+#include "quant_common.h"
 #include "types.h"
 
 #define Q1_0_BLCK 128
 #define Q2_0_BLCK 64
 #define LOWBIT_SIZE 18 /* both types */
 #define Q8_0_BLCK 32
-#define Q8_0_SIZE 34
-
-static uint16_t get_le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static void put_le16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8); }
 
 /* ---- Q1_0 ----------------------------------------------------------------- */
 
@@ -32,7 +27,7 @@ static void q1_0_encode_block(const float *x, uint8_t *b)
     float sum_abs = 0.0f;
     for (int j = 0; j < Q1_0_BLCK; j++)
         sum_abs += fabsf(x[j]);
-    put_le16(b, qk_f32_to_f16(sum_abs / Q1_0_BLCK));
+    qk_st_f16(b, sum_abs / Q1_0_BLCK);
     uint8_t *qs = b + 2;
     for (int j = 0; j < Q1_0_BLCK / 8; j++)
         qs[j] = 0;
@@ -56,7 +51,7 @@ static void q1_0_to_float(const void *src, float *dst, int64_t n)
 {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / Q1_0_BLCK; i++, b += LOWBIT_SIZE, dst += Q1_0_BLCK) {
-        float d = qk_f16_to_f32(get_le16(b));
+        float d = qk_ld_f16(b);
         for (int j = 0; j < Q1_0_BLCK; j++)
             dst[j] = (b[2 + j / 8] >> (j % 8)) & 1 ? d : -d;
     }
@@ -64,14 +59,15 @@ static void q1_0_to_float(const void *src, float *dst, int64_t n)
 
 static float q1_0_vec_dot(int64_t n, const void *vx, const void *vy)
 {
-    const uint8_t *x = vx, *y = vy;
+    const uint8_t *x = vx;
+    const qk_block_q8_0 *y = vy;
     float sumf = 0.0f;
     for (int64_t i = 0; i < n / Q1_0_BLCK; i++, x += LOWBIT_SIZE) {
-        float d0 = qk_f16_to_f32(get_le16(x));
+        float d0 = qk_ld_f16(x);
         float sumi = 0.0f;
-        for (int k = 0; k < Q1_0_BLCK / Q8_0_BLCK; k++, y += Q8_0_SIZE) {
-            float d1 = qk_f16_to_f32(get_le16(y));
-            const int8_t *q8 = (const int8_t *)(y + 2);
+        for (int k = 0; k < Q1_0_BLCK / Q8_0_BLCK; k++, y++) {
+            float d1 = qk_ld_f16(y->d);
+            const int8_t *q8 = y->qs;
             const uint8_t *bits = x + 2 + k * 4;
             int s = 0;
             for (int j = 0; j < Q8_0_BLCK; j++)
@@ -85,13 +81,6 @@ static float q1_0_vec_dot(int64_t n, const void *vx, const void *vy)
 
 /* ---- Q2_0 ----------------------------------------------------------------- */
 
-/* float -> int with x86 cvttss2si semantics (NaN, out of range: INT_MIN), what
- * ggml's (int) cast does on the reference machine, without undefined behaviour. */
-static int trunc_i32(float v)
-{
-    return v >= -2147483648.0f && v < 2147483648.0f ? (int)v : INT_MIN;
-}
-
 static void q2_0_encode_block(const float *x, uint8_t *b)
 {
     float amax = 0.0f;
@@ -99,12 +88,12 @@ static void q2_0_encode_block(const float *x, uint8_t *b)
         if (fabsf(x[j]) > amax)
             amax = fabsf(x[j]);
     float id = amax > 0.0f ? 1.0f / amax : 0.0f;
-    put_le16(b, qk_f32_to_f16(amax));
+    qk_st_f16(b, amax);
     uint8_t *qs = b + 2;
     for (int j = 0; j < Q2_0_BLCK / 4; j++)
         qs[j] = 0;
     for (int j = 0; j < Q2_0_BLCK; j++) {
-        int q = trunc_i32(roundf(x[j] * id));
+        int q = qk_trunc_i32(roundf(x[j] * id));
         q = q < -1 ? 0 : q > 2 ? 3 : q + 1; /* round(x/d) + 1, clamped to 0..3 */
         qs[j / 4] |= (uint8_t)(q << (j % 4) * 2);
     }
@@ -127,7 +116,7 @@ static void q2_0_to_float(const void *src, float *dst, int64_t n)
 {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / Q2_0_BLCK; i++, b += LOWBIT_SIZE, dst += Q2_0_BLCK) {
-        float d = qk_f16_to_f32(get_le16(b));
+        float d = qk_ld_f16(b);
         for (int j = 0; j < Q2_0_BLCK; j++)
             dst[j] = (float)(q2_0_code(b + 2, j) - 1) * d;
     }
@@ -135,14 +124,15 @@ static void q2_0_to_float(const void *src, float *dst, int64_t n)
 
 static float q2_0_vec_dot(int64_t n, const void *vx, const void *vy)
 {
-    const uint8_t *x = vx, *y = vy;
+    const uint8_t *x = vx;
+    const qk_block_q8_0 *y = vy;
     float sumf = 0.0f;
     for (int64_t i = 0; i < n / Q2_0_BLCK; i++, x += LOWBIT_SIZE) {
-        float d0 = qk_f16_to_f32(get_le16(x));
+        float d0 = qk_ld_f16(x);
         float sumi = 0.0f;
-        for (int k = 0; k < Q2_0_BLCK / Q8_0_BLCK; k++, y += Q8_0_SIZE) {
-            float d1 = qk_f16_to_f32(get_le16(y));
-            const int8_t *q8 = (const int8_t *)(y + 2);
+        for (int k = 0; k < Q2_0_BLCK / Q8_0_BLCK; k++, y++) {
+            float d1 = qk_ld_f16(y->d);
+            const int8_t *q8 = y->qs;
             int s = 0;
             for (int j = 0; j < Q8_0_BLCK; j++)
                 s += (q2_0_code(x + 2, k * Q8_0_BLCK + j) - 1) * q8[j];

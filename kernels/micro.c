@@ -11,11 +11,10 @@
  * Both encoders ignore the importance matrix (ggml's quantize_mxfp4 and
  * quantize_nvfp4 do).  Both pair with Q8_0 activations (34-byte blocks: f16
  * scale, 32 int8). */
-#include <limits.h>
 #include <math.h>
 
 #include "fp4.h"
-#include "half.h"
+#include "quant_common.h"
 #include "types.h"
 
 #define MXFP4_BLCK 32
@@ -23,7 +22,6 @@
 #define NVFP4_BLCK 64
 #define NVFP4_SUB 16
 #define NVFP4_SIZE 36
-#define Q8_0_SIZE 34
 
 const int8_t qk_e2m1_x2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
@@ -41,16 +39,6 @@ int qk_e2m1_nearest(float x, float half_scale)
     return best;
 }
 
-/* float -> int32 with x86 cvttss2si semantics (NaN and out-of-range give
- * INT_MIN), which is what ggml's unchecked casts do on the reference machine;
- * here without undefined behaviour. */
-static int trunc_i32(float v)
-{
-    return v >= -2147483648.0f && v < 2147483648.0f ? (int)v : INT_MIN;
-}
-
-static uint16_t get_le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-
 /* ---- MXFP4 ---------------------------------------------------------------- */
 
 /* E8M0 exponent: floor(log2(amax)) - 2 + 127, so that amax / 2^(e-127) < 8,
@@ -59,7 +47,7 @@ static uint8_t mxfp4_exponent(float amax)
 {
     if (!(amax > 0.0f))
         return 0;
-    return (uint8_t)(unsigned)trunc_i32(floorf(log2f(amax)) - 2 + 127);
+    return (uint8_t)(unsigned)qk_trunc_i32(floorf(log2f(amax)) - 2 + 127);
 }
 
 static void mxfp4_encode_block(const float *x, uint8_t *b)
@@ -102,11 +90,12 @@ static void mxfp4_to_float(const void *src, float *dst, int64_t n)
 
 static float mxfp4_vec_dot(int64_t n, const void *vx, const void *vy)
 {
-    const uint8_t *x = vx, *y = vy;
+    const uint8_t *x = vx;
+    const qk_block_q8_0 *y = vy;
     float sumf = 0.0f;
-    for (int64_t i = 0; i < n / MXFP4_BLCK; i++, x += MXFP4_SIZE, y += Q8_0_SIZE) {
-        float d = qk_f16_to_f32(get_le16(y)) * qk_e8m0_to_f32_half(x[0]);
-        const int8_t *q8 = (const int8_t *)(y + 2);
+    for (int64_t i = 0; i < n / MXFP4_BLCK; i++, x += MXFP4_SIZE) {
+        float d = qk_ld_f16(y[i].d) * qk_e8m0_to_f32_half(x[0]);
+        const int8_t *q8 = y[i].qs;
         int sum1 = 0, sum2 = 0;
         for (int j = 0; j < MXFP4_BLCK / 2; j++) {
             sum1 += q8[j] * qk_e2m1_x2[x[1 + j] & 15];
@@ -166,14 +155,15 @@ static void nvfp4_to_float(const void *src, float *dst, int64_t n)
 /* One NVFP4 block spans two Q8_0 blocks; sub-blocks 0,1 use the first. */
 static float nvfp4_vec_dot(int64_t n, const void *vx, const void *vy)
 {
-    const uint8_t *x = vx, *y = vy;
+    const uint8_t *x = vx;
+    const qk_block_q8_0 *y = vy;
     float sumf = 0.0f;
-    for (int64_t i = 0; i < n / NVFP4_BLCK; i++, x += NVFP4_SIZE, y += 2 * Q8_0_SIZE) {
+    for (int64_t i = 0; i < n / NVFP4_BLCK; i++, x += NVFP4_SIZE) {
         for (int s = 0; s < NVFP4_BLCK / NVFP4_SUB; s++) {
             float d = qk_ue4m3_to_f32_half(x[s]);
-            const uint8_t *yb = y + (s / 2) * Q8_0_SIZE;
-            float dy = qk_f16_to_f32(get_le16(yb));
-            const int8_t *q8 = (const int8_t *)(yb + 2) + (s % 2) * NVFP4_SUB;
+            const qk_block_q8_0 *yb = &y[2 * i + s / 2];
+            float dy = qk_ld_f16(yb->d);
+            const int8_t *q8 = yb->qs + (s % 2) * NVFP4_SUB;
             const uint8_t *qs = x + 4 + s * (NVFP4_SUB / 2);
             int lo = 0, hi = 0;
             for (int j = 0; j < NVFP4_SUB / 2; j++) {

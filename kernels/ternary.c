@@ -20,21 +20,12 @@
  */
 #include <math.h>
 
-#include "half.h"
+#include "quant_common.h"
 #include "types.h"
 
 #define TQ_BLCK 256
 #define TQ1_0_SIZE 54
 #define TQ2_0_SIZE 66
-#define Q8_K_SIZE 292
-
-static uint16_t get_le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static void put_le16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8); }
-static float get_f32(const uint8_t *p)
-{
-    uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-    return qk_bits_f32(u);
-}
 
 /* Absolute max of a block, folded like ggml's MAX(amax, |x|) (so NaNs behave
  * the same way too). */
@@ -74,7 +65,7 @@ static void tq1_0_encode_block(const float *x, uint8_t *b)
         b[32 + m] = pack_trits(x + 160 + m, 16, 5, id);
     for (int j = 0; j < 4; j++)
         b[48 + j] = pack_trits(x + 240 + j, 4, 4, id);
-    put_le16(b + 52, qk_f32_to_f16(d));
+    qk_st_f16(b + 52, d);
 }
 
 static size_t tq1_0_quantize(const float *src, void *dst, int64_t nrows, int64_t ncols,
@@ -115,7 +106,7 @@ static void tq1_0_to_float(const void *src, float *dst, int64_t n)
     const uint8_t *b = src;
     int8_t t[TQ_BLCK];
     for (int64_t i = 0; i < n / TQ_BLCK; i++, b += TQ1_0_SIZE, dst += TQ_BLCK) {
-        float d = qk_f16_to_f32(get_le16(b + 52));
+        float d = qk_ld_f16(b + 52);
         tq1_0_unpack(b, t);
         for (int j = 0; j < TQ_BLCK; j++)
             dst[j] = (float)t[j] * d;
@@ -124,16 +115,17 @@ static void tq1_0_to_float(const void *src, float *dst, int64_t n)
 
 static float tq1_0_vec_dot(int64_t n, const void *vx, const void *vy)
 {
-    const uint8_t *x = vx, *y = vy;
+    const uint8_t *x = vx;
+    const qk_block_q8_K *y = vy;
     int8_t t[TQ_BLCK];
     float sumf = 0.0f;
-    for (int64_t i = 0; i < n / TQ_BLCK; i++, x += TQ1_0_SIZE, y += Q8_K_SIZE) {
-        const int8_t *q8 = (const int8_t *)(y + 4);
+    for (int64_t i = 0; i < n / TQ_BLCK; i++, x += TQ1_0_SIZE) {
+        const int8_t *q8 = y[i].qs;
         tq1_0_unpack(x, t);
         int sum = 0;
         for (int j = 0; j < TQ_BLCK; j++)
             sum += t[j] * q8[j];
-        sumf += (float)sum * (qk_f16_to_f32(get_le16(x + 52)) * get_f32(y));
+        sumf += (float)sum * (qk_ld_f16(x + 52) * qk_ld_f32(y[i].d));
     }
     return sumf;
 }
@@ -151,7 +143,7 @@ static void tq2_0_encode_block(const float *x, uint8_t *b)
                 q += (trit(x[m + 32 * k], id) & 3) << (2 * k);
             b[32 * c + m] = (uint8_t)q;
         }
-    put_le16(b + 64, qk_f32_to_f16(d));
+    qk_st_f16(b + 64, d);
 }
 
 static size_t tq2_0_quantize(const float *src, void *dst, int64_t nrows, int64_t ncols,
@@ -175,7 +167,7 @@ static void tq2_0_to_float(const void *src, float *dst, int64_t n)
 {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / TQ_BLCK; i++, b += TQ2_0_SIZE, dst += TQ_BLCK) {
-        float d = qk_f16_to_f32(get_le16(b + 64));
+        float d = qk_ld_f16(b + 64);
         for (int j = 0; j < TQ_BLCK; j++)
             dst[j] = (float)tq2_0_trit(b, j) * d;
     }
@@ -183,14 +175,15 @@ static void tq2_0_to_float(const void *src, float *dst, int64_t n)
 
 static float tq2_0_vec_dot(int64_t n, const void *vx, const void *vy)
 {
-    const uint8_t *x = vx, *y = vy;
+    const uint8_t *x = vx;
+    const qk_block_q8_K *y = vy;
     float sumf = 0.0f;
-    for (int64_t i = 0; i < n / TQ_BLCK; i++, x += TQ2_0_SIZE, y += Q8_K_SIZE) {
-        const int8_t *q8 = (const int8_t *)(y + 4);
+    for (int64_t i = 0; i < n / TQ_BLCK; i++, x += TQ2_0_SIZE) {
+        const int8_t *q8 = y[i].qs;
         int sum = 0;
         for (int j = 0; j < TQ_BLCK; j++)
             sum += q8[j] * tq2_0_trit(x, j);
-        float d = get_f32(y) * qk_f16_to_f32(get_le16(x + 64));
+        float d = qk_ld_f32(y[i].d) * qk_ld_f16(x + 64);
         sumf += (float)sum * d;
     }
     return sumf;

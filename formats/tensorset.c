@@ -1,0 +1,155 @@
+#include "tensorset.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "gguf.h"
+#include "hfdir.h"
+#include "types.h"
+
+static int oom(qk_err *err, const char *path) { return qk_errf(err, QK_EIO, "%s: out of memory", path); }
+
+static char *dupn(const char *p, size_t n)
+{
+    char *s = malloc(n + 1);
+    if (s) {
+        memcpy(s, p, n);
+        s[n] = 0;
+    }
+    return s;
+}
+
+static int from_gguf(qk_tensorset *s, qk_err *err)
+{
+    qk_gguf *g;
+    int rc = qk_gguf_open(&g, s->path, 0, err);
+    if (rc)
+        return rc;
+    s->kind = QK_SET_GGUF;
+    s->gguf = g;
+    s->n = g->n_tensors;
+    s->t = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *s->t);
+    if (!s->t)
+        return oom(err, s->path);
+    s->file_bytes = g->total_size;
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const qk_gguf_tensor *gt = &g->tensors[i];
+        qk_tensor *t = &s->t[i];
+        if (!(t->name = dupn(gt->name.ptr, gt->name.len)))
+            return oom(err, s->path);
+        t->type = gt->type;
+        t->type_name = qk_type_get(gt->type)->name;
+        t->n_dims = (int)gt->n_dims;
+        t->nelem = 1;
+        for (int d = 0; d < QK_MAX_DIMS; d++)
+            t->ne[d] = d < 4 ? gt->ne[d] : 1;
+        for (int d = 0; d < 4; d++)
+            t->nelem *= (uint64_t)gt->ne[d];
+        t->nbytes = gt->nbytes;
+        t->data = gt->data;
+        t->file = g->shard_paths ? g->shard_paths[gt->shard] : g->path;
+        t->offset = (uint64_t)(gt->data - g->maps[gt->shard].data);
+    }
+    return 0;
+}
+
+static int from_safetensors(qk_tensorset *s, qk_err *err)
+{
+    qk_hfdir *h;
+    int rc = qk_hf_open(&h, s->path, err);
+    if (rc)
+        return rc;
+    s->kind = QK_SET_SAFETENSORS;
+    s->st = h;
+    s->n = h->n_tensors;
+    s->t = calloc(h->n_tensors ? h->n_tensors : 1, sizeof *s->t);
+    if (!s->t)
+        return oom(err, s->path);
+    for (int f = 0; f < h->n_files; f++)
+        s->file_bytes += h->files[f]->size;
+    for (uint64_t i = 0; i < h->n_tensors; i++) {
+        const qk_hf_tensor *ht = &h->tensors[i];
+        qk_tensor *t = &s->t[i];
+        if (!(t->name = strdup(ht->name)))
+            return oom(err, s->path);
+        if (ht->n_dims > QK_MAX_DIMS)
+            return qk_errf(err, QK_EINPUT, "%s: tensor '%s' has %d dimensions (at most %d supported)",
+                           h->file_paths[ht->file], ht->name, ht->n_dims, QK_MAX_DIMS);
+        t->type = ht->type;
+        t->type_name = ht->type >= 0 ? qk_type_get(ht->type)->name : ht->dtype;
+        t->n_dims = ht->n_dims;
+        for (int d = 0; d < QK_MAX_DIMS; d++)
+            t->ne[d] = d < ht->n_dims ? ht->ne[d] : 1;
+        t->nelem = ht->nelem;
+        t->nbytes = ht->nbytes;
+        t->data = ht->data;
+        t->file = h->file_paths[ht->file];
+        t->offset = ht->file_offset;
+    }
+    return 0;
+}
+
+static int is_gguf(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char m[4] = {0};
+    int ok = f && fread(m, 1, 4, f) == 4 && memcmp(m, "GGUF", 4) == 0;
+    if (f)
+        fclose(f);
+    return ok;
+}
+
+int qk_tensorset_open(qk_tensorset **out, const char *path, qk_err *err)
+{
+    *out = NULL;
+    qk_tensorset *s = calloc(1, sizeof *s);
+    if (!s || !(s->path = strdup(path))) {
+        free(s);
+        return oom(err, path);
+    }
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        qk_tensorset_close(s);
+        return qk_err_sys(err, path, "cannot open");
+    }
+    int rc = !S_ISDIR(st.st_mode) && is_gguf(path) ? from_gguf(s, err) : from_safetensors(s, err);
+    if (rc) {
+        qk_tensorset_close(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void qk_tensorset_close(qk_tensorset *s)
+{
+    if (!s)
+        return;
+    for (uint64_t i = 0; s->t && i < s->n; i++)
+        free(s->t[i].name);
+    free(s->t);
+    if (s->gguf)
+        qk_gguf_close(s->gguf);
+    if (s->st)
+        qk_hf_close(s->st);
+    free(s->path);
+    free(s);
+}
+
+const qk_tensor *qk_tensorset_find(const qk_tensorset *s, const char *name)
+{
+    for (uint64_t i = 0; i < s->n; i++)
+        if (strcmp(s->t[i].name, name) == 0)
+            return &s->t[i];
+    return NULL;
+}
+
+uint64_t qk_tensor_rows(const qk_tensor *t)
+{
+    uint64_t r = 1;
+    for (int d = 1; d < QK_MAX_DIMS; d++)
+        r *= (uint64_t)t->ne[d];
+    return r;
+}
