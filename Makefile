@@ -17,7 +17,7 @@ CSTD    := -std=c17 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 INC     := -I. -Ilib -Iformats -Ikernels
 CFLAGS  ?=
-ALL_CFLAGS = $(CSTD) $(OPT) $(WARN) $(INC) -pthread -MMD -MP $(CFLAGS)
+ALL_CFLAGS = $(CSTD) -ffp-contract=off $(OPT) $(WARN) $(INC) -pthread -MMD -MP $(CFLAGS)
 LDLIBS  := -lzstd -lm -pthread
 
 # Debian packages the build needs: header -> package.
@@ -95,7 +95,7 @@ FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS = $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
 build-fuzz/%: tests/fuzz/%.c $(LIB_SRC)
 	@mkdir -p build-fuzz
-	clang $(CSTD) -O1 -g $(INC) -pthread -fsanitize=fuzzer,address,undefined -o $@ $< $(LIB_SRC) $(LDLIBS)
+	clang $(CSTD) -ffp-contract=off -O1 -g $(INC) -pthread -fsanitize=fuzzer,address,undefined -o $@ $< $(LIB_SRC) $(LDLIBS)
 fuzz:
 	@command -v clang >/dev/null || { if [ "$$(id -u)" = 0 ]; then apt-get install -y -qq clang >/dev/null; else echo "missing clang; run: sudo apt-get install -y clang" >&2; exit 1; fi; }
 	$(MAKE) $(FUZZ_BINS)

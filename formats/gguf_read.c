@@ -683,10 +683,6 @@ static int parse_file(const uint8_t *p, uint64_t size, const char *path, int sha
     rc = get64(&r, &ps->n_kv, "n_kv");
     if (rc)
         return rc;
-    if (n_tensors > left(&r) / MIN_TENSOR_INFO_BYTES)
-        return qk_err_at(err, path, "n_tensors", at,
-                         "%llu tensors cannot fit in the %llu bytes left (a tensor info takes at least %d)",
-                         (unsigned long long)n_tensors, (unsigned long long)left(&r), MIN_TENSOR_INFO_BYTES);
     if (ps->n_kv > left(&r) / MIN_KV_BYTES) {
         uint64_t n = ps->n_kv;
         ps->n_kv = 0;
@@ -707,6 +703,12 @@ static int parse_file(const uint8_t *p, uint64_t size, const char *path, int sha
     if (rc)
         return rc;
 
+    /* checked after the key/values so that a cut inside them is reported there */
+    if (n_tensors > left(&r) / MIN_TENSOR_INFO_BYTES)
+        return qk_err_at(err, path, "n_tensors", at,
+                         "%llu tensors cannot fit in the %llu bytes left after the key/values "
+                         "(a tensor info takes at least %d)",
+                         (unsigned long long)n_tensors, (unsigned long long)left(&r), MIN_TENSOR_INFO_BYTES);
     if (n_tensors) {
         ps->tensors = calloc((size_t)n_tensors, sizeof *ps->tensors);
         if (!ps->tensors)

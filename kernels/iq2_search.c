@@ -32,37 +32,35 @@ static slot slots[3] = {
     {qk_iq2s_grid, 1024, 1, {0}, PTHREAD_ONCE_INIT, 0},
 };
 
-/* Append v to a growable uint16 array; false when memory ran out. */
-static int push(uint16_t **a, size_t *n, size_t *cap, uint16_t v)
+/* Make room for `more` entries in a growable uint16 array; false when
+ * memory ran out. */
+static int reserve(uint16_t **a, size_t n, size_t *cap, size_t more)
 {
-    if (*n == *cap) {
-        size_t c = *cap ? *cap * 2 : 65536;
-        uint16_t *p = realloc(*a, c * sizeof **a);
-        if (!p)
-            return 0;
-        *a = p, *cap = c;
-    }
-    (*a)[(*n)++] = v;
+    if (n + more <= *cap)
+        return 1;
+    size_t c = *cap ? *cap : 65536;
+    while (c < n + more)
+        c *= 2;
+    uint16_t *p = realloc(*a, c * sizeof **a);
+    if (!p)
+        return 0;
+    *a = p, *cap = c;
     return 1;
 }
 
-/* Squared level distance of every grid point to the off-grid group u, via
- * two 256-entry tables (one per half of the 8 coordinates). */
-static void distances(const uint16_t *code, int grid_size, int u, uint8_t *d2)
+/* sq4[a][b]: squared level distance between the 4 coordinates packed in
+ * byte a and those in byte b (half a packed group).  Built once per table. */
+static void half_distances(uint8_t (*sq4)[256])
 {
-    uint8_t half[2][256];
-    for (int h = 0; h < 2; h++) {
+    for (int a = 0; a < 256; a++)
         for (int b = 0; b < 256; b++) {
             int s = 0;
             for (int k = 0; k < 4; k++) {
-                int diff = ((b >> 2 * k) & 3) - ((u >> (8 * h + 2 * k)) & 3);
+                int diff = ((a >> 2 * k) & 3) - ((b >> 2 * k) & 3);
                 s += diff * diff;
             }
-            half[h][b] = (uint8_t)s;
+            sq4[a][b] = (uint8_t)s;
         }
-    }
-    for (int j = 0; j < grid_size; j++)
-        d2[j] = (uint8_t)(half[0][code[j] & 0xff] + half[1][code[j] >> 8]);
 }
 
 static int build(slot *sl)
@@ -71,12 +69,15 @@ static int build(slot *sl)
     int8_t(*pos)[8] = malloc((size_t)n * sizeof *pos);
     uint16_t *code = malloc((size_t)n * sizeof *code);
     uint8_t *d2 = malloc((size_t)n);
+    uint8_t(*sq4)[256] = malloc(256 * sizeof *sq4);
     int32_t *map = malloc(QK_IQ2_MAP_SIZE * sizeof *map);
     uint16_t *nb = NULL;
     size_t nn = 0, cap = 0;
-    if (!pos || !code || !d2 || !map)
+    if (!pos || !code || !d2 || !sq4 || !map)
         goto fail;
+    half_distances(sq4);
 
+    /* the grid: coordinates, packed levels, and the map of on-grid groups */
     for (int u = 0; u < QK_IQ2_MAP_SIZE; u++)
         map[u] = -1;
     for (int j = 0; j < n; j++) {
@@ -91,32 +92,38 @@ static int build(slot *sl)
             map[c] = j;
     }
 
+    /* every off-grid group: its nearest points, by (distance, index) */
     for (int u = 0; u < QK_IQ2_MAP_SIZE; u++) {
         if (map[u] >= 0)
             continue;
-        distances(code, n, u, d2);
+        const uint8_t *lo = sq4[u & 0xff], *hi = sq4[u >> 8];
         int count[MAX_D2 + 1] = {0};
-        for (int j = 0; j < n; j++)
+        for (int j = 0; j < n; j++) {
+            d2[j] = (uint8_t)(lo[code[j] & 0xff] + hi[code[j] >> 8]);
             count[d2[j]]++;
-        /* the nwant smallest distances present, and how many points have them */
-        int want[3], nhave = 0, total = 0;
+        }
+        /* the nwant smallest distances present; slot[d]: where the next
+         * point at distance d goes (0: not wanted) */
+        size_t slot_of[MAX_D2 + 1] = {0}, next = nn + 1;
+        int nhave = 0;
         for (int d = 0; d <= MAX_D2 && nhave < sl->nwant; d++)
             if (count[d])
-                want[nhave++] = d, total += count[d];
-        map[u] = -(int32_t)nn - 1;
-        if (!push(&nb, &nn, &cap, (uint16_t)total))
+                slot_of[d] = next, next += (size_t)count[d], nhave++;
+        if (!reserve(&nb, nn, &cap, next - nn))
             goto fail;
-        for (int w = 0; w < nhave; w++)
-            for (int j = 0; j < n; j++)
-                if (d2[j] == want[w] && !push(&nb, &nn, &cap, (uint16_t)j))
-                    goto fail;
+        map[u] = -(int32_t)nn - 1;
+        nb[nn] = (uint16_t)(next - nn - 1);
+        for (int j = 0; j < n; j++)
+            if (slot_of[d2[j]])
+                nb[slot_of[d2[j]]++] = (uint16_t)j;
+        nn = next;
     }
-    free(code), free(d2);
+    free(code), free(d2), free(sq4);
     sl->s = (qk_iq2_search){.grid_size = n, .pos = (const int8_t(*)[8])pos, .map = map,
                             .neighbours = nb};
     return 1;
 fail:
-    free(pos), free(code), free(d2), free(map), free(nb);
+    free(pos), free(code), free(d2), free(sq4), free(map), free(nb);
     return 0;
 }
 

@@ -377,9 +377,10 @@ static int parse_array(parser *ps, int depth, qk_jsonv *v)
         if (grow(ps, (void **)&v->arr.items, &cap, v->arr.n + 1, sizeof *v->arr.items))
             return -1;
         skip_ws(ps);
-        if (parse_value(ps, depth + 1, &v->arr.items[v->arr.n]))
+        int rc = parse_value(ps, depth + 1, &v->arr.items[v->arr.n]);
+        v->arr.n++; /* owned from here on, complete or not */
+        if (rc)
             return -1;
-        v->arr.n++;
         skip_ws(ps);
         if (ps->pos < ps->n && ps->p[ps->pos] == ',') {
             ps->pos++;

@@ -95,9 +95,14 @@ def cases():
     add("trunc_kv_key.gguf", base[:offset_of(base, b"tokenizer") + 4], "kv[1].key")
     add("trunc_kv_type.gguf", base[:offset_of(base, b"tokenizer.ggml.tokens") + 23], "kv[1] 'tokenizer.ggml.tokens' type")
     add("trunc_kv_value.gguf", base[:offset_of(base, b"llama") + 2], "kv[0] 'general.architecture' value")
-    add("trunc_string_array.gguf", base[:offset_of(base, b"bc") + 1], "kv[1] 'tokenizer.ggml.tokens' value[1]")
-    add("trunc_tensor_info.gguf", base[:offset_of(base, b"\x01\x00\x00\x00\x00\x00\x00\x00b") + 9 + 4 + 3],
-        "tensor_info[1].ne[0]")
+    add("trunc_string_array.gguf", base[:offset_of(base, b"bc") + 1], "kv[1] 'tokenizer.ggml.tokens' value")
+    # a cut in an early info leaves too few bytes for the rest: n_tensors is blamed
+    add("trunc_tensor_info_1.gguf", base[:offset_of(base, b"\x01\x00\x00\x00\x00\x00\x00\x00b") + 9 + 4 + 3],
+        "n_tensors")
+    add("trunc_tensor_info_2.gguf", base[:offset_of(base, b"\x01\x00\x00\x00\x00\x00\x00\x00c") + 9 + 4 + 3],
+        "tensor_info[2].ne[0]")
+    add("trunc_tensor_offset.gguf", base[:offset_of(base, b"\x01\x00\x00\x00\x00\x00\x00\x00c") + 9 + 4 + 8 + 4 + 5],
+        "tensor_info[2].offset")
     add("trunc_data.gguf", base[:len(base) - 20], "tensor 'c' data")
     hlen = 24 + sum(map(len, BASE_KVS)) + sum(len(info(n, d, t, o)) for n, d, t, o, _ in BASE_TENSORS)
     assert hlen % 32 != 0
@@ -110,7 +115,7 @@ def cases():
     add("version_big_endian.gguf", gguf(version=0x03000000), "version")
     add("n_tensors_2e62.gguf", gguf(n_tensors=1 << 62), "n_tensors")
     add("n_kv_2e62.gguf", gguf(n_kv=1 << 62), "n_kv")
-    add("n_kv_too_many.gguf", gguf(n_kv=4), "kv[3].key")
+    add("n_kv_too_many.gguf", gguf(n_kv=4, infos=[], data=b""), "kv[3].key")
 
     # strings and keys
     add("string_past_eof.gguf", gguf(kvs=[kv("general.architecture", STR, u64(1000) + b"llama")] + BASE_KVS[1:]),
