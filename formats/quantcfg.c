@@ -329,9 +329,8 @@ static int build_awq_gptq(bctx *b, const qk_jsonv *qc, bool awq)
         return oom(b);
     int64_t bits = 4, gs = 128;
     const char *pre = "quantization_config";
-    int rc = get_int(b, qc, awq ? "bits" : "bits", pre, &bits);
-    if (!rc && awq && qk_jsonv_get(qc, "w_bit"))
-        rc = get_int(b, qc, "w_bit", pre, &bits);
+    const char *bkey = awq && qk_jsonv_get(qc, "w_bit") ? "w_bit" : "bits";
+    int rc = get_int(b, qc, bkey, pre, &bits);
     if (!rc)
         rc = get_int(b, qc, "group_size", pre, &gs);
     if (!rc && awq && qk_jsonv_get(qc, "q_group_size"))
@@ -339,7 +338,7 @@ static int build_awq_gptq(bctx *b, const qk_jsonv *qc, bool awq)
     if (rc)
         return rc;
     if (bits < 1 || bits > 16)
-        return qk_err_at(b->err, b->path, "quantization_config.bits", qk_jsonv_get(qc, "bits")->off,
+        return qk_err_at(b->err, b->path, "quantization_config.bits", qk_jsonv_get(qc, bkey)->off,
                          "%lld out of range", (long long)bits);
     bool sym;
     if (awq) {

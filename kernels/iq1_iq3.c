@@ -15,45 +15,28 @@
  *                  bits + delta sign | 8 B: 16 3-bit scales, with the f16
  *                  super-block scale spread over the top nibbles of 4 u16
  * The float arithmetic below follows ggml's expressions term for term (same
- * types, same order): that is what makes the results bit-exact. */
+ * types, same order): that is what makes the results bit-exact.
+ *
+ * Where ggml aborts (IQ1_S without an importance matrix; no neighbour
+ * better than FLT_MAX, which only non-finite input causes) these kernels
+ * carry on instead: IQ1_S then uses unit importance, the search keeps the
+ * first neighbour.  qk_quantize_rows refuses IQ1_S without an imatrix. */
 #include <float.h>
 #include <math.h>
 #include <stdbool.h>
 #include <string.h>
 
-#include "half.h"
 #include "iq1_grids.h"
 #include "iq3_grids.h"
+#include "quant_common.h"
 #include "types.h"
 
 #define IQ3XXS_SIZE 98
 #define IQ3S_SIZE 110
 #define IQ1S_SIZE 50
 #define IQ1M_SIZE 56
-#define Q8K_SIZE 292 /* f32 d | 256 x i8 | 16 x i16 sums of 16 */
 
 /* ---- small helpers ------------------------------------------------------ */
-
-static inline uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static inline uint32_t rd32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static inline void wr16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8); }
-static inline void wr32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> 8 * i);
-}
-
-/* ggml nearest_int: round half to even through the 1.5 * 2^23 trick. */
-static inline int nearest_int(float f)
-{
-    float v = f + 12582912.f;
-    int32_t i;
-    memcpy(&i, &v, sizeof i);
-    return (i & 0x007fffff) - 0x00400000;
-}
 
 static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 static inline float maxf(float a, float b) { return a > b ? a : b; } /* ggml MAX */
@@ -61,34 +44,16 @@ static inline float maxf(float a, float b) { return a > b ? a : b; } /* ggml MAX
 /* Byte j of a codebook entry (the entries are little-endian byte vectors). */
 static inline uint8_t gbyte(uint64_t entry, int j) { return (uint8_t)(entry >> 8 * j); }
 
-/* One Q8_K activation block. */
-typedef struct {
-    float d;
-    const int8_t *qs;
-    const uint8_t *bsums; /* 16 little-endian int16 */
-} q8k;
-
-static q8k q8k_at(const uint8_t *y)
-{
-    q8k b;
-    memcpy(&b.d, y, sizeof b.d);
-    b.qs = (const int8_t *)(y + 4);
-    b.bsums = y + 4 + QK_K;
-    return b;
-}
-
-static inline int bsum(const q8k *b, int i) { return (int16_t)rd16(b->bsums + 2 * i); }
-
 /* ---- IQ3_XXS ------------------------------------------------------------ */
 
 static void iq3_xxs_to_float(const void *src, float *y, int64_t n)
 {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / QK_K; i++, b += IQ3XXS_SIZE) {
-        const float d = qk_f16_to_f32(rd16(b));
+        const float d = qk_ld_f16(b);
         const uint8_t *qs = b + 2, *sas = b + 2 + QK_K / 4;
         for (int ib = 0; ib < QK_K / 32; ib++, qs += 8) {
-            uint32_t aux = rd32(sas + 4 * ib);
+            uint32_t aux = qk_ld_u32(sas + 4 * ib);
             const float db = d * (0.5f + (aux >> 28)) * 0.5f;
             for (int l = 0; l < 4; l++, y += 8) {
                 uint8_t signs = qk_iq3_ksigns[(aux >> 7 * l) & 127];
@@ -104,16 +69,16 @@ static void iq3_xxs_to_float(const void *src, float *y, int64_t n)
 
 static float iq3_xxs_vec_dot(int64_t n, const void *vx, const void *vy)
 {
-    const uint8_t *x = vx, *y = vy;
+    const uint8_t *x = vx;
+    const qk_block_q8_K *y = vy;
     float sumf = 0.f;
-    for (int64_t i = 0; i < n / QK_K; i++, x += IQ3XXS_SIZE, y += Q8K_SIZE) {
-        q8k b = q8k_at(y);
-        const float d = qk_f16_to_f32(rd16(x)) * b.d;
+    for (int64_t i = 0; i < n / QK_K; i++, x += IQ3XXS_SIZE, y++) {
+        const float d = qk_ld_f16(x) * qk_ld_f32(y->d);
         const uint8_t *q3 = x + 2, *sas = x + 2 + QK_K / 4;
-        const int8_t *q8 = b.qs;
+        const int8_t *q8 = y->qs;
         int32_t bs = 0;
         for (int ib = 0; ib < QK_K / 32; ib++, q3 += 8) {
-            uint32_t aux = rd32(sas + 4 * ib);
+            uint32_t aux = qk_ld_u32(sas + 4 * ib);
             const int32_t ls = (int32_t)(2 * (aux >> 28) + 1);
             int32_t sumi = 0;
             for (int l = 0; l < 4; l++, q8 += 8) {
@@ -144,7 +109,7 @@ static void iq3_s_to_float(const void *src, float *y, int64_t n)
 {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / QK_K; i++, b += IQ3S_SIZE) {
-        const float d = qk_f16_to_f32(rd16(b));
+        const float d = qk_ld_f16(b);
         const uint8_t *qs = b + 2, *qh = b + 66, *signs = b + 74, *scales = b + 106;
         for (int ib = 0; ib < QK_K / 32; ib++, qs += 8, signs += 4) {
             int ls = ib % 2 ? scales[ib / 2] >> 4 : scales[ib / 2] & 0xf;
@@ -163,13 +128,13 @@ static void iq3_s_to_float(const void *src, float *y, int64_t n)
 
 static float iq3_s_vec_dot(int64_t n, const void *vx, const void *vy)
 {
-    const uint8_t *x = vx, *y = vy;
+    const uint8_t *x = vx;
+    const qk_block_q8_K *y = vy;
     float sumf = 0.f;
-    for (int64_t i = 0; i < n / QK_K; i++, x += IQ3S_SIZE, y += Q8K_SIZE) {
-        q8k b = q8k_at(y);
-        const float d = qk_f16_to_f32(rd16(x)) * b.d;
+    for (int64_t i = 0; i < n / QK_K; i++, x += IQ3S_SIZE, y++) {
+        const float d = qk_ld_f16(x) * qk_ld_f32(y->d);
         const uint8_t *qs = x + 2, *qh = x + 66, *signs = x + 74, *scales = x + 106;
-        const int8_t *q8 = b.qs;
+        const int8_t *q8 = y->qs;
         int32_t bs = 0;
         for (int ib = 0; ib < QK_K / 32; ib++, qs += 8, signs += 4) {
             const int32_t ls = 2 * (ib % 2 ? scales[ib / 2] >> 4 : scales[ib / 2] & 0xf) + 1;
@@ -195,10 +160,10 @@ static void iq1_s_to_float(const void *src, float *y, int64_t n)
 {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / QK_K; i++, b += IQ1S_SIZE) {
-        const float d = qk_f16_to_f32(rd16(b));
+        const float d = qk_ld_f16(b);
         const uint8_t *qs = b + 2;
         for (int ib = 0; ib < QK_K / 32; ib++, qs += 4) {
-            uint16_t qh = rd16(b + 34 + 2 * ib);
+            uint16_t qh = qk_ld_u16(b + 34 + 2 * ib);
             const float dl = d * (2 * ((qh >> 12) & 7) + 1);
             const float delta = qh & 0x8000 ? -QK_IQ1S_DELTA : QK_IQ1S_DELTA;
             for (int l = 0; l < 4; l++, y += 8) {
@@ -212,15 +177,15 @@ static void iq1_s_to_float(const void *src, float *y, int64_t n)
 
 static float iq1_s_vec_dot(int64_t n, const void *vx, const void *vy)
 {
-    const uint8_t *x = vx, *y = vy;
+    const uint8_t *x = vx;
+    const qk_block_q8_K *y = vy;
     float sumf = 0;
-    for (int64_t i = 0; i < n / QK_K; i++, x += IQ1S_SIZE, y += Q8K_SIZE) {
-        q8k b = q8k_at(y);
-        const int8_t *q8 = b.qs;
+    for (int64_t i = 0; i < n / QK_K; i++, x += IQ1S_SIZE, y++) {
+        const int8_t *q8 = y->qs;
         const uint8_t *qs = x + 2;
         int sumi = 0, sumi1 = 0;
         for (int ib = 0; ib < QK_K / 32; ib++, qs += 4) {
-            uint16_t qh = rd16(x + 34 + 2 * ib);
+            uint16_t qh = qk_ld_u16(x + 34 + 2 * ib);
             const int ls = 2 * ((qh >> 12) & 7) + 1;
             const int delta = qh & 0x8000 ? -1 : 1;
             int lsum = 0;
@@ -230,9 +195,9 @@ static float iq1_s_vec_dot(int64_t n, const void *vx, const void *vy)
                     lsum += q8[j] * (int8_t)gbyte(g, j);
             }
             sumi += ls * lsum;
-            sumi1 += ls * delta * (bsum(&b, 2 * ib) + bsum(&b, 2 * ib + 1));
+            sumi1 += ls * delta * (qk_q8K_bsum(y, 2 * ib) + qk_q8K_bsum(y, 2 * ib + 1));
         }
-        sumf += qk_f16_to_f32(rd16(x)) * b.d * (sumi + QK_IQ1S_DELTA * sumi1);
+        sumf += qk_ld_f16(x) * qk_ld_f32(y->d) * (sumi + QK_IQ1S_DELTA * sumi1);
     }
     return sumf;
 }
@@ -243,7 +208,7 @@ static float iq1_s_vec_dot(int64_t n, const void *vx, const void *vy)
 static void iq1m_scales(const uint8_t *b, uint16_t sc[4])
 {
     for (int i = 0; i < 4; i++)
-        sc[i] = rd16(b + 48 + 2 * i);
+        sc[i] = qk_ld_u16(b + 48 + 2 * i);
 }
 
 /* The f16 super-block scale, spread over the top nibbles of sc[0..3]. */
@@ -285,11 +250,11 @@ static void iq1_m_to_float(const void *src, float *y, int64_t n)
 
 static float iq1_m_vec_dot(int64_t n, const void *vx, const void *vy)
 {
-    const uint8_t *x = vx, *y = vy;
+    const uint8_t *x = vx;
+    const qk_block_q8_K *y = vy;
     float sumf = 0;
-    for (int64_t i = 0; i < n / QK_K; i++, x += IQ1M_SIZE, y += Q8K_SIZE) {
-        q8k b = q8k_at(y);
-        const int8_t *q8 = b.qs;
+    for (int64_t i = 0; i < n / QK_K; i++, x += IQ1M_SIZE, y++) {
+        const int8_t *q8 = y->qs;
         uint16_t sc[4];
         iq1m_scales(x, sc);
         const uint8_t *qs = x, *qh = x + 32;
@@ -311,7 +276,7 @@ static float iq1_m_vec_dot(int64_t n, const void *vx, const void *vy)
             sumi1 += sum1[0] * ls1 + sum1[1] * ls2;
             sumi2 += sum2[0] * ls1 + sum2[1] * ls2;
         }
-        sumf += iq1m_d(sc) * b.d * (sumi1 + QK_IQ1M_DELTA * sumi2);
+        sumf += iq1m_d(sc) * qk_ld_f32(y->d) * (sumi1 + QK_IQ1M_DELTA * sumi2);
     }
     return sumf;
 }
@@ -335,6 +300,25 @@ static void block_weights(const float *xb, const float *qw, float sigma2, int n,
         weight[i] = qw ? qw[i] * sqrtf(sigma2 + xb[i] * xb[i]) : xb[i] * xb[i];
 }
 
+/* Encodes one super-block of 256 floats xbl (importance qwbl, or NULL)
+ * into out, with the type's codebook tables. */
+typedef void (*block_encoder)(const void *tables, const float *xbl, const float *qwbl,
+                              uint8_t *out);
+
+/* ggml's quantize_TYPE: rows of independent super-blocks; the importance
+ * vector is per column, so each super-block uses its slice of it. */
+static size_t encode_rows(const float *src, void *dst, int64_t nrows, int64_t ncols,
+                          const float *imatrix, size_t block_bytes,
+                          block_encoder block, const void *tables)
+{
+    uint8_t *out = dst;
+    int64_t nb = ncols / QK_K;
+    for (int64_t r = 0; r < nrows; r++)
+        for (int64_t i = 0; i < nb; i++, out += block_bytes)
+            block(tables, src + r * ncols + i * QK_K, imatrix ? imatrix + i * QK_K : NULL, out);
+    return (size_t)(nrows * nb) * block_bytes;
+}
+
 /* ---- IQ3 encoders (ggml quantize_row_iq3_xxs_impl / _iq3_s_impl) -------- */
 
 /* Weighted fit state of one 32-element block: magnitudes, weights, levels. */
@@ -346,17 +330,18 @@ typedef struct {
     bool on_grid[8];  /* group k's rounding landed on the codebook */
 } iq3_fit;
 
-/* 12-bit code of the levels of group k. */
+/* 12-bit code of a group's four levels (3 bits each). */
 static inline unsigned iq3_code(const int8_t *L)
 {
     return (unsigned)L[0] | (unsigned)L[1] << 3 | (unsigned)L[2] << 6 | (unsigned)L[3] << 9;
 }
 
-/* Level codes of group k for inverse scale id (ggml: 0.5*(id*x - 1), clamped). */
+/* Levels of a group of four magnitudes xv at inverse scale id (ggml:
+ * nearest_int(0.5*(id*x - 1)), clamped to 0..7); returns their code. */
 static unsigned iq3_round_group(const float *xv, float id, int8_t *L)
 {
     for (int i = 0; i < 4; i++)
-        L[i] = (int8_t)clampi(nearest_int(0.5f * (id * xv[i] - 1)), 0, 7);
+        L[i] = (int8_t)clampi(qk_nearest_int(0.5f * (id * xv[i] - 1)), 0, 7);
     return iq3_code(L);
 }
 
@@ -435,7 +420,8 @@ static float iq3_refine(const qk_iq3_search *s, iq3_fit *f, float scale, bool sk
     return scale;
 }
 
-/* Codebook entry of group k's levels (they always are a codebook point). */
+/* Codebook entry of a group's levels (always a codebook point: they come
+ * from the codebook, or are all zero, which is entry 0). */
 static int iq3_entry(const qk_iq3_search *s, const int8_t *L)
 {
     int g = s->map[iq3_code(L)];
@@ -443,8 +429,9 @@ static int iq3_entry(const qk_iq3_search *s, const int8_t *L)
 }
 
 /* One IQ3_XXS super-block. */
-static void iq3_xxs_block(const qk_iq3_search *s, const float *xbl, const float *qwbl, uint8_t *out)
+static void iq3_xxs_block(const void *tables, const float *xbl, const float *qwbl, uint8_t *out)
 {
+    const qk_iq3_search *s = tables;
     uint8_t *q3 = out + 2;             /* 64 index bytes, then 8 x u32 */
     uint32_t sas[8] = {0};
     float scales[8], max_scale = 0;
@@ -508,19 +495,20 @@ static void iq3_xxs_block(const qk_iq3_search *s, const float *xbl, const float 
         return;
     }
     float d = max_scale / 31;
-    wr16(out, qk_f32_to_f16(d * 1.0125f));
+    qk_st_u16(out, qk_f32_to_f16(d * 1.0125f));
     float id = 1 / d;
     for (int ib = 0; ib < 8; ib++) {
-        int l = clampi(nearest_int(0.5f * (id * scales[ib] - 1)), 0, 15);
-        wr32(q3 + QK_K / 4 + 4 * ib, sas[ib] | (uint32_t)l << 28);
+        int l = clampi(qk_nearest_int(0.5f * (id * scales[ib] - 1)), 0, 15);
+        qk_st_u32(q3 + QK_K / 4 + 4 * ib, sas[ib] | (uint32_t)l << 28);
     }
 }
 
 /* One IQ3_S super-block.  Quirk kept from ggml: a 32-element block that is
  * all zeros writes no index or sign bytes and does not advance past them,
  * so the following blocks' bytes land one block earlier. */
-static void iq3_s_block(const qk_iq3_search *s, const float *xbl, const float *qwbl, uint8_t *out)
+static void iq3_s_block(const void *tables, const float *xbl, const float *qwbl, uint8_t *out)
 {
+    const qk_iq3_search *s = tables;
     uint8_t *qs = out + 2, *qh = out + 66, *signs = out + 74, *sc = out + 106;
     float scales[8], max_scale = 0;
     iq3_fit f;
@@ -571,49 +559,26 @@ static void iq3_s_block(const qk_iq3_search *s, const float *xbl, const float *q
     if (!max_scale)
         return;
     float d = max_scale / 31;
-    wr16(out, qk_f32_to_f16(d * 1.033f));
+    qk_st_u16(out, qk_f32_to_f16(d * 1.033f));
     float id = 1 / d;
     for (int ib = 0; ib < 8; ib += 2) {
-        int l1 = clampi(nearest_int(0.5f * (id * scales[ib] - 1)), 0, 15);
-        int l2 = clampi(nearest_int(0.5f * (id * scales[ib + 1] - 1)), 0, 15);
+        int l1 = clampi(qk_nearest_int(0.5f * (id * scales[ib] - 1)), 0, 15);
+        int l2 = clampi(qk_nearest_int(0.5f * (id * scales[ib + 1] - 1)), 0, 15);
         sc[ib / 2] = (uint8_t)(l1 | l2 << 4);
     }
-}
-
-static size_t encode_rows(const float *src, void *dst, int64_t nrows, int64_t ncols,
-                          const float *imatrix, size_t block_bytes,
-                          void (*block)(const void *, const float *, const float *, uint8_t *),
-                          const void *tables)
-{
-    uint8_t *out = dst;
-    int64_t nb = ncols / QK_K;
-    for (int64_t r = 0; r < nrows; r++)
-        for (int64_t i = 0; i < nb; i++, out += block_bytes)
-            block(tables, src + r * ncols + i * QK_K, imatrix ? imatrix + i * QK_K : NULL, out);
-    return (size_t)(nrows * nb) * block_bytes;
-}
-
-static void iq3_xxs_block_t(const void *t, const float *x, const float *qw, uint8_t *out)
-{
-    iq3_xxs_block(t, x, qw, out);
-}
-
-static void iq3_s_block_t(const void *t, const float *x, const float *qw, uint8_t *out)
-{
-    iq3_s_block(t, x, qw, out);
 }
 
 static size_t iq3_xxs_quantize(const float *src, void *dst, int64_t nrows, int64_t ncols,
                                const float *imatrix)
 {
-    return encode_rows(src, dst, nrows, ncols, imatrix, IQ3XXS_SIZE, iq3_xxs_block_t,
+    return encode_rows(src, dst, nrows, ncols, imatrix, IQ3XXS_SIZE, iq3_xxs_block,
                        qk_iq3_search_get(QK_IQ3XXS_NGRID));
 }
 
 static size_t iq3_s_quantize(const float *src, void *dst, int64_t nrows, int64_t ncols,
                              const float *imatrix)
 {
-    return encode_rows(src, dst, nrows, ncols, imatrix, IQ3S_SIZE, iq3_s_block_t,
+    return encode_rows(src, dst, nrows, ncols, imatrix, IQ3S_SIZE, iq3_s_block,
                        qk_iq3_search_get(QK_IQ3S_NGRID));
 }
 
@@ -663,8 +628,9 @@ static void iq1_split_levels(const pair *p, int n, int i1, int i2, int8_t *L)
 }
 
 /* One IQ1_S super-block (32-element blocks, one shift each). */
-static void iq1_s_block(const qk_iq1_search *s, const float *xbl, const float *qwbl, uint8_t *out)
+static void iq1_s_block(const void *tables, const float *xbl, const float *qwbl, uint8_t *out)
 {
+    const qk_iq1_search *s = tables;
     enum { BS = 32 };
     float scales[8], max_scale = 0, weight[BS], sumx[BS + 1], sumw[BS + 1];
     int shifts[8];
@@ -748,17 +714,17 @@ static void iq1_s_block(const qk_iq1_search *s, const float *xbl, const float *q
     }
     if (max_scale) {
         float d = max_scale / 15;
-        wr16(out, qk_f32_to_f16(d * 1.125f));
+        qk_st_u16(out, qk_f32_to_f16(d * 1.125f));
         float id = 1 / d;
         for (int ib = 0; ib < 8; ib++) {
-            int l = clampi(nearest_int(0.5f * (id * scales[ib] - 1)), 0, 7);
+            int l = clampi(qk_nearest_int(0.5f * (id * scales[ib] - 1)), 0, 7);
             if (shifts[ib] == -1)
                 l |= 8;
             qh[ib] |= (uint16_t)(l << 12);
         }
     }
     for (int ib = 0; ib < 8; ib++)
-        wr16(out + 34 + 2 * ib, qh[ib]);
+        qk_st_u16(out + 34 + 2 * ib, qh[ib]);
 }
 
 /* IQ1_M shift patterns of a 16-element block: k = 0 (+,+), 1 (+,-), 2 (-,+),
@@ -786,8 +752,9 @@ static void iq1m_split_sums(const pair *p, const float *xb, const float *weight,
 }
 
 /* One IQ1_M super-block (16-element blocks, one shift per group of 8). */
-static void iq1_m_block(const qk_iq1_search *s, const float *xbl, const float *qwbl, uint8_t *out)
+static void iq1_m_block(const void *tables, const float *xbl, const float *qwbl, uint8_t *out)
 {
+    const qk_iq1_search *s = tables;
     enum { BS = 16 };
     static const uint8_t masks[4] = {0x00, 0x80, 0x08, 0x88};
     float scales[16], max_scale = 0, weight[BS];
@@ -867,7 +834,7 @@ static void iq1_m_block(const qk_iq1_search *s, const float *xbl, const float *q
     float id = 1 / d;
     float sumqx = 0, sumq2 = 0;
     for (int ib = 0; ib < 16; ib++) {
-        int l = clampi(nearest_int(0.5f * (id * scales[ib] - 1)), 0, 7);
+        int l = clampi(qk_nearest_int(0.5f * (id * scales[ib] - 1)), 0, 7);
         sc[ib / 4] |= (uint16_t)(l << 3 * (ib % 4));
         qh[ib] |= masks[shifts[ib]];
         const float *xb = xbl + BS * ib;
@@ -891,30 +858,20 @@ static void iq1_m_block(const qk_iq1_search *s, const float *xbl, const float *q
     sc[2] |= (uint16_t)((h & 0x0f00) << 4);
     sc[3] |= (uint16_t)(h & 0xf000);
     for (int i = 0; i < 4; i++)
-        wr16(out + 48 + 2 * i, sc[i]);
-}
-
-static void iq1_s_block_t(const void *t, const float *x, const float *qw, uint8_t *out)
-{
-    iq1_s_block(t, x, qw, out);
-}
-
-static void iq1_m_block_t(const void *t, const float *x, const float *qw, uint8_t *out)
-{
-    iq1_m_block(t, x, qw, out);
+        qk_st_u16(out + 48 + 2 * i, sc[i]);
 }
 
 static size_t iq1_s_quantize(const float *src, void *dst, int64_t nrows, int64_t ncols,
                              const float *imatrix)
 {
-    return encode_rows(src, dst, nrows, ncols, imatrix, IQ1S_SIZE, iq1_s_block_t,
+    return encode_rows(src, dst, nrows, ncols, imatrix, IQ1S_SIZE, iq1_s_block,
                        qk_iq1_search_get());
 }
 
 static size_t iq1_m_quantize(const float *src, void *dst, int64_t nrows, int64_t ncols,
                              const float *imatrix)
 {
-    return encode_rows(src, dst, nrows, ncols, imatrix, IQ1M_SIZE, iq1_m_block_t,
+    return encode_rows(src, dst, nrows, ncols, imatrix, IQ1M_SIZE, iq1_m_block,
                        qk_iq1_search_get());
 }
 

@@ -73,10 +73,13 @@ static void pack_2bit(uint8_t *qs, const uint8_t *L)
                                       (L[j + l + 96] << 6));
 }
 
-/* The 2-bit field of element e (0..255) of a qs[64] array. */
-static inline int level_2bit(const uint8_t *qs, int e)
+/* The 2-bit fields of qs[64] in element order (inverse of pack_2bit). */
+static void unpack_2bit(const uint8_t *qs, int8_t *a)
 {
-    return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+    for (int h = 0; h < 2; h++, qs += 32)
+        for (int s = 0; s < 4; s++, a += 32)
+            for (int l = 0; l < 32; l++)
+                a[l] = (int8_t)((qs[l] >> (2 * s)) & 3);
 }
 
 /* Dot kernels of ggml (q3_K..q6_K generic) sum integer products in eight
@@ -87,6 +90,19 @@ static void lanes_accumulate(float sums[8], float d, const int32_t lane[8])
 {
     for (int l = 0; l < 8; l++)
         sums[l] += d * lane[l];
+}
+
+/* The integer lanes of one block: lane[l] = sum over groups g of 8 elements
+ * of scale[g / gpb] * q8[8g + l] * a[8g + l], gpb = groups per scale. */
+static void lanes_block(int32_t lane[8], const int8_t *q8, const int8_t *a, const int *scale, int gpb)
+{
+    for (int l = 0; l < 8; l++)
+        lane[l] = 0;
+    for (int g = 0; g < QK_K_BLOCK / 8; g++) {
+        const int sc = scale[g / gpb];
+        for (int l = 0; l < 8; l++)
+            lane[l] += sc * (q8[8 * g + l] * a[8 * g + l]);
+    }
 }
 
 /* ---- Q8_K (activations) ------------------------------------------------- */
@@ -178,7 +194,7 @@ static void q2_K_block_ref(const float *x, blk_q2_K *y)
     if (max_min > 0) {
         const float iscale = q4scale / max_min;
         for (int j = 0; j < 16; j++)
-            y->scales[j] = (uint8_t)(y->scales[j] | (qk_nearest_int(iscale * mins[j]) << 4));
+            y->scales[j] = (uint8_t)(y->scales[j] | ((unsigned)qk_nearest_int(iscale * mins[j]) << 4));
         qk_st_f16(y->dmin, max_min / q4scale);
     } else {
         qk_st_f16(y->dmin, 0.f);
@@ -209,12 +225,15 @@ static void q2_K_block_imatrix(const float *x, blk_q2_K *y, const float *qw)
 static void q2_K_to_float(const void *src, float *dst, int64_t n)
 {
     const blk_q2_K *b = src;
-    for (int64_t i = 0; i < n / QK_K_BLOCK; i++, dst += QK_K_BLOCK) {
+    int8_t a[QK_K_BLOCK];
+    for (int64_t i = 0; i < n / QK_K_BLOCK; i++) {
         const float d = qk_ld_f16(b[i].d), min = qk_ld_f16(b[i].dmin);
-        for (int e = 0; e < QK_K_BLOCK; e++) {
-            const uint8_t sc = b[i].scales[e / 16];
+        unpack_2bit(b[i].qs, a);
+        for (int j = 0; j < 16; j++, dst += 16) {
+            const uint8_t sc = b[i].scales[j];
             const float dl = d * (sc & 0xF), ml = min * (sc >> 4);
-            dst[e] = dl * level_2bit(b[i].qs, e) - ml;
+            for (int l = 0; l < 16; l++)
+                dst[l] = dl * a[16 * j + l] - ml;
         }
     }
 }
@@ -232,9 +251,15 @@ static float q2_K_vec_dot(int64_t n, const void *vx, const void *vy)
         const float yd = qk_ld_f32(y[i].d);
         const float dall = yd * qk_ld_f16(x[i].d);
         const float dmin = yd * qk_ld_f16(x[i].dmin);
+        int8_t a[QK_K_BLOCK];
+        unpack_2bit(x[i].qs, a);
         int isum = 0;
-        for (int e = 0; e < QK_K_BLOCK; e++)
-            isum += (x[i].scales[e / 16] & 0xF) * (y[i].qs[e] * level_2bit(x[i].qs, e));
+        for (int j = 0; j < 16; j++) {
+            int isuml = 0;
+            for (int l = 0; l < 16; l++)
+                isuml += y[i].qs[16 * j + l] * a[16 * j + l];
+            isum += (x[i].scales[j] & 0xF) * isuml;
+        }
         sumf += dall * isum - dmin * summs;
     }
     return sumf;
@@ -338,8 +363,17 @@ static void q3_K_block_imatrix(const float *x, blk_q3_K *y, const float *qw)
 /* Signed levels q - 4 (-4..3) of a Q3_K block, in element order. */
 static void q3_K_levels(const blk_q3_K *b, int8_t *a)
 {
-    for (int e = 0; e < QK_K_BLOCK; e++)
-        a[e] = (int8_t)(level_2bit(b->qs, e) - ((b->hmask[e % 32] >> (e / 32)) & 1 ? 0 : 4));
+    unpack_2bit(b->qs, a);
+    for (int k = 0; k < 8; k++, a += 32)
+        for (int l = 0; l < 32; l++)
+            a[l] = (int8_t)(a[l] - ((b->hmask[l] >> k) & 1 ? 0 : 4));
+}
+
+/* The 16 scales of a Q3_K block, bias removed (-32..31). */
+static void q3_K_scales(const blk_q3_K *b, int *sc)
+{
+    for (int j = 0; j < 16; j++)
+        sc[j] = q3_scale(b->scales, j) - 32;
 }
 
 static void q3_K_to_float(const void *src, float *dst, int64_t n)
@@ -348,9 +382,11 @@ static void q3_K_to_float(const void *src, float *dst, int64_t n)
     int8_t a[QK_K_BLOCK];
     for (int64_t i = 0; i < n / QK_K_BLOCK; i++, dst += QK_K_BLOCK) {
         const float d_all = qk_ld_f16(b[i].d);
+        int sc[16];
         q3_K_levels(&b[i], a);
+        q3_K_scales(&b[i], sc);
         for (int e = 0; e < QK_K_BLOCK; e++)
-            dst[e] = d_all * (q3_scale(b[i].scales, e / 16) - 32) * a[e];
+            dst[e] = d_all * sc[e / 16] * a[e];
     }
 }
 
@@ -362,10 +398,11 @@ static float q3_K_vec_dot(int64_t n, const void *vx, const void *vy)
     float sums[8] = {0};
     int8_t a[QK_K_BLOCK];
     for (int64_t i = 0; i < n / QK_K_BLOCK; i++) {
+        int sc[16];
+        int32_t lane[8];
         q3_K_levels(&x[i], a);
-        int32_t lane[8] = {0};
-        for (int e = 0; e < QK_K_BLOCK; e++)
-            lane[e % 8] += (q3_scale(x[i].scales, e / 16) - 32) * (y[i].qs[e] * a[e]);
+        q3_K_scales(&x[i], sc);
+        lanes_block(lane, y[i].qs, a, sc, 2);
         lanes_accumulate(sums, qk_ld_f16(x[i].d) * qk_ld_f32(y[i].d), lane);
     }
     float sumf = 0;
@@ -488,9 +525,11 @@ static void k4_block_dot(const int8_t *a, const uint8_t *packed, float xd, float
     int sumi = 0;
     for (int j = 0; j < 16; j++)
         sumi += qk_q8K_bsum(y, j) * mn[j / 2];
-    int32_t lane[8] = {0};
-    for (int e = 0; e < QK_K_BLOCK; e++)
-        lane[e % 8] += sc[e / 32] * (y->qs[e] * a[e]);
+    int scale[8];
+    for (int j = 0; j < 8; j++)
+        scale[j] = sc[j];
+    int32_t lane[8];
+    lanes_block(lane, y->qs, a, scale, 4);
     const float yd = qk_ld_f32(y->d);
     lanes_accumulate(sums, xd * yd, lane);
     *sumf -= xdmin * yd * sumi;
@@ -514,10 +553,14 @@ static void q4_K_pack(uint8_t *qs, const uint8_t *L)
             qs[l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 4));
 }
 
-static inline int nibble_at(const uint8_t *qs, int e)
+/* The nibbles of qs[128] in element order (inverse of q4_K_pack). */
+static void unpack_nibbles(const uint8_t *qs, int8_t *a)
 {
-    const uint8_t b = qs[32 * (e / 64) + e % 32];
-    return (e % 64) < 32 ? b & 0xF : b >> 4;
+    for (int c = 0; c < 4; c++, qs += 32, a += 64)
+        for (int l = 0; l < 32; l++) {
+            a[l] = (int8_t)(qs[l] & 0xF);
+            a[l + 32] = (int8_t)(qs[l] >> 4);
+        }
 }
 
 static void q4_K_block(const float *x, blk_q4_K *y, const float *qw)
@@ -531,11 +574,7 @@ static void q4_K_block(const float *x, blk_q4_K *y, const float *qw)
     q4_K_pack(y->qs, L);
 }
 
-static void q4_K_levels(const blk_q4_K *b, int8_t *a)
-{
-    for (int e = 0; e < QK_K_BLOCK; e++)
-        a[e] = (int8_t)nibble_at(b->qs, e);
-}
+static void q4_K_levels(const blk_q4_K *b, int8_t *a) { unpack_nibbles(b->qs, a); }
 
 static void q4_K_to_float(const void *src, float *dst, int64_t n)
 {
@@ -546,8 +585,11 @@ static void q4_K_to_float(const void *src, float *dst, int64_t n)
         const float d = qk_ld_f16(b[i].d), min = qk_ld_f16(b[i].dmin);
         q4_K_levels(&b[i], a);
         k4_unpack(b[i].scales, sc, mn);
-        for (int e = 0; e < QK_K_BLOCK; e++)
-            dst[e] = d * sc[e / 32] * a[e] - min * mn[e / 32];
+        for (int j = 0; j < 8; j++) {
+            const float d1 = d * sc[j], m1 = min * mn[j];
+            for (int l = 0; l < 32; l++)
+                dst[32 * j + l] = d1 * a[32 * j + l] - m1;
+        }
     }
 }
 
@@ -593,8 +635,10 @@ static void q5_K_block(const float *x, blk_q5_K *y, const float *qw)
 
 static void q5_K_levels(const blk_q5_K *b, int8_t *a)
 {
-    for (int e = 0; e < QK_K_BLOCK; e++)
-        a[e] = (int8_t)(nibble_at(b->qs, e) + ((b->qh[e % 32] >> (e / 32)) & 1 ? 16 : 0));
+    unpack_nibbles(b->qs, a);
+    for (int k = 0; k < 8; k++, a += 32)
+        for (int l = 0; l < 32; l++)
+            a[l] = (int8_t)(a[l] + ((b->qh[l] >> k) & 1 ? 16 : 0));
 }
 
 static void q5_K_to_float(const void *src, float *dst, int64_t n)
@@ -606,8 +650,11 @@ static void q5_K_to_float(const void *src, float *dst, int64_t n)
         const float d = qk_ld_f16(b[i].d), min = qk_ld_f16(b[i].dmin);
         q5_K_levels(&b[i], a);
         k4_unpack(b[i].scales, sc, mn);
-        for (int e = 0; e < QK_K_BLOCK; e++)
-            dst[e] = d * sc[e / 32] * a[e] - min * mn[e / 32];
+        for (int j = 0; j < 8; j++) {
+            const float d1 = d * sc[j], m1 = min * mn[j];
+            for (int l = 0; l < 32; l++)
+                dst[32 * j + l] = d1 * a[32 * j + l] - m1;
+        }
     }
 }
 
@@ -680,12 +727,14 @@ static void q6_K_block(const float *x, blk_q6_K *y, const float *qw)
 /* Signed levels q - 32 (-32..31) of a Q6_K block, in element order. */
 static void q6_K_levels(const blk_q6_K *b, int8_t *a)
 {
-    for (int e = 0; e < QK_K_BLOCK; e++) {
-        const int h = e / 128, s = (e % 128) / 32, l = e % 32;
-        const uint8_t lo = b->ql[64 * h + l + 32 * (s & 1)];
-        const int q = ((s < 2 ? lo & 0xF : lo >> 4) | (((b->qh[32 * h + l] >> (2 * s)) & 3) << 4));
-        a[e] = (int8_t)(q - 32);
-    }
+    const uint8_t *ql = b->ql, *qh = b->qh;
+    for (int h = 0; h < 2; h++, ql += 64, qh += 32, a += 128)
+        for (int l = 0; l < 32; l++) {
+            a[l] = (int8_t)(((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
+            a[l + 32] = (int8_t)(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+            a[l + 64] = (int8_t)(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+            a[l + 96] = (int8_t)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+        }
 }
 
 static void q6_K_to_float(const void *src, float *dst, int64_t n)
@@ -708,10 +757,12 @@ static float q6_K_vec_dot(int64_t n, const void *vx, const void *vy)
     float sums[8] = {0};
     int8_t a[QK_K_BLOCK];
     for (int64_t i = 0; i < n / QK_K_BLOCK; i++) {
+        int sc[16];
+        int32_t lane[8];
+        for (int j = 0; j < 16; j++)
+            sc[j] = x[i].scales[j];
         q6_K_levels(&x[i], a);
-        int32_t lane[8] = {0};
-        for (int e = 0; e < QK_K_BLOCK; e++)
-            lane[e % 8] += x[i].scales[e / 16] * (y[i].qs[e] * a[e]);
+        lanes_block(lane, y[i].qs, a, sc, 2);
         lanes_accumulate(sums, qk_ld_f16(x[i].d) * qk_ld_f32(y[i].d), lane);
     }
     return lanes_total(0, sums);

@@ -81,11 +81,14 @@ static void pack_high_bits(uint8_t *qh, const uint8_t *q)
     qk_st_u32(qh, h);
 }
 
-/* The level of element j of a 5-bit block (0..31). */
-static inline int q5_level(const uint8_t *qs, uint32_t qh, int j)
+/* The levels (0..31) of a 5-bit block, in element order. */
+static void q5_levels(const uint8_t *qs, const uint8_t *qh_bytes, int8_t *q)
 {
-    int lo = j < QK / 2 ? qs[j] & 0x0F : qs[j - QK / 2] >> 4;
-    return lo | (int)(((qh >> j) & 1) << 4);
+    const uint32_t qh = qk_ld_u32(qh_bytes);
+    for (int j = 0; j < QK / 2; j++) {
+        q[j] = (int8_t)((qs[j] & 0x0F) | (((qh >> j) & 1) << 4));
+        q[j + QK / 2] = (int8_t)((qs[j] >> 4) | (((qh >> (j + QK / 2)) & 1) << 4));
+    }
 }
 
 /* sigma2 = mean of x^2 over the whole row, as the weighted encoders use it. */
@@ -266,9 +269,10 @@ static void q5_0_to_float(const void *src, float *dst, int64_t n)
     const blk_q5_0 *b = src;
     for (int64_t i = 0; i < n / QK; i++, dst += QK) {
         const float d = qk_ld_f16(b[i].d);
-        const uint32_t qh = qk_ld_u32(b[i].qh);
+        int8_t q[QK];
+        q5_levels(b[i].qs, b[i].qh, q);
         for (int j = 0; j < QK; j++)
-            dst[j] = (q5_level(b[i].qs, qh, j) - 16) * d;
+            dst[j] = (q[j] - 16) * d;
     }
 }
 
@@ -279,11 +283,12 @@ static float q5_0_vec_dot(int64_t n, const void *vx, const void *vy)
     const qk_block_q8_0 *y = vy;
     float sumf = 0;
     for (int64_t i = 0; i < n / QK; i++) {
-        const uint32_t qh = qk_ld_u32(x[i].qh);
+        int8_t q[QK];
+        q5_levels(x[i].qs, x[i].qh, q);
         int sumi0 = 0, sumi1 = 0;
         for (int j = 0; j < QK / 2; j++) {
-            sumi0 += (q5_level(x[i].qs, qh, j) - 16) * y[i].qs[j];
-            sumi1 += (q5_level(x[i].qs, qh, j + QK / 2) - 16) * y[i].qs[j + QK / 2];
+            sumi0 += (q[j] - 16) * y[i].qs[j];
+            sumi1 += (q[j + QK / 2] - 16) * y[i].qs[j + QK / 2];
         }
         sumf += (qk_ld_f16(x[i].d) * qk_ld_f16(y[i].d)) * (sumi0 + sumi1);
     }
@@ -325,9 +330,10 @@ static void q5_1_to_float(const void *src, float *dst, int64_t n)
     const blk_q5_1 *b = src;
     for (int64_t i = 0; i < n / QK; i++, dst += QK) {
         const float d = qk_ld_f16(b[i].d), m = qk_ld_f16(b[i].m);
-        const uint32_t qh = qk_ld_u32(b[i].qh);
+        int8_t q[QK];
+        q5_levels(b[i].qs, b[i].qh, q);
         for (int j = 0; j < QK; j++)
-            dst[j] = q5_level(b[i].qs, qh, j) * d + m;
+            dst[j] = q[j] * d + m;
     }
 }
 
@@ -338,11 +344,12 @@ static float q5_1_vec_dot(int64_t n, const void *vx, const void *vy)
     const qk_block_q8_1 *y = vy;
     float sumf = 0;
     for (int64_t i = 0; i < n / QK; i++) {
-        const uint32_t qh = qk_ld_u32(x[i].qh);
+        int8_t q[QK];
+        q5_levels(x[i].qs, x[i].qh, q);
         int sumi0 = 0, sumi1 = 0;
         for (int j = 0; j < QK / 2; j++) {
-            sumi0 += q5_level(x[i].qs, qh, j) * y[i].qs[j];
-            sumi1 += q5_level(x[i].qs, qh, j + QK / 2) * y[i].qs[j + QK / 2];
+            sumi0 += q[j] * y[i].qs[j];
+            sumi1 += q[j + QK / 2] * y[i].qs[j + QK / 2];
         }
         sumf += (qk_ld_f16(x[i].d) * qk_ld_f16(y[i].d)) * (sumi0 + sumi1) +
                 qk_ld_f16(x[i].m) * qk_ld_f16(y[i].s);

@@ -322,3 +322,82 @@ Test(dot, hand_activation_rounding)
     for (int g = 0; g < 2; g++)
         cr_expect_eq((int16_t)(q8k[260 + 2 * g] | q8k[261 + 2 * g] << 8), bsum[g], "bsums[%d]", g);
 }
+
+/* ---- encoders of this family on extreme input ---------------------------------
+ *
+ * All-zero rows decode to zeros; rows of huge (1e30..3e38), subnormal and
+ * below-GROUP_MAX_EPS values, and rows holding NaN and infinities, encode
+ * without undefined behaviour (this runs under UBSan too) and write every
+ * output byte: the result does not depend on what the buffer held. */
+#define EDGE_COLS 512
+#define EDGE_ROWS 6
+
+static void edge_rows(float *x)
+{
+    uint64_t rng = 12345;
+    for (int i = 0; i < EDGE_COLS; i++) {
+        const float g = tu_gauss(&rng);
+        x[0 * EDGE_COLS + i] = 0.0f;
+        x[1 * EDGE_COLS + i] = i % 7 == 0 ? (i % 2 ? 3e38f : -3e38f) : g * 1e30f;
+        x[2 * EDGE_COLS + i] = g * 1e-40f;                 /* subnormal */
+        x[3 * EDGE_COLS + i] = i == 100 ? 1e-20f : 0.0f;  /* below GROUP_MAX_EPS */
+        x[4 * EDGE_COLS + i] = i % 64 == 3 ? 1e-14f : 0.0f;
+        x[5 * EDGE_COLS + i] = i % 61 == 0 ? NAN : i % 67 == 0 ? INFINITY : i % 71 == 0 ? -INFINITY : g;
+    }
+}
+
+Test(dot, encoders_extreme_input)
+{
+    static const int types[] = {QK_F32, QK_F16, QK_BF16, QK_Q4_0, QK_Q4_1, QK_Q5_0, QK_Q5_1,
+                                QK_Q8_0, QK_Q2_K, QK_Q3_K, QK_Q4_K, QK_Q5_K, QK_Q6_K};
+    float *x = malloc(EDGE_ROWS * EDGE_COLS * sizeof(float)), im[EDGE_COLS];
+    float *dec = malloc(EDGE_COLS * sizeof(float));
+    cr_assert(x && dec);
+    edge_rows(x);
+    for (int i = 0; i < EDGE_COLS; i++)
+        im[i] = 1.0f + (float)(i % 5);
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+        const qk_type_traits *t = qk_type_get(types[k]);
+        const size_t rs = qk_row_size(t->id, EDGE_COLS);
+        uint8_t *a = malloc(rs * EDGE_ROWS), *b = malloc(rs * EDGE_ROWS);
+        cr_assert(a && b);
+        for (int with_im = 0; with_im < 2; with_im++) {
+            memset(a, 0x00, rs * EDGE_ROWS);
+            memset(b, 0xFF, rs * EDGE_ROWS);
+            cr_assert_eq(t->quantize(x, a, EDGE_ROWS, EDGE_COLS, with_im ? im : NULL), rs * EDGE_ROWS);
+            cr_assert_eq(t->quantize(x, b, EDGE_ROWS, EDGE_COLS, with_im ? im : NULL), rs * EDGE_ROWS);
+            cr_expect(memcmp(a, b, rs * EDGE_ROWS) == 0, "%s: output depends on the buffer", t->name);
+            for (int r = 0; r < EDGE_ROWS; r++) {
+                t->to_float(a + (size_t)r * rs, dec, EDGE_COLS);
+                bool zeros = true, finite = true;
+                for (int i = 0; i < EDGE_COLS; i++) {
+                    zeros &= dec[i] == 0.0f;
+                    finite &= isfinite(dec[i]) != 0;
+                }
+                if (r == 0 || (r == 3 && t->is_quantized))
+                    cr_expect(zeros, "%s: row %d should decode to zeros", t->name, r);
+                if (r == 2 || r == 4)
+                    cr_expect(finite, "%s: row %d decodes to non-finite values", t->name, r);
+            }
+        }
+        free(a), free(b);
+    }
+    /* the activation encoders, likewise */
+    static const int acts[] = {QK_Q8_0, QK_Q8_1, QK_Q8_K};
+    for (size_t k = 0; k < sizeof acts / sizeof acts[0]; k++) {
+        const qk_type_traits *t = qk_type_get(acts[k]);
+        const size_t rs = qk_row_size(t->id, EDGE_COLS);
+        uint8_t *a = malloc(rs), *b = malloc(rs);
+        cr_assert(a && b);
+        for (int r = 0; r < EDGE_ROWS; r++) {
+            memset(a, 0x00, rs);
+            memset(b, 0xFF, rs);
+            t->from_float(x + r * EDGE_COLS, a, EDGE_COLS);
+            t->from_float(x + r * EDGE_COLS, b, EDGE_COLS);
+            cr_expect(memcmp(a, b, rs) == 0, "%s from_float row %d: output depends on the buffer",
+                      t->name, r);
+        }
+        free(a), free(b);
+    }
+    free(x), free(dec);
+}

@@ -704,7 +704,7 @@ static void check_split_set(const qk_gguf *g, const char *first)
     cr_assert_eq(g->total_size, total);
     cr_assert_eq(g->file_size, g->maps[0].size);
     for (int i = 0; i < 6; i++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "t%d", i);
         const qk_gguf_tensor *t = qk_gguf_find_tensor(g, name);
         cr_assert(t, "%s missing", name);

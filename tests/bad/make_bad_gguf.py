@@ -10,6 +10,7 @@ zero padding to the alignment, tensor data.  Strings: u64 length + bytes.
 Arrays: u32 element type, u64 count, elements.
 
 Usage: python3 tests/bad/make_bad_gguf.py [OUTDIR]   (default: beside this file)
+       python3 tests/bad/make_bad_gguf.py --seeds tests/fuzz/corpus/gguf   (the fuzzer's seeds)
 The tests read the committed output; python is not needed to run them.
 """
 import os
@@ -223,7 +224,36 @@ def cases():
     return c
 
 
+def seeds():
+    """Small valid files for the fuzzer's seed corpus."""
+    nested = arr(ARR, arr(U16, struct.pack("<3H", 1, 2, 3), 3) + arr(STR, s("x") + s(""), 2) + arr(ARR, b"", 0), 3)
+    every = [kv("t.%d" % t, t, struct.pack(f, 1)) for t, f in
+             ((U8, "<B"), (I8, "<b"), (U16, "<H"), (I16, "<h"), (U32, "<I"), (I32, "<i"), (F32, "<f"),
+              (BOOL, "<B"), (U64, "<Q"), (I64, "<q"), (F64, "<d"))]
+    every += [kv("t.arr%d" % t, ARR, arr(t, b"\1" * 16, 16 // n)) for t, n in
+              ((U8, 1), (I16, 2), (F32, 4), (F64, 8), (BOOL, 1))]
+    align64 = BASE_KVS + [kv("general.alignment", U32, u32(64))]
+    return [
+        ("valid_v3.gguf", gguf()),
+        ("valid_v2.gguf", gguf(version=2)),
+        ("valid_no_tensors.gguf", gguf(infos=[], data=b"")),
+        ("valid_every_type.gguf", gguf(kvs=BASE_KVS + every + [kv("t.nested", ARR, nested)])),
+        ("valid_align64.gguf", gguf(kvs=align64, infos=[info("a", [4, 2], T_F32, 0), info("b", [32, 2], T_Q4_0, 64),
+                                                         info("c", [8], T_F16, 128)], data=bytes(192), align=64)),
+        ("valid_4d_zero.gguf", gguf(infos=[info("z", [0, 3], T_Q4_0, 0), info("w", [2, 2, 2, 2], T_F32, 0)],
+                                    data=bytes(64))),
+    ]
+
+
 def main():
+    if len(sys.argv) > 2 and sys.argv[1] == "--seeds":
+        bad = dict((n, b) for n, b, _, _ in cases())
+        for name, blob in seeds() + [(n, bad[n]) for n in (
+                "array_of_arrays_past_eof.gguf", "tensor_overlap.gguf", "alignment_3.gguf",
+                "string_array_item_past_eof.gguf", "tensor_q4_0_33_columns.gguf")]:
+            with open(os.path.join(sys.argv[2], name), "wb") as f:
+                f.write(blob)
+        return
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "gguf")
     os.makedirs(out, exist_ok=True)
     rows = []

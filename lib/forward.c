@@ -1,0 +1,442 @@
+/* forward.c - the transformer forward pass, one layer at a time, as
+ * llama.cpp builds it (src/models/llama.cpp, qwen2.cpp, qwen3.cpp) and as
+ * ggml's CPU backend computes each op (ggml-cpu/ops.cpp, vec.h):
+ *
+ *   x = embed(token)
+ *   per layer:  h  = rmsnorm(x) * attn_norm
+ *               q, k, v = Wq h + bq, Wk h + bk, Wv h + bv
+ *               (qwen3: q, k = rmsnorm per head * q_norm, k_norm)
+ *               q, k = rope(q, k, pos);  k, v -> cache
+ *               x += Wo attention(q, cache) + bo
+ *               h  = rmsnorm(x) * ffn_norm
+ *               x += Wdown (silu(Wgate h) * Wup h)
+ *   logits = Wout (rmsnorm(x) * output_norm)
+ */
+#include "forward.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckd.h"
+#include "half.h"
+#include "threads.h"
+
+/* ---- elementwise ops ------------------------------------------------------ */
+
+/* ggml_compute_forward_rms_norm_f32 followed by ggml_mul with the weight:
+ * squares summed in double, scale = 1/sqrtf(mean + eps) in float. */
+static void rmsnorm(float *y, const float *x, const float *w, int n, float eps)
+{
+    double sum = 0.0;
+    for (int i = 0; i < n; i++)
+        sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    for (int i = 0; i < n; i++)
+        y[i] = x[i] * scale * w[i];
+}
+
+static void add_bias(float *y, const float *b, int n_tok, int n)
+{
+    if (!b)
+        return;
+    for (int t = 0; t < n_tok; t++)
+        for (int i = 0; i < n; i++)
+            y[(size_t)t * n + i] += b[i];
+}
+
+/* ggml_vec_swiglu_f32: silu(g) * u with silu(x) = x / (1 + expf(-x)). */
+static void swiglu(float *g, const float *u, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+/* ---- rope ------------------------------------------------------------------ */
+
+/* ggml_rope_cache_init without YaRN (ext_factor 0, attn_factor 1):
+ * theta_i = pos * freq_scale * base^(-2i/n_rot) / freq_factor_i, the power
+ * built by repeated multiplication in float like ggml. */
+static void rope_cache(float *cs, int pos, const qk_model *m)
+{
+    const qk_hparams *hp = &m->hp;
+    const float theta_scale = powf(hp->rope_freq_base, -2.0f / (float)hp->n_rot);
+    float theta = (float)pos;
+    for (int i0 = 0; i0 < hp->n_rot; i0 += 2) {
+        const float ff = m->rope_freqs ? m->rope_freqs[i0 / 2] : 1.0f;
+        const float t = hp->rope_freq_scale * (theta / ff);
+        cs[i0] = cosf(t);
+        cs[i0 + 1] = sinf(t);
+        theta *= theta_scale;
+    }
+}
+
+/* rotate_pairs() of ggml_compute_forward_rope_flt for one head: NORMAL mode
+ * rotates (2i, 2i+1), NEOX mode (i, i + n_rot/2); dims past n_rot are kept. */
+static void rope_head(float *v, const float *cs, int n_rot, qk_rope_mode mode)
+{
+    const int stride = mode == QK_ROPE_NEOX ? n_rot / 2 : 1;
+    for (int i0 = 0; i0 < n_rot; i0 += 2) {
+        float *p = v + (mode == QK_ROPE_NEOX ? i0 / 2 : i0);
+        const float c = cs[i0], s = cs[i0 + 1];
+        const float x0 = p[0], x1 = p[stride];
+        p[0] = x0 * c - x1 * s;
+        p[stride] = x0 * s + x1 * c;
+    }
+}
+
+/* Per-head RMSNorm (qwen3), then rope, for n_tok rows of n_heads heads. */
+static void prepare_heads(qk_ctx *c, float *rows, int n_tok, int n_heads, const float *norm)
+{
+    const qk_hparams *hp = &c->m->hp;
+    const int hd = hp->head_dim;
+    for (int t = 0; t < n_tok; t++) {
+        for (int h = 0; h < n_heads; h++) {
+            float *v = rows + ((size_t)t * n_heads + h) * hd;
+            if (norm)
+                rmsnorm(v, v, norm, hd, hp->rms_eps);
+            rope_head(v, c->rope + (size_t)t * hp->n_rot, hp->n_rot, hp->rope_mode);
+        }
+    }
+}
+
+/* ---- attention ------------------------------------------------------------ */
+
+typedef struct {
+    qk_ctx *c;
+    const void *kc, *vc; /* this layer's cache */
+    int pos0;
+} attn_job;
+
+/* The online softmax of ggml's flash-attention kernel
+ * (ggml_compute_forward_flash_attn_ext_f16_one_chunk): keys in order, running
+ * maximum M and sum S in float; when a score raises the maximum the value
+ * accumulator is scaled by ms = expf(Mold - M), otherwise the value is added
+ * with weight vs = expf(s - M); at the end the accumulator is divided by S. */
+typedef struct {
+    float M, S;
+} online;
+
+static void online_step(online *o, float s, float *ms, float *vs)
+{
+    *ms = 1.0f;
+    *vs = 1.0f;
+    if (s > o->M) {
+        *ms = expf(o->M - s);
+        o->M = s;
+    } else {
+        *vs = expf(s - o->M);
+    }
+}
+
+/* F32 accumulator: keys and values read from an F32 or an F16 cache.
+ * (With F16, llama.cpp's tiled kernel ggml_compute_forward_flash_attn_ext_tiled
+ * does this arithmetic, up to the order of the sums.) */
+static void attend_f32acc(const attn_job *j, const float *q, int kvh, int pos, float *out)
+{
+    const qk_ctx *c = j->c;
+    const int hd = c->m->hp.head_dim, hdv = c->m->hp.head_dim_v;
+    const bool half = c->kv_type == QK_F16;
+    online o = {-INFINITY, 0.0f};
+    memset(out, 0, (size_t)hdv * sizeof *out);
+    for (int p = 0; p <= pos; p++) {
+        const size_t ko = (size_t)p * c->kv_dim + (size_t)kvh * hd;
+        const size_t vo = (size_t)p * c->kv_dim_v + (size_t)kvh * hdv;
+        float s = 0.0f, ms, vs;
+        if (half) {
+            const uint16_t *k = (const uint16_t *)j->kc + ko;
+            for (int i = 0; i < hd; i++)
+                s += q[i] * qk_f16_to_f32(k[i]);
+        } else {
+            const float *k = (const float *)j->kc + ko;
+            for (int i = 0; i < hd; i++)
+                s += q[i] * k[i];
+        }
+        online_step(&o, s * c->m->hp.kq_scale, &ms, &vs);
+        if (ms != 1.0f)
+            for (int i = 0; i < hdv; i++)
+                out[i] *= ms;
+        if (half) {
+            const uint16_t *v = (const uint16_t *)j->vc + vo;
+            for (int i = 0; i < hdv; i++)
+                out[i] += qk_f16_to_f32(v[i]) * vs;
+        } else {
+            const float *v = (const float *)j->vc + vo;
+            for (int i = 0; i < hdv; i++)
+                out[i] += v[i] * vs;
+        }
+        o.S = o.S * ms + vs;
+    }
+    const float inv = o.S == 0.0f ? 0.0f : 1.0f / o.S;
+    for (int i = 0; i < hdv; i++)
+        out[i] *= inv;
+}
+
+/* F16 cache and F16 accumulator, llama.cpp's generic kernel
+ * (ggml_compute_forward_flash_attn_ext_f16_one_chunk with F16 K and V): q is
+ * rounded to F16, each score is ggml_vec_dot_f16 (exact products summed in
+ * double), and the value accumulator itself is F16, rounded after every
+ * ggml_vec_scale_f16 / ggml_vec_mad_f16 step. */
+static void attend_f16acc(const attn_job *j, const float *q, int kvh, int pos, float *out)
+{
+    const qk_ctx *c = j->c;
+    const int hd = c->m->hp.head_dim, hdv = c->m->hp.head_dim_v;
+    const uint16_t *kc = j->kc, *vc = j->vc;
+    uint16_t q16[QK_MAX_HEAD_DIM], acc[QK_MAX_HEAD_DIM];
+    for (int i = 0; i < hd; i++)
+        q16[i] = qk_f32_to_f16(q[i]);
+    memset(acc, 0, (size_t)hdv * sizeof *acc);
+    online o = {-INFINITY, 0.0f};
+    for (int p = 0; p <= pos; p++) {
+        const uint16_t *k = kc + (size_t)p * c->kv_dim + (size_t)kvh * hd;
+        const uint16_t *v = vc + (size_t)p * c->kv_dim_v + (size_t)kvh * hdv;
+        double dot = 0.0;
+        for (int i = 0; i < hd; i++)
+            dot += (double)(qk_f16_to_f32(k[i]) * qk_f16_to_f32(q16[i]));
+        float ms, vs;
+        online_step(&o, (float)dot * c->m->hp.kq_scale, &ms, &vs);
+        if (ms != 1.0f)
+            for (int i = 0; i < hdv; i++)
+                acc[i] = qk_f32_to_f16(qk_f16_to_f32(acc[i]) * ms);
+        /* y = f16(y + x*vs), the product and sum fused as in ggml's FMA */
+        for (int i = 0; i < hdv; i++)
+            acc[i] = qk_f32_to_f16(
+                (float)((double)qk_f16_to_f32(v[i]) * vs + (double)qk_f16_to_f32(acc[i])));
+        o.S = o.S * ms + vs;
+    }
+    const float inv = o.S == 0.0f ? 0.0f : 1.0f / o.S;
+    for (int i = 0; i < hdv; i++)
+        out[i] = qk_f16_to_f32(acc[i]) * inv;
+}
+
+static void attend_range(void *ctx, size_t begin, size_t end)
+{
+    const attn_job *j = ctx;
+    const qk_ctx *c = j->c;
+    const qk_hparams *hp = &c->m->hp;
+    const int group = hp->n_head / hp->n_head_kv;
+    for (size_t i = begin; i < end; i++) {
+        const int t = (int)(i / (size_t)hp->n_head), h = (int)(i % (size_t)hp->n_head);
+        const float *q = c->q + ((size_t)t * hp->n_head + h) * hp->head_dim;
+        float *out = c->att + ((size_t)t * hp->n_head + h) * hp->head_dim_v;
+        if (c->f16_acc)
+            attend_f16acc(j, q, h / group, j->pos0 + t, out);
+        else
+            attend_f32acc(j, q, h / group, j->pos0 + t, out);
+    }
+}
+
+/* ---- one batch --------------------------------------------------------------- */
+
+static int mm(qk_ctx *c, const qk_weight *w, const float *x, int n_tok, float *y, qk_err *err)
+{
+    return qk_matmul(w, x, n_tok, y, &c->ws, c->nthreads, err);
+}
+
+/* Rows of n floats into the cache at row `first` (converted for F16). */
+static void cache_store(const qk_ctx *c, void *cache, int first, const float *rows, int n_tok,
+                        int n)
+{
+    const size_t count = (size_t)n_tok * n;
+    if (c->kv_type == QK_F16) {
+        uint16_t *dst = (uint16_t *)cache + (size_t)first * n;
+        for (size_t i = 0; i < count; i++)
+            dst[i] = qk_f32_to_f16(rows[i]);
+    } else {
+        memcpy((float *)cache + (size_t)first * n, rows, count * sizeof *rows);
+    }
+}
+
+static int attention_block(qk_ctx *c, int il, int n_tok, qk_err *err)
+{
+    const qk_model *m = c->m;
+    const qk_hparams *hp = &m->hp;
+    const qk_layer *L = &m->layers[il];
+    const int e = hp->n_embd;
+    const size_t elt = c->kv_type == QK_F16 ? 2 : 4;
+    void *kc = (uint8_t *)c->k_cache + (size_t)il * c->n_ctx * c->kv_dim * elt;
+    void *vc = (uint8_t *)c->v_cache + (size_t)il * c->n_ctx * c->kv_dim_v * elt;
+
+    for (int t = 0; t < n_tok; t++)
+        rmsnorm(c->xb + (size_t)t * e, c->x + (size_t)t * e, L->attn_norm, e, hp->rms_eps);
+    if (mm(c, &L->wq, c->xb, n_tok, c->q, err) || mm(c, &L->wk, c->xb, n_tok, c->k, err) ||
+        mm(c, &L->wv, c->xb, n_tok, c->v, err))
+        return err->code;
+    add_bias(c->q, L->bq, n_tok, hp->n_head * hp->head_dim);
+    add_bias(c->k, L->bk, n_tok, c->kv_dim);
+    add_bias(c->v, L->bv, n_tok, c->kv_dim_v);
+    prepare_heads(c, c->q, n_tok, hp->n_head, L->q_norm);
+    prepare_heads(c, c->k, n_tok, hp->n_head_kv, L->k_norm);
+    cache_store(c, kc, c->n_past, c->k, n_tok, c->kv_dim);
+    cache_store(c, vc, c->n_past, c->v, n_tok, c->kv_dim_v);
+
+    attn_job j = {.c = c, .kc = kc, .vc = vc, .pos0 = c->n_past};
+    qk_parallel_for(c->nthreads, (size_t)n_tok * hp->n_head, 1, attend_range, &j);
+
+    if (mm(c, &L->wo, c->att, n_tok, c->proj, err))
+        return err->code;
+    add_bias(c->proj, L->bo, n_tok, e);
+    for (size_t i = 0; i < (size_t)n_tok * e; i++)
+        c->x[i] = c->proj[i] + c->x[i];
+    return 0;
+}
+
+static int ffn_block(qk_ctx *c, int il, int n_tok, qk_err *err)
+{
+    const qk_hparams *hp = &c->m->hp;
+    const qk_layer *L = &c->m->layers[il];
+    const int e = hp->n_embd;
+    for (int t = 0; t < n_tok; t++)
+        rmsnorm(c->xb + (size_t)t * e, c->x + (size_t)t * e, L->ffn_norm, e, hp->rms_eps);
+    if (mm(c, &L->w_gate, c->xb, n_tok, c->gate, err) || mm(c, &L->w_up, c->xb, n_tok, c->up, err))
+        return err->code;
+    swiglu(c->gate, c->up, (size_t)n_tok * hp->n_ff);
+    if (mm(c, &L->w_down, c->gate, n_tok, c->proj, err))
+        return err->code;
+    for (size_t i = 0; i < (size_t)n_tok * e; i++)
+        c->x[i] = c->proj[i] + c->x[i];
+    return 0;
+}
+
+/* Logits of rows [first, n_tok) of the batch into out. */
+static int output_block(qk_ctx *c, int first, int n_tok, float *out, qk_err *err)
+{
+    const qk_model *m = c->m;
+    const int e = m->hp.n_embd, nv = m->hp.n_vocab;
+    for (int t = first; t < n_tok; t++)
+        rmsnorm(c->xb + (size_t)(t - first) * e, c->x + (size_t)t * e, m->output_norm, e,
+                m->hp.rms_eps);
+    if (mm(c, &m->output, c->xb, n_tok - first, out, err))
+        return err->code;
+    add_bias(out, m->output_bias, n_tok - first, nv);
+    return 0;
+}
+
+static int forward_batch(qk_ctx *c, const int32_t *tokens, int n_tok, float *logits, bool all,
+                         qk_err *err)
+{
+    const qk_model *m = c->m;
+    const int e = m->hp.n_embd;
+    for (int t = 0; t < n_tok; t++) {
+        if (qk_weight_row(&m->tok_embd, tokens[t], c->x + (size_t)t * e, err))
+            return err->code;
+        rope_cache(c->rope + (size_t)t * m->hp.n_rot, c->n_past + t, m);
+    }
+    for (int il = 0; il < m->hp.n_layer; il++)
+        if (attention_block(c, il, n_tok, err) || ffn_block(c, il, n_tok, err))
+            return err->code;
+    if (logits && output_block(c, all ? 0 : n_tok - 1, n_tok, logits, err))
+        return err->code;
+    c->n_past += n_tok;
+    return 0;
+}
+
+int qk_forward(qk_ctx *c, const int32_t *tokens, int n, float *logits, bool all_logits,
+               qk_err *err)
+{
+    const int nv = c->m->hp.n_vocab;
+    if (n <= 0)
+        return qk_errf(err, QK_EINPUT, "no tokens to evaluate");
+    if (n > c->n_ctx - c->n_past)
+        return qk_errf(err, QK_EINPUT, "context full: %d cached + %d new tokens > n_ctx %d",
+                       c->n_past, n, c->n_ctx);
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= nv)
+            return qk_errf(err, QK_EINPUT, "token %d: id %d is outside the vocabulary [0, %d)", i,
+                           (int)tokens[i], nv);
+    for (int done = 0; done < n; done += c->n_batch) {
+        const int b = n - done < c->n_batch ? n - done : c->n_batch;
+        const bool last = done + b == n;
+        float *out = NULL;
+        if (logits && all_logits)
+            out = logits + (size_t)done * nv;
+        else if (logits && last)
+            out = logits;
+        if (forward_batch(c, tokens + done, b, out, all_logits, err))
+            return err->code;
+    }
+    return 0;
+}
+
+/* ---- context ------------------------------------------------------------------ */
+
+static void *alloc_array(uint64_t a, uint64_t b, uint64_t elt, bool *fail)
+{
+    uint64_t n;
+    if (*fail || qk_ckd_mul(&n, a, b) || qk_ckd_mul(&n, n, elt) || n > SIZE_MAX) {
+        *fail = true;
+        return NULL;
+    }
+    void *p = calloc(1, n ? (size_t)n : 1);
+    if (!p)
+        *fail = true;
+    return p;
+}
+
+int qk_ctx_new(qk_ctx **out, const qk_model *m, const qk_ctx_params *p, qk_err *err)
+{
+    const qk_hparams *hp = &m->hp;
+    *out = NULL;
+    if (p->n_ctx < 0 || p->n_batch < 0)
+        return qk_errf(err, QK_EINPUT, "n_ctx and n_batch must not be negative");
+    if (p->kv_type != QK_F32 && p->kv_type != QK_F16)
+        return qk_errf(err, QK_EINPUT, "KV cache type must be f32 or f16");
+    if (hp->head_dim > QK_MAX_HEAD_DIM || hp->head_dim_v > QK_MAX_HEAD_DIM)
+        return qk_errf(err, QK_EINPUT, "head size %d is larger than %d",
+                       hp->head_dim > hp->head_dim_v ? hp->head_dim : hp->head_dim_v,
+                       QK_MAX_HEAD_DIM);
+    qk_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return qk_errf(err, QK_EIO, "out of memory");
+    c->m = m;
+    c->n_ctx = p->n_ctx ? p->n_ctx : (hp->n_ctx_train ? hp->n_ctx_train : 2048);
+    c->n_batch = p->n_batch ? p->n_batch : 512;
+    if (c->n_batch > c->n_ctx)
+        c->n_batch = c->n_ctx;
+    c->nthreads = p->nthreads;
+    c->kv_type = p->kv_type;
+    /* llama.cpp (AVX-512 build) runs a prompt batch of 64 or more tokens
+     * through its tiled kernel (F32 accumulator) when the value head size is
+     * a multiple of 16 (GGML_F32_EPR), and everything else through the
+     * generic one (F16 accumulator).  We make its prompt-batch choice for
+     * every batch, so results stay independent of the batch size. */
+    c->f16_acc = c->kv_type == QK_F16 && hp->head_dim_v % 16 != 0;
+    c->kv_dim = hp->n_head_kv * hp->head_dim;
+    c->kv_dim_v = hp->n_head_kv * hp->head_dim_v;
+
+    const uint64_t N = (uint64_t)c->n_ctx, B = (uint64_t)c->n_batch;
+    const uint64_t LN = (uint64_t)hp->n_layer * N; /* both < 2^31 */
+    const uint64_t elt = c->kv_type == QK_F16 ? 2 : 4, f = sizeof(float);
+    bool fail = false;
+    c->k_cache = alloc_array(LN, (uint64_t)c->kv_dim * elt, 1, &fail);
+    c->v_cache = alloc_array(LN, (uint64_t)c->kv_dim_v * elt, 1, &fail);
+    c->x = alloc_array(B, (uint64_t)hp->n_embd, f, &fail);
+    c->xb = alloc_array(B, (uint64_t)hp->n_embd, f, &fail);
+    c->proj = alloc_array(B, (uint64_t)hp->n_embd, f, &fail);
+    c->q = alloc_array(B, (uint64_t)hp->n_head * hp->head_dim, f, &fail);
+    c->k = alloc_array(B, (uint64_t)c->kv_dim, f, &fail);
+    c->v = alloc_array(B, (uint64_t)c->kv_dim_v, f, &fail);
+    c->att = alloc_array(B, (uint64_t)hp->n_head * hp->head_dim_v, f, &fail);
+    c->gate = alloc_array(B, (uint64_t)hp->n_ff, f, &fail);
+    c->up = alloc_array(B, (uint64_t)hp->n_ff, f, &fail);
+    c->rope = alloc_array(B, (uint64_t)(hp->n_rot ? hp->n_rot : 1), f, &fail);
+    if (fail) {
+        qk_ctx_free(c);
+        return qk_errf(err, QK_EIO, "out of memory for a context of %d tokens", (int)N);
+    }
+    *out = c;
+    return 0;
+}
+
+void qk_ctx_free(qk_ctx *c)
+{
+    if (!c)
+        return;
+    free(c->k_cache), free(c->v_cache), free(c->x), free(c->xb), free(c->proj);
+    free(c->q), free(c->k), free(c->v), free(c->att), free(c->gate), free(c->up), free(c->rope);
+    qk_matmul_ws_free(&c->ws);
+    free(c);
+}
+
+void qk_ctx_reset(qk_ctx *c) { c->n_past = 0; }

@@ -1,0 +1,72 @@
+/* forward.h - the CPU forward pass: token ids in, next-token logits out.
+ *
+ * One context holds a model's KV cache and activation buffers for a
+ * batch of up to n_batch tokens.  qk_forward() appends tokens to the cache:
+ * a prompt goes through as matrix-matrix products a batch at a time, a
+ * generated token alone.  Every output element is computed with a fixed
+ * reduction order, so logits are bit-identical for any thread count and for
+ * any split of the same tokens into calls and batches.
+ *
+ * The arithmetic follows llama.cpp's graph for these architectures on its CPU
+ * backend (see forward.c for the op-by-op references).  Attention is computed
+ * as ggml's flash-attention kernel does (online softmax), which llama.cpp
+ * uses on the CPU by default.  The KV cache is F32 unless kv_type is QK_F16,
+ * llama.cpp's default cache type: keys and values are then stored as F16 and
+ * the attention arithmetic is the one llama.cpp's CPU backend uses for a
+ * prompt batch (AVX-512 build): an F32 value accumulator when head_dim_v is
+ * a multiple of 16, else an F16 one.  That tracks llama.cpp's logits far more
+ * closely than an F32 cache (llama-perplexity's printout to 4 decimals on
+ * stories260K). */
+#ifndef QK_FORWARD_H
+#define QK_FORWARD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "err.h"
+#include "matmul.h"
+#include "model.h"
+#include "types.h"
+
+#define QK_MAX_HEAD_DIM 1024
+
+typedef struct qk_ctx_params {
+    int n_ctx;    /* KV cache capacity in tokens; 0: the model's context_length (or 2048) */
+    int n_batch;  /* most tokens per internal batch; 0: 512 */
+    int nthreads; /* <= 1: run on the calling thread */
+    int kv_type;  /* QK_F32 (default, 0) or QK_F16: llama.cpp's default cache, see below */
+} qk_ctx_params;
+
+typedef struct qk_ctx {
+    const qk_model *m;
+    int n_ctx, n_batch, nthreads;
+    int n_past;                /* tokens in the cache */
+    int kv_type;               /* QK_F32 or QK_F16 */
+    bool f16_acc;              /* attention accumulates values in F16 (see qk_ctx_new) */
+    int kv_dim, kv_dim_v;      /* n_head_kv * head_dim (_v) */
+    void *k_cache, *v_cache;   /* [n_layer][n_ctx][kv_dim(_v)] of kv_type */
+    /* activations, n_batch rows each */
+    float *x;                  /* residual stream [n_embd] */
+    float *xb;                 /* normalised input of a sub-layer [n_embd] */
+    float *q;                  /* queries [n_head * head_dim] */
+    float *k, *v;              /* new keys and values [kv_dim], [kv_dim_v] */
+    float *att;                /* attention output [n_head * head_dim_v] */
+    float *proj;               /* output of attn_output / ffn_down [n_embd] */
+    float *gate, *up;          /* FFN [n_ff] */
+    float *rope;               /* cos/sin per position [n_batch][n_rot] */
+    qk_matmul_ws ws;
+} qk_ctx;
+
+int qk_ctx_new(qk_ctx **out, const qk_model *m, const qk_ctx_params *p, qk_err *err);
+void qk_ctx_free(qk_ctx *c);
+/* Forget every cached token (n_past = 0). */
+void qk_ctx_reset(qk_ctx *c);
+
+/* Evaluate tokens[0..n) at positions n_past .. n_past+n-1 and append them to
+ * the cache.  logits (may be NULL): all_logits ? n rows : 1 row (the last
+ * token's) of n_vocab floats.  Errors: a token id outside the vocabulary or
+ * a full cache (code 2; nothing is appended), out of memory (code 3). */
+int qk_forward(qk_ctx *c, const int32_t *tokens, int n, float *logits, bool all_logits,
+               qk_err *err);
+
+#endif

@@ -1,0 +1,33 @@
+/* matmul.h - y = W x for a weight matrix of any table type, the way ggml's
+ * CPU backend computes it (ggml-cpu.c, ggml_compute_forward_mul_mat): each
+ * activation row is first encoded to the weight type's vec_dot_type with that
+ * type's from_float (F32 weights pair with plain F32 rows, no encoding), then
+ * every output element is one table vec_dot of a weight row and an encoded
+ * activation row.  Rows are split across threads in fixed ranges, so the
+ * output bytes do not depend on the thread count, and an element does not
+ * depend on how many other activation rows were in the batch. */
+#ifndef QK_MATMUL_H
+#define QK_MATMUL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+#include "model.h"
+
+/* Scratch for encoded activations, grown on demand; zero-initialise it. */
+typedef struct qk_matmul_ws {
+    void *buf;
+    size_t cap;
+} qk_matmul_ws;
+
+void qk_matmul_ws_free(qk_matmul_ws *ws);
+
+/* For t < n_tok and r < w->rows:
+ *     y[t * w->rows + r] = dot(row r of w, x[t * w->cols ...])
+ * x: n_tok rows of w->cols floats; y: n_tok rows of w->rows floats.
+ * Returns 0, or 3 when scratch memory cannot be had. */
+int qk_matmul(const qk_weight *w, const float *x, int64_t n_tok, float *y, qk_matmul_ws *ws,
+              int nthreads, qk_err *err);
+
+#endif

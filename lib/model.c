@@ -1,0 +1,417 @@
+/* model.c - hyper-parameters and weights of a llama-family model from GGUF.
+ *
+ * Key and tensor names follow llama.cpp (src/llama-arch.cpp); which tensors
+ * each architecture has follows src/models/{llama,qwen2,qwen3}.cpp, and the
+ * rope mode follows llama_model_rope_type() in src/llama-model.cpp. */
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckd.h"
+#include "types.h"
+
+#define MAX_DIM (1 << 24) /* sanity bound on every hyper-parameter */
+
+static const struct arch_row {
+    const char *name;
+    qk_arch arch;
+    qk_rope_mode rope;
+} arches[] = {
+    {"llama", QK_ARCH_LLAMA, QK_ROPE_NORMAL},
+    {"mistral", QK_ARCH_LLAMA, QK_ROPE_NORMAL},
+    {"qwen2", QK_ARCH_QWEN2, QK_ROPE_NEOX},
+    {"qwen3", QK_ARCH_QWEN3, QK_ROPE_NEOX},
+};
+
+/* ---- metadata ------------------------------------------------------------ */
+
+static uint64_t kv_offset(const qk_gguf *g, const char *key)
+{
+    const qk_gguf_kv *kv = qk_gguf_find(g, key);
+    return kv ? kv->offset : 0;
+}
+
+/* ARCH.suffix as an integer in [lo, MAX_DIM]; def < 0: the key is required. */
+static int get_dim(const qk_gguf *g, const char *arch, const char *suffix, int64_t def, int64_t lo,
+                   int *out, qk_err *err)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    int64_t v;
+    if (!qk_gguf_find(g, key)) {
+        if (def < 0)
+            return qk_err_at(err, g->path, key, 0, "required key is missing");
+        *out = (int)def;
+        return 0;
+    }
+    if (!qk_gguf_get_int(g, key, &v))
+        return qk_err_at(err, g->path, key, kv_offset(g, key), "not an integer");
+    if (v < lo || v > MAX_DIM)
+        return qk_err_at(err, g->path, key, kv_offset(g, key), "%lld is out of range [%lld, %d]",
+                         (long long)v, (long long)lo, MAX_DIM);
+    *out = (int)v;
+    return 0;
+}
+
+/* ARCH.suffix as a finite float; absent: def (required when !has_def). */
+static int get_real(const qk_gguf *g, const char *arch, const char *suffix, bool has_def, float def,
+                    float *out, qk_err *err)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    double v;
+    if (!qk_gguf_find(g, key)) {
+        if (!has_def)
+            return qk_err_at(err, g->path, key, 0, "required key is missing");
+        *out = def;
+        return 0;
+    }
+    if (!qk_gguf_get_f64(g, key, &v) || !isfinite(v) || v < 0)
+        return qk_err_at(err, g->path, key, kv_offset(g, key), "not a finite non-negative number");
+    *out = (float)v;
+    return 0;
+}
+
+static int read_arch(const qk_gguf *g, qk_hparams *hp, qk_err *err)
+{
+    const char *key = "general.architecture";
+    qk_str s;
+    if (!qk_gguf_find(g, key))
+        return qk_err_at(err, g->path, key, 0, "required key is missing");
+    if (!qk_gguf_get_str(g, key, &s))
+        return qk_err_at(err, g->path, key, kv_offset(g, key), "not a string");
+    for (size_t i = 0; i < sizeof arches / sizeof arches[0]; i++) {
+        if (qk_str_eq(s, arches[i].name)) {
+            snprintf(hp->arch_name, sizeof hp->arch_name, "%s", arches[i].name);
+            hp->arch = arches[i].arch;
+            hp->rope_mode = arches[i].rope;
+            return 0;
+        }
+    }
+    int n = s.len > 64 ? 64 : (int)s.len;
+    return qk_err_at(err, g->path, key, kv_offset(g, key),
+                     "unsupported architecture '%.*s' (supported: llama, mistral, qwen2, qwen3)", n,
+                     s.ptr);
+}
+
+/* rope.scaling.type: none or linear (freq_scale = 1/factor); YaRN and the
+ * others change the rotation itself and are not implemented. */
+static int read_rope_scaling(const qk_gguf *g, qk_hparams *hp, qk_err *err)
+{
+    char key[128];
+    const char *a = hp->arch_name;
+    hp->rope_freq_scale = 1.0f;
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    qk_str s;
+    if (!qk_gguf_get_str(g, key, &s) || qk_str_eq(s, "none"))
+        return 0;
+    if (!qk_str_eq(s, "linear")) {
+        int n = s.len > 32 ? 32 : (int)s.len;
+        return qk_err_at(err, g->path, key, kv_offset(g, key),
+                         "unsupported rope scaling '%.*s' (supported: none, linear)", n, s.ptr);
+    }
+    float factor;
+    if (get_real(g, a, "rope.scaling.factor", true, 0.0f, &factor, err))
+        return err->code;
+    if (factor != 0.0f)
+        hp->rope_freq_scale = 1.0f / factor;
+    return 0;
+}
+
+static int read_hparams(const qk_gguf *g, qk_hparams *hp, qk_err *err)
+{
+    if (read_arch(g, hp, err))
+        return err->code;
+    const char *a = hp->arch_name;
+    if (get_dim(g, a, "embedding_length", -1, 1, &hp->n_embd, err) ||
+        get_dim(g, a, "block_count", -1, 1, &hp->n_layer, err) ||
+        get_dim(g, a, "feed_forward_length", -1, 1, &hp->n_ff, err) ||
+        get_dim(g, a, "attention.head_count", -1, 1, &hp->n_head, err) ||
+        get_dim(g, a, "attention.head_count_kv", hp->n_head, 1, &hp->n_head_kv, err) ||
+        get_dim(g, a, "attention.key_length", hp->n_embd / hp->n_head, 1, &hp->head_dim, err) ||
+        get_dim(g, a, "attention.value_length", hp->head_dim, 1, &hp->head_dim_v, err) ||
+        get_dim(g, a, "rope.dimension_count", hp->head_dim, 0, &hp->n_rot, err) ||
+        get_dim(g, a, "context_length", 0, 0, &hp->n_ctx_train, err))
+        return err->code;
+    if (get_real(g, a, "rope.freq_base", true, 10000.0f, &hp->rope_freq_base, err) ||
+        get_real(g, a, "attention.layer_norm_rms_epsilon", false, 0.0f, &hp->rms_eps, err))
+        return err->code;
+    hp->kq_scale = 1.0f / sqrtf((float)hp->head_dim);
+    if (hp->arch == QK_ARCH_LLAMA) {
+        float s;
+        if (get_real(g, a, "attention.scale", true, 0.0f, &s, err))
+            return err->code;
+        if (s != 0.0f)
+            hp->kq_scale = s;
+    }
+    if (read_rope_scaling(g, hp, err))
+        return err->code;
+    int n_expert;
+    if (get_dim(g, a, "expert_count", 0, 0, &n_expert, err))
+        return err->code;
+    if (n_expert > 0) {
+        char k[128];
+        snprintf(k, sizeof k, "%s.expert_count", a);
+        return qk_err_at(err, g->path, k, kv_offset(g, k),
+                         "mixture-of-experts models (%d experts) are not supported", n_expert);
+    }
+
+    char key[128];
+    if (hp->head_dim < 1) {
+        snprintf(key, sizeof key, "%s.attention.key_length", a);
+        return qk_err_at(err, g->path, key, kv_offset(g, key),
+                         "head size is 0 (embedding_length %d < head_count %d)", hp->n_embd,
+                         hp->n_head);
+    }
+    if (hp->n_head % hp->n_head_kv != 0) {
+        snprintf(key, sizeof key, "%s.attention.head_count_kv", a);
+        return qk_err_at(err, g->path, key, kv_offset(g, key),
+                         "head_count %d is not a multiple of head_count_kv %d", hp->n_head,
+                         hp->n_head_kv);
+    }
+    if (hp->n_rot > hp->head_dim || hp->n_rot % 2 != 0) {
+        snprintf(key, sizeof key, "%s.rope.dimension_count", a);
+        return qk_err_at(err, g->path, key, kv_offset(g, key),
+                         "%d must be even and at most the head size %d", hp->n_rot, hp->head_dim);
+    }
+    uint64_t t;
+    if (qk_ckd_mul(&t, (uint64_t)hp->n_head, (uint64_t)(hp->head_dim > hp->head_dim_v ? hp->head_dim : hp->head_dim_v)) ||
+        t > MAX_DIM) {
+        snprintf(key, sizeof key, "%s.attention.head_count", a);
+        return qk_err_at(err, g->path, key, kv_offset(g, key), "heads x head size is too large");
+    }
+    return 0;
+}
+
+/* ---- tensors -------------------------------------------------------------- */
+
+static const char *type_name(int type)
+{
+    const qk_type_traits *t = qk_type_get(type);
+    return t ? t->name : "unknown";
+}
+
+static const qk_gguf_tensor *find(const qk_gguf *g, const char *name, bool required, qk_err *err)
+{
+    const qk_gguf_tensor *t = qk_gguf_find_tensor(g, name);
+    if (!t && required)
+        qk_err_at(err, g->path, name, 0, "required tensor is missing");
+    return t;
+}
+
+/* Check a tensor is [ne0] or [ne0, ne1] (ne1 = 0: 1-D). */
+static int check_shape(const qk_gguf *g, const qk_gguf_tensor *t, const char *name, int64_t ne0,
+                       int64_t ne1, qk_err *err)
+{
+    bool ok = t->ne[0] == ne0 && t->ne[2] == 1 && t->ne[3] == 1 && t->ne[1] == (ne1 ? ne1 : 1);
+    if (ok)
+        return 0;
+    if (ne1)
+        return qk_err_at(err, g->path, name, t->info_offset,
+                         "shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",
+                         (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                         (long long)t->ne[3], (long long)ne0, (long long)ne1);
+    return qk_err_at(err, g->path, name, t->info_offset,
+                     "shape [%lld, %lld, %lld, %lld], expected [%lld]", (long long)t->ne[0],
+                     (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
+                     (long long)ne0);
+}
+
+static void set_weight(qk_weight *w, const qk_gguf_tensor *t)
+{
+    w->name = t->name.ptr;
+    w->name_len = (int)t->name.len;
+    w->type = t->type;
+    w->cols = t->ne[0];
+    w->rows = t->ne[1];
+    w->row_size = qk_row_size(t->type, t->ne[0]);
+    w->data = t->data;
+}
+
+/* A matrix used in y = W x: its type must have a dot product, and x must be
+ * encodable as the dot product's activation type. */
+static int check_matmul_type(const qk_gguf *g, const qk_gguf_tensor *t, const char *name, qk_err *err)
+{
+    const qk_type_traits *tt = qk_type_get(t->type);
+    if (!tt || !tt->vec_dot || tt->vec_dot_type < 0)
+        return qk_err_at(err, g->path, name, t->info_offset,
+                         "type %s has no dot-product kernel", type_name(t->type));
+    const qk_type_traits *vt = qk_type_get(tt->vec_dot_type);
+    if (!vt || (tt->vec_dot_type != QK_F32 && !vt->from_float))
+        return qk_err_at(err, g->path, name, t->info_offset,
+                         "activation type %s of %s has no encoder", type_name(tt->vec_dot_type),
+                         tt->name);
+    if (qk_row_size(t->type, t->ne[0]) == 0 || qk_row_size(tt->vec_dot_type, t->ne[0]) == 0)
+        return qk_err_at(err, g->path, name, t->info_offset,
+                         "row length %lld is not a multiple of the block size of %s / %s",
+                         (long long)t->ne[0], tt->name, vt->name);
+    return 0;
+}
+
+static int load_matrix(qk_model *m, const char *name, int64_t cols, int64_t rows, qk_weight *w,
+                       qk_err *err)
+{
+    const qk_gguf *g = m->gguf;
+    const qk_gguf_tensor *t = find(g, name, true, err);
+    if (!t)
+        return err->code;
+    if (check_shape(g, t, name, cols, rows, err) || check_matmul_type(g, t, name, err))
+        return err->code;
+    set_weight(w, t);
+    return 0;
+}
+
+static int own(qk_model *m, float *p, qk_err *err)
+{
+    if (m->n_owned == m->cap_owned) {
+        int cap = m->cap_owned ? 2 * m->cap_owned : 64;
+        float **o = realloc(m->owned, (size_t)cap * sizeof *o);
+        if (!o) {
+            free(p);
+            return qk_errf(err, QK_EIO, "out of memory");
+        }
+        m->owned = o;
+        m->cap_owned = cap;
+    }
+    m->owned[m->n_owned++] = p;
+    return 0;
+}
+
+/* A 1-D tensor of n elements decoded to floats; *out = NULL when absent and
+ * not required. */
+static int load_vector(qk_model *m, const char *name, int64_t n, bool required, const float **out,
+                       qk_err *err)
+{
+    const qk_gguf *g = m->gguf;
+    *out = NULL;
+    const qk_gguf_tensor *t = find(g, name, required, err);
+    if (!t)
+        return required ? err->code : 0;
+    if (check_shape(g, t, name, n, 0, err))
+        return err->code;
+    const qk_type_traits *tt = qk_type_get(t->type);
+    if (!tt || (t->type != QK_F32 && !tt->to_float) || qk_row_size(t->type, n) == 0)
+        return qk_err_at(err, g->path, name, t->info_offset, "type %s cannot be decoded",
+                         type_name(t->type));
+    float *v = malloc((size_t)n * sizeof *v);
+    if (!v)
+        return qk_errf(err, QK_EIO, "out of memory");
+    if (t->type == QK_F32)
+        memcpy(v, t->data, (size_t)n * sizeof *v);
+    else
+        tt->to_float(t->data, v, n);
+    if (own(m, v, err))
+        return err->code;
+    *out = v;
+    return 0;
+}
+
+static int load_layer(qk_model *m, int il, qk_err *err)
+{
+    const qk_hparams *hp = &m->hp;
+    qk_layer *L = &m->layers[il];
+    const int64_t e = hp->n_embd, f = hp->n_ff;
+    const int64_t nq = (int64_t)hp->n_head * hp->head_dim;
+    const int64_t nk = (int64_t)hp->n_head_kv * hp->head_dim;
+    const int64_t nv = (int64_t)hp->n_head_kv * hp->head_dim_v;
+    const int64_t no = (int64_t)hp->n_head * hp->head_dim_v;
+    char n[96];
+#define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
+    if (load_vector(m, NAME("attn_norm.weight"), e, true, &L->attn_norm, err) ||
+        load_matrix(m, NAME("attn_q.weight"), e, nq, &L->wq, err) ||
+        load_matrix(m, NAME("attn_k.weight"), e, nk, &L->wk, err) ||
+        load_matrix(m, NAME("attn_v.weight"), e, nv, &L->wv, err) ||
+        load_matrix(m, NAME("attn_output.weight"), no, e, &L->wo, err) ||
+        load_vector(m, NAME("attn_q.bias"), nq, false, &L->bq, err) ||
+        load_vector(m, NAME("attn_k.bias"), nk, false, &L->bk, err) ||
+        load_vector(m, NAME("attn_v.bias"), nv, false, &L->bv, err) ||
+        load_vector(m, NAME("attn_output.bias"), e, false, &L->bo, err) ||
+        load_vector(m, NAME("ffn_norm.weight"), e, true, &L->ffn_norm, err) ||
+        load_matrix(m, NAME("ffn_gate.weight"), e, f, &L->w_gate, err) ||
+        load_matrix(m, NAME("ffn_up.weight"), e, f, &L->w_up, err) ||
+        load_matrix(m, NAME("ffn_down.weight"), f, e, &L->w_down, err))
+        return err->code;
+    if (hp->arch == QK_ARCH_QWEN3 &&
+        (load_vector(m, NAME("attn_q_norm.weight"), hp->head_dim, true, &L->q_norm, err) ||
+         load_vector(m, NAME("attn_k_norm.weight"), hp->head_dim, true, &L->k_norm, err)))
+        return err->code;
+#undef NAME
+    return 0;
+}
+
+static int load_embeddings(qk_model *m, qk_err *err)
+{
+    const qk_gguf *g = m->gguf;
+    const char *name = "token_embd.weight";
+    const qk_gguf_tensor *t = find(g, name, true, err);
+    if (!t)
+        return err->code;
+    if (t->ne[1] < 1 || t->ne[1] > INT32_MAX)
+        return qk_err_at(err, g->path, name, t->info_offset, "vocabulary size %lld out of range",
+                         (long long)t->ne[1]);
+    m->hp.n_vocab = (int)t->ne[1];
+    if (check_shape(g, t, name, m->hp.n_embd, m->hp.n_vocab, err))
+        return err->code;
+    const qk_type_traits *tt = qk_type_get(t->type);
+    if (!tt || (t->type != QK_F32 && !tt->to_float) || qk_row_size(t->type, t->ne[0]) == 0)
+        return qk_err_at(err, g->path, name, t->info_offset, "type %s cannot be decoded",
+                         type_name(t->type));
+    set_weight(&m->tok_embd, t);
+
+    /* lm head: output.weight, or tied to the embeddings when absent */
+    const char *out_name = qk_gguf_find_tensor(g, "output.weight") ? "output.weight" : name;
+    return load_matrix(m, out_name, m->hp.n_embd, m->hp.n_vocab, &m->output, err);
+}
+
+int qk_model_load(qk_model *m, const qk_gguf *g, qk_err *err)
+{
+    memset(m, 0, sizeof *m);
+    m->gguf = g;
+    if (read_hparams(g, &m->hp, err) || load_embeddings(m, err))
+        goto fail;
+    if (load_vector(m, "output_norm.weight", m->hp.n_embd, true, &m->output_norm, err) ||
+        load_vector(m, "output.bias", m->hp.n_vocab, false, &m->output_bias, err) ||
+        load_vector(m, "rope_freqs.weight", m->hp.n_rot / 2, false, &m->rope_freqs, err))
+        goto fail;
+    m->layers = calloc((size_t)m->hp.n_layer, sizeof *m->layers);
+    if (!m->layers) {
+        qk_errf(err, QK_EIO, "out of memory");
+        goto fail;
+    }
+    for (int il = 0; il < m->hp.n_layer; il++)
+        if (load_layer(m, il, err))
+            goto fail;
+    return 0;
+fail:
+    qk_model_free(m);
+    return err->code ? err->code : QK_EINPUT;
+}
+
+void qk_model_free(qk_model *m)
+{
+    if (!m)
+        return;
+    for (int i = 0; i < m->n_owned; i++)
+        free(m->owned[i]);
+    free(m->owned);
+    free(m->layers);
+    memset(m, 0, sizeof *m);
+}
+
+int qk_weight_row(const qk_weight *w, int64_t row, float *out, qk_err *err)
+{
+    if (row < 0 || row >= w->rows)
+        return qk_errf(err, QK_EINPUT, "%.*s: row %lld out of range [0, %lld)", w->name_len,
+                       w->name, (long long)row, (long long)w->rows);
+    const uint8_t *src = w->data + (size_t)row * w->row_size;
+    if (w->type == QK_F32) {
+        memcpy(out, src, (size_t)w->cols * sizeof *out);
+        return 0;
+    }
+    const qk_type_traits *t = qk_type_get(w->type);
+    t->to_float(src, out, w->cols);
+    return 0;
+}

@@ -1,0 +1,82 @@
+/* model.h - a decoder-only transformer's hyper-parameters and weights, read
+ * from a GGUF file (llama.cpp's tensor names and metadata keys).
+ *
+ * Architectures: llama (and mistral, the same graph), qwen2 (q/k/v biases),
+ * qwen3 (RMSNorm on each q and k head).  Weights stay in the file mapping in
+ * their stored type; only the small 1-D tensors (norms, biases, rope
+ * frequency factors) are decoded to owned float arrays. */
+#ifndef QK_MODEL_H
+#define QK_MODEL_H
+
+#include <stdint.h>
+
+#include "err.h"
+#include "gguf.h"
+
+typedef enum qk_arch { QK_ARCH_LLAMA, QK_ARCH_QWEN2, QK_ARCH_QWEN3 } qk_arch;
+
+/* ggml's rope modes: NORMAL rotates adjacent pairs (2i, 2i+1), NEOX rotates
+ * (i, i + n_rot/2). */
+typedef enum qk_rope_mode { QK_ROPE_NORMAL = 0, QK_ROPE_NEOX = 2 } qk_rope_mode;
+
+typedef struct qk_hparams {
+    char arch_name[32];   /* general.architecture as written */
+    qk_arch arch;
+    qk_rope_mode rope_mode;
+    int n_vocab;          /* rows of token_embd.weight */
+    int n_embd;
+    int n_layer;
+    int n_ff;
+    int n_head;
+    int n_head_kv;
+    int head_dim;         /* attention.key_length (default n_embd / n_head) */
+    int head_dim_v;       /* attention.value_length (default head_dim) */
+    int n_rot;            /* rope.dimension_count (default head_dim) */
+    int n_ctx_train;      /* context_length (0 when absent) */
+    float rope_freq_base; /* default 10000 */
+    float rope_freq_scale; /* 1 / rope.scaling.factor for linear scaling, else 1 */
+    float rms_eps;
+    float kq_scale;       /* attention.scale, default 1/sqrt(head_dim) */
+} qk_hparams;
+
+/* A 2-D weight matrix in the mapping: rows of `cols` elements of `type`. */
+typedef struct qk_weight {
+    const char *name;     /* points into the GGUF header (not NUL-terminated: see name_len) */
+    int name_len;
+    int type;             /* ggml type id */
+    int64_t rows, cols;   /* ne[1], ne[0] */
+    size_t row_size;      /* bytes per row */
+    const uint8_t *data;
+} qk_weight;
+
+typedef struct qk_layer {
+    const float *attn_norm;          /* [n_embd] */
+    qk_weight wq, wk, wv, wo;
+    const float *bq, *bk, *bv, *bo;  /* optional biases (NULL when absent) */
+    const float *q_norm, *k_norm;    /* [head_dim], qwen3 only */
+    const float *ffn_norm;           /* [n_embd] */
+    qk_weight w_gate, w_up, w_down;
+} qk_layer;
+
+typedef struct qk_model {
+    qk_hparams hp;
+    const qk_gguf *gguf;             /* borrowed: must outlive the model */
+    qk_weight tok_embd;              /* [n_vocab rows of n_embd] */
+    const float *output_norm;        /* [n_embd] */
+    qk_weight output;                /* lm head; tok_embd when output.weight is absent */
+    const float *output_bias;        /* optional [n_vocab] */
+    const float *rope_freqs;         /* optional [n_rot/2] frequency divisors */
+    qk_layer *layers;                /* n_layer */
+    float **owned;                   /* every decoded 1-D tensor, freed with the model */
+    int n_owned, cap_owned;
+} qk_model;
+
+/* Read hyper-parameters and locate every tensor.  Errors (code 2) name the
+ * missing key or tensor, the unsupported architecture or the bad shape. */
+int qk_model_load(qk_model *m, const qk_gguf *g, qk_err *err);
+void qk_model_free(qk_model *m);
+
+/* Decode row `row` of a weight into out[w->cols] floats (token embeddings). */
+int qk_weight_row(const qk_weight *w, int64_t row, float *out, qk_err *err);
+
+#endif

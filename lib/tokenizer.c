@@ -1,0 +1,1463 @@
+/* tokenizer.c - the vocabulary (token texts, scores, attributes, special ids,
+ * add-BOS/EOS flags), special-token partitioning, dispatch to the SPM and
+ * BPE tokenizers, detokenizing, and the GGUF / tokenizer.json loaders.
+ * Follows llama_vocab::impl of llama.cpp (src/llama-vocab.cpp, d32676d). */
+#define QK_TOKENIZER_INTERNAL
+#include "tokenizer.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckd.h"
+#include "jsonp.h"
+#include "mapfile.h"
+#include "unicode.h"
+
+/* ---- small containers ---------------------------------------------------- */
+
+int qk_ids_push(qk_ids *a, int32_t id, qk_err *err)
+{
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 64;
+        int32_t *v = realloc(a->v, cap * sizeof *v);
+        if (!v)
+            return qk_errf(err, QK_EIO, "tokenizer: out of memory");
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n++] = id;
+    return 0;
+}
+
+static uint64_t fnv1a(uint64_t h, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        h ^= (uint8_t)s[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+#define FNV_SEED 0xcbf29ce484222325ull
+
+static bool streq(const char *a, size_t an, const char *b, size_t bn)
+{
+    return an == bn && (an == 0 || memcmp(a, b, an) == 0);
+}
+
+static bool cstr_eq(const char *a, size_t an, const char *c)
+{
+    return streq(a, an, c, strlen(c));
+}
+
+/* Open-addressing table with room for n entries at load <= 1/2. */
+static uint32_t *table_new(uint64_t n, uint64_t *mask)
+{
+    uint64_t cap = 16;
+    while (cap < 2 * n)
+        cap *= 2;
+    *mask = cap - 1;
+    return calloc(cap, sizeof(uint32_t));
+}
+
+int32_t qk_tok_find(const qk_tokenizer *t, const char *text, size_t len)
+{
+    for (uint64_t h = fnv1a(FNV_SEED, text, len) & t->tab_mask;; h = (h + 1) & t->tab_mask) {
+        uint32_t e = t->tab[h];
+        if (!e)
+            return QK_TOKEN_NULL;
+        int32_t id = (int32_t)(e - 1);
+        if (streq(qk_tok_ptr(t, id), t->len[id], text, len))
+            return id;
+    }
+}
+
+static uint64_t pair_hash(const char *l, size_t ln, const char *r, size_t rn)
+{
+    uint64_t h = fnv1a(FNV_SEED, l, ln);
+    h = fnv1a(h ^ 0xff, "\x1f", 1);
+    return fnv1a(h, r, rn);
+}
+
+int64_t qk_bpe_rank(const qk_tokenizer *t, const char *l, size_t ln, const char *r, size_t rn)
+{
+    if (!t->n_merges)
+        return -1;
+    for (uint64_t h = pair_hash(l, ln, r, rn) & t->mtab_mask;; h = (h + 1) & t->mtab_mask) {
+        uint32_t e = t->mtab[h];
+        if (!e)
+            return -1;
+        uint64_t i = e - 1;
+        const char *m = t->merge_arena + t->m_off[i];
+        if (streq(m, t->m_left[i], l, ln) && streq(m + t->m_left[i] + 1, t->m_right[i], r, rn))
+            return (int64_t)i;
+    }
+}
+
+/* ---- pre-tokenizer names ---------------------------------------------------- */
+
+enum { PF_IGNORE_MERGES = 1, PF_ADD_BOS = 2, PF_KEEP_SPACES = 4, PF_NO_BOS_ID = 8 };
+
+/* tokenizer.ggml.pre names llama.cpp accepts whose rules are implemented
+ * here, with the flags its loader sets for them (llama_vocab::impl::load). */
+static const struct pre_name {
+    const char *name;
+    int pre, flags;
+} pre_names[] = {
+    {"default", QK_PRE_DEFAULT, 0},
+    {"llama3", QK_PRE_LLAMA3, PF_IGNORE_MERGES | PF_ADD_BOS},
+    {"llama-v3", QK_PRE_LLAMA3, PF_IGNORE_MERGES | PF_ADD_BOS},
+    {"llama-bpe", QK_PRE_LLAMA3, PF_IGNORE_MERGES | PF_ADD_BOS},
+    {"falcon3", QK_PRE_LLAMA3, PF_IGNORE_MERGES | PF_ADD_BOS},
+    {"falcon-h1", QK_PRE_LLAMA3, PF_IGNORE_MERGES | PF_ADD_BOS},
+    {"pixtral", QK_PRE_LLAMA3, PF_IGNORE_MERGES | PF_ADD_BOS},
+    {"midm-2.0", QK_PRE_LLAMA3, PF_IGNORE_MERGES | PF_ADD_BOS},
+    {"lfm2", QK_PRE_LLAMA3, PF_IGNORE_MERGES | PF_ADD_BOS},
+    {"jina-v5-nano", QK_PRE_LLAMA3, PF_IGNORE_MERGES | PF_ADD_BOS},
+    {"dbrx", QK_PRE_LLAMA3, 0},
+    {"smaug-bpe", QK_PRE_LLAMA3, 0},
+    {"glm4", QK_PRE_LLAMA3, PF_NO_BOS_ID},
+    {"chatglm-bpe", QK_PRE_LLAMA3, PF_NO_BOS_ID},
+    {"deepseek-llm", QK_PRE_DEEPSEEK_LLM, PF_KEEP_SPACES},
+    {"falcon", QK_PRE_FALCON, 0},
+    {"starcoder", QK_PRE_STARCODER, 0},
+    {"refact", QK_PRE_STARCODER, 0},
+    {"command-r", QK_PRE_STARCODER, PF_KEEP_SPACES},
+    {"smollm", QK_PRE_STARCODER, PF_KEEP_SPACES},
+    {"codeshell", QK_PRE_STARCODER, 0},
+    {"exaone", QK_PRE_STARCODER, 0},
+    {"minerva-7b", QK_PRE_STARCODER, 0},
+    {"mellum2", QK_PRE_STARCODER, 0},
+    {"gpt-2", QK_PRE_GPT2, 0},
+    {"phi-2", QK_PRE_GPT2, 0},
+    {"jina-es", QK_PRE_GPT2, 0},
+    {"jina-de", QK_PRE_GPT2, 0},
+    {"gigachat", QK_PRE_GPT2, 0},
+    {"jina-v2-es", QK_PRE_GPT2, 0},
+    {"jina-v2-de", QK_PRE_GPT2, 0},
+    {"a.x-4.0", QK_PRE_GPT2, 0},
+    {"mellum", QK_PRE_GPT2, 0},
+    {"modern-bert", QK_PRE_GPT2, 0},
+    {"jina-v1-en", QK_PRE_GPT2, 0},
+    {"jina-v2-code", QK_PRE_GPT2, 0},
+    {"roberta-bpe", QK_PRE_GPT2, 0},
+    {"exaone4", QK_PRE_GPT2, 0},
+    {"mpt", QK_PRE_GPT2, 0},
+    {"olmo", QK_PRE_GPT2, 0},
+    {"jais", QK_PRE_GPT2, 0},
+    {"trillion", QK_PRE_GPT2, PF_KEEP_SPACES},
+    {"granite-docling", QK_PRE_GPT2, PF_KEEP_SPACES},
+    {"qwen2", QK_PRE_QWEN2, PF_KEEP_SPACES},
+    {"deepseek-r1-qwen", QK_PRE_QWEN2, PF_KEEP_SPACES},
+    {"kormo", QK_PRE_QWEN2, PF_KEEP_SPACES},
+    {"f2llmv2", QK_PRE_QWEN2, PF_KEEP_SPACES},
+    {"megrez", QK_PRE_QWEN2, 0},
+    {"stablelm2", QK_PRE_QWEN2, 0},
+    {"hunyuan", QK_PRE_QWEN2, PF_KEEP_SPACES},
+    {"solar-open", QK_PRE_QWEN2, PF_KEEP_SPACES},
+};
+
+static const struct pre_name *pre_lookup(const char *name, size_t len)
+{
+    for (size_t i = 0; i < sizeof pre_names / sizeof pre_names[0]; i++)
+        if (cstr_eq(name, len, pre_names[i].name))
+            return &pre_names[i];
+    return NULL;
+}
+
+int qk_tok_pre_from_name(const char *name, size_t len)
+{
+    const struct pre_name *p = pre_lookup(name, len);
+    return p ? p->pre : -1;
+}
+
+const char *qk_tok_pre_name(int pre)
+{
+    static const char *const names[QK_PRE_COUNT] = {
+        [QK_PRE_DEFAULT] = "default", [QK_PRE_GPT2] = "gpt-2", [QK_PRE_LLAMA3] = "llama-bpe",
+        [QK_PRE_QWEN2] = "qwen2", [QK_PRE_DEEPSEEK_LLM] = "deepseek-llm",
+        [QK_PRE_FALCON] = "falcon", [QK_PRE_STARCODER] = "starcoder",
+    };
+    return pre >= 0 && pre < QK_PRE_COUNT ? names[pre] : "?";
+}
+
+/* ---- building ------------------------------------------------------------- */
+
+void qk_tok_spec_init(qk_tok_spec *s)
+{
+    memset(s, 0, sizeof *s);
+    s->bos = s->eos = s->eot = s->eom = s->unk = s->sep = s->pad = s->mask = -2;
+    s->fim_pre = s->fim_suf = s->fim_mid = s->fim_pad = s->fim_rep = s->fim_sep = -2;
+    s->add_bos = s->add_eos = s->add_space_prefix = -1;
+}
+
+void qk_tok_free(qk_tokenizer *t)
+{
+    if (!t)
+        return;
+    free(t->arena);
+    free(t->off);
+    free(t->len);
+    free(t->score);
+    free(t->attr);
+    free(t->tab);
+    free(t->merge_arena);
+    free(t->m_off);
+    free(t->m_left);
+    free(t->m_right);
+    free(t->mtab);
+    free(t->special);
+    free(t->eog);
+    free(t);
+}
+
+static int oom(qk_err *err)
+{
+    return qk_errf(err, QK_EIO, "tokenizer: out of memory");
+}
+
+static int32_t attr_of_type(int32_t type)
+{
+    switch (type) {
+    case QK_TT_UNKNOWN: return QK_ATTR_UNKNOWN;
+    case QK_TT_UNUSED: return QK_ATTR_UNUSED;
+    case QK_TT_NORMAL: return QK_ATTR_NORMAL;
+    case QK_TT_CONTROL: return QK_ATTR_CONTROL;
+    case QK_TT_USER_DEFINED: return QK_ATTR_USER_DEFINED;
+    case QK_TT_BYTE: return QK_ATTR_BYTE;
+    default: return QK_ATTR_UNDEFINED;
+    }
+}
+
+/* Copy the token texts (an empty one becomes "[EMPTY_i]", as in llama.cpp)
+ * and index them.  Two tokens with the same text are an error (llama.cpp
+ * asserts). */
+static int load_tokens(qk_tokenizer *t, const qk_tok_spec *s, const char *src, qk_err *err)
+{
+    uint32_t n = s->n_tokens;
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (qk_ckd_add(&total, total, s->tokens[i].len ? s->tokens[i].len : 20))
+            return qk_err_at(err, src, "tokenizer.ggml.tokens", 0, "token texts too large");
+    if (total > SIZE_MAX - 1)
+        return qk_err_at(err, src, "tokenizer.ggml.tokens", 0, "token texts too large");
+    t->arena = malloc((size_t)total + 1);
+    t->off = malloc(n * sizeof *t->off);
+    t->len = malloc(n * sizeof *t->len);
+    t->score = malloc(n * sizeof *t->score);
+    t->attr = malloc(n * sizeof *t->attr);
+    t->tab = table_new(n, &t->tab_mask);
+    if (!t->arena || !t->off || !t->len || !t->score || !t->attr || !t->tab)
+        return oom(err);
+    uint64_t pos = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        qk_str w = s->tokens[i];
+        if (w.len > UINT32_MAX)
+            return qk_err_at(err, src, "tokenizer.ggml.tokens", 0, "token %u too long", i);
+        t->off[i] = pos;
+        if (w.len) {
+            memcpy(t->arena + pos, w.ptr, w.len);
+            t->len[i] = (uint32_t)w.len;
+        } else {
+            t->len[i] = (uint32_t)snprintf(t->arena + pos, 21, "[EMPTY_%u]", i);
+        }
+        pos += t->len[i];
+        t->score[i] = s->scores ? s->scores[i] : 0.0f;
+        t->attr[i] = s->types ? attr_of_type(s->types[i]) : QK_ATTR_NORMAL;
+        if (qk_tok_find(t, qk_tok_ptr(t, (int32_t)i), t->len[i]) != QK_TOKEN_NULL)
+            return qk_err_at(err, src, "tokenizer.ggml.tokens", 0, "token %u ('%.*s') appears twice", i,
+                             (int)(t->len[i] > 64 ? 64 : t->len[i]), qk_tok_ptr(t, (int32_t)i));
+        uint64_t h = fnv1a(FNV_SEED, qk_tok_ptr(t, (int32_t)i), t->len[i]) & t->tab_mask;
+        while (t->tab[h])
+            h = (h + 1) & t->tab_mask;
+        t->tab[h] = i + 1;
+    }
+    return 0;
+}
+
+/* Merges "left right" split at the first space after position 0; a repeated
+ * pair keeps its first rank (std::map::emplace). */
+static int load_merges(qk_tokenizer *t, const qk_tok_spec *s, const char *src, qk_err *err)
+{
+    uint64_t n = s->n_merges, total = 0;
+    if (n == 0)
+        return 0;
+    if (n >= UINT32_MAX)
+        return qk_err_at(err, src, "tokenizer.ggml.merges", 0, "too many merges");
+    for (uint64_t i = 0; i < n; i++)
+        if (qk_ckd_add(&total, total, s->merges[i].len + 1) || s->merges[i].len > UINT32_MAX)
+            return qk_err_at(err, src, "tokenizer.ggml.merges", 0, "merges too large");
+    if (total > SIZE_MAX)
+        return qk_err_at(err, src, "tokenizer.ggml.merges", 0, "merges too large");
+    t->merge_arena = malloc((size_t)total);
+    t->m_off = malloc(n * sizeof *t->m_off);
+    t->m_left = malloc(n * sizeof *t->m_left);
+    t->m_right = malloc(n * sizeof *t->m_right);
+    t->mtab = table_new(n, &t->mtab_mask);
+    if (!t->merge_arena || !t->m_off || !t->m_left || !t->m_right || !t->mtab)
+        return oom(err);
+    t->n_merges = n;
+    uint64_t pos = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        qk_str m = s->merges[i];
+        char *d = t->merge_arena + pos;
+        const char *sp = m.len > 1 ? memchr(m.ptr + 1, ' ', m.len - 1) : NULL;
+        t->m_off[i] = pos;
+        if (sp) {
+            t->m_left[i] = (uint32_t)(sp - m.ptr);
+            t->m_right[i] = (uint32_t)(m.len - t->m_left[i] - 1);
+            memcpy(d, m.ptr, m.len);
+            pos += m.len;
+        } else { /* no separator: the pair ("", "") */
+            t->m_left[i] = t->m_right[i] = 0;
+            d[0] = ' ';
+            pos += 1;
+        }
+        const char *l = d, *r = d + t->m_left[i] + 1;
+        if (qk_bpe_rank(t, l, t->m_left[i], r, t->m_right[i]) >= 0)
+            continue;
+        uint64_t h = pair_hash(l, t->m_left[i], r, t->m_right[i]) & t->mtab_mask;
+        while (t->mtab[h])
+            h = (h + 1) & t->mtab_mask;
+        t->mtab[h] = (uint32_t)i + 1;
+    }
+    return 0;
+}
+
+static void add_attr_by_text(qk_tokenizer *t, const char *text, int32_t set, int32_t clear)
+{
+    int32_t id = qk_tok_find(t, text, strlen(text));
+    if (id != QK_TOKEN_NULL)
+        t->attr[id] = (t->attr[id] | set) & ~clear;
+}
+
+static bool text_in(const qk_tokenizer *t, int32_t id, const char *const *list)
+{
+    for (; *list; list++)
+        if (cstr_eq(qk_tok_ptr(t, id), t->len[id], *list))
+            return true;
+    return false;
+}
+
+/* The special-token id *slot, when still unset, becomes the lowest id whose
+ * text is in list, marked CONTROL.  (llama.cpp walks an unordered_map, so
+ * when several texts are present which one it picks is unspecified.) */
+static void detect_special(qk_tokenizer *t, int32_t *slot, const char *const *list)
+{
+    if (*slot != QK_TOKEN_NULL)
+        return;
+    for (uint32_t id = 0; id < t->n_vocab; id++)
+        if (text_in(t, (int32_t)id, list)) {
+            *slot = (int32_t)id;
+            t->attr[id] |= QK_ATTR_CONTROL;
+            return;
+        }
+}
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int eog_add(qk_tokenizer *t, int32_t id)
+{
+    if (id == QK_TOKEN_NULL)
+        return 0;
+    for (uint32_t i = 0; i < t->n_eog; i++)
+        if (t->eog[i] == id)
+            return 0;
+    t->eog[t->n_eog++] = id;
+    return 0;
+}
+
+static void eog_remove(qk_tokenizer *t, int32_t id)
+{
+    for (uint32_t i = 0; i < t->n_eog; i++)
+        if (t->eog[i] == id) {
+            t->eog[i] = t->eog[--t->n_eog];
+            return;
+        }
+}
+
+static bool eog_has_text(const qk_tokenizer *t, const char *text, int32_t *id)
+{
+    for (uint32_t i = 0; i < t->n_eog; i++)
+        if (cstr_eq(qk_tok_ptr(t, t->eog[i]), t->len[t->eog[i]], text)) {
+            if (id)
+                *id = t->eog[i];
+            return true;
+        }
+    return false;
+}
+
+/* Text-detected special tokens, end-of-generation set and the per-model
+ * attribute fixes of llama_vocab::impl::load. */
+static int detect_specials(qk_tokenizer *t)
+{
+    static const char *const eot[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
+        "<|endoftext|>", "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]",
+        "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>", "<end_of_utterance>", NULL};
+    static const char *const eom[] = {"<|eom_id|>", NULL};
+    static const char *const fim_pre[] = {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
+        "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>", "<PRE>", "\xe2\x96\x81<PRE>",
+        "<|code_prefix|>", "<|prefix|>", NULL};
+    static const char *const fim_suf[] = {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
+        "<\xef\xbd\x9c" "fim\xe2\x96\x81hole\xef\xbd\x9c>", "<SUF>", "\xe2\x96\x81<SUF>",
+        "<|code_suffix|>", "<|suffix|>", NULL};
+    static const char *const fim_mid[] = {"<|fim_middle|>", "<fim-middle>", "<fim_middle>",
+        "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>", "<MID>", "\xe2\x96\x81<MID>",
+        "<|code_middle|>", "<|middle|>", NULL};
+    static const char *const fim_pad[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", NULL};
+    static const char *const fim_rep[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>",
+        "<reponame>", NULL};
+    static const char *const fim_sep[] = {"<|file_sep|>", NULL};
+    static const char *const eog[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>",
+        "<|flush|>", "<|calls|>", "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>",
+        "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>",
+        "<|tool_response>", "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+        "[e~[", NULL};
+    static const char *const always_render[] = {"<|channel|>", "<|message|>", "<|start|>",
+        "<|constrain|>", NULL};
+
+    detect_special(t, &t->eot, eot);
+    detect_special(t, &t->eom, eom);
+    detect_special(t, &t->fim_pre, fim_pre);
+    detect_special(t, &t->fim_suf, fim_suf);
+    detect_special(t, &t->fim_mid, fim_mid);
+    detect_special(t, &t->fim_pad, fim_pad);
+    detect_special(t, &t->fim_rep, fim_rep);
+    detect_special(t, &t->fim_sep, fim_sep);
+
+    /* control tokens named "...unused..." are unused */
+    for (uint32_t id = 0; id < t->n_vocab; id++)
+        if ((t->attr[id] & QK_ATTR_CONTROL) && memmem(qk_tok_ptr(t, (int32_t)id), t->len[id], "unused", 6))
+            t->attr[id] |= QK_ATTR_UNUSED;
+
+    t->eog = malloc((t->n_vocab + 8) * sizeof *t->eog);
+    if (!t->eog)
+        return -1;
+    eog_add(t, t->fim_pad);
+    eog_add(t, t->fim_rep);
+    eog_add(t, t->fim_sep);
+    for (uint32_t id = 0; id < t->n_vocab; id++)
+        if (text_in(t, (int32_t)id, eog)) {
+            eog_add(t, (int32_t)id);
+            t->attr[id] |= QK_ATTR_CONTROL;
+        }
+    for (uint32_t id = 0; id < t->n_vocab; id++)
+        if (text_in(t, (int32_t)id, always_render))
+            t->attr[id] = QK_ATTR_USER_DEFINED;
+    eog_add(t, t->eos);
+    eog_add(t, t->eot);
+    eog_add(t, t->eom);
+    /* o200k_harmony / solar-open: "<|end|>" is not end-of-generation there */
+    int32_t end_id;
+    if (eog_has_text(t, "<|end|>", &end_id) &&
+        ((eog_has_text(t, "<|return|>", NULL) && eog_has_text(t, "<|call|>", NULL)) ||
+         ((eog_has_text(t, "<|call|>", NULL) || eog_has_text(t, "<|calls|>", NULL)) &&
+          eog_has_text(t, "<|flush|>", NULL)))) {
+        eog_remove(t, end_id);
+        t->attr[end_id] = QK_ATTR_USER_DEFINED;
+    }
+    /* gemma4 / paddleocr: "</s>" is not end-of-generation there */
+    int32_t s_id;
+    if (eog_has_text(t, "<|tool_response>", NULL) && eog_has_text(t, "</s>", &s_id)) {
+        eog_remove(t, s_id);
+        t->attr[s_id] = QK_ATTR_NORMAL;
+    }
+    qsort(t->eog, t->n_eog, sizeof *t->eog, cmp_i32);
+    return 0;
+}
+
+/* Tokens partitioned out of the text before tokenizing, longest text first
+ * (llama.cpp's cache_special_tokens; ties by id here, where std::sort leaves
+ * their order unspecified). */
+typedef struct len_id {
+    uint32_t len;
+    int32_t id;
+} len_id;
+
+static int cmp_len_id(const void *a, const void *b)
+{
+    const len_id *x = a, *y = b;
+    if (x->len != y->len)
+        return x->len > y->len ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static int sort_special(qk_tokenizer *t)
+{
+    len_id *v = malloc((t->n_special ? t->n_special : 1) * sizeof *v);
+    if (!v)
+        return -1;
+    for (uint32_t i = 0; i < t->n_special; i++)
+        v[i] = (len_id){t->len[t->special[i]], t->special[i]};
+    qsort(v, t->n_special, sizeof *v, cmp_len_id);
+    for (uint32_t i = 0; i < t->n_special; i++)
+        t->special[i] = v[i].id;
+    free(v);
+    return 0;
+}
+
+static char ascii_lower(char c)
+{
+    return c >= 'A' && c <= 'Z' ? (char)(c + 32) : c;
+}
+
+/* needle (lowercase) in hay lowercased, as llama.cpp matches model names */
+static bool contains_ci(const char *hay, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (; hay && *hay; hay++) {
+        size_t i = 0;
+        while (i < n && hay[i] && ascii_lower(hay[i]) == needle[i])
+            i++;
+        if (i == n)
+            return true;
+    }
+    return false;
+}
+
+static int build_special_cache(qk_tokenizer *t, const qk_tok_spec *s)
+{
+    t->special = malloc((t->n_vocab ? t->n_vocab : 1) * sizeof *t->special);
+    if (!t->special)
+        return -1;
+    for (uint32_t id = 0; id < t->n_vocab; id++)
+        if (t->attr[id] & (QK_ATTR_CONTROL | QK_ATTR_USER_DEFINED | QK_ATTR_UNKNOWN))
+            t->special[t->n_special++] = (int32_t)id;
+    if (sort_special(t))
+        return -1;
+
+    /* per-model attributes, by tokenizer / model / architecture name */
+    const char *pre = s->pre ? s->pre : "";
+    if (strstr(pre, "jina-v2-de") || strstr(pre, "jina-v2-es") || strstr(pre, "jina-v2-code") ||
+        (s->arch && (strstr(s->arch, "nomic-bert-moe") || strstr(s->arch, "jina-bert-v3")))) {
+        add_attr_by_text(t, "<mask>", QK_ATTR_LSTRIP, 0);
+    } else if (contains_ci(s->name, "phi-3") || contains_ci(s->name, "phi3")) {
+        for (uint32_t i = 0; i < t->n_special; i++)
+            t->attr[t->special[i]] |= QK_ATTR_RSTRIP;
+        add_attr_by_text(t, "</s>", QK_ATTR_RSTRIP, 0);
+        add_attr_by_text(t, "<unk>", 0, QK_ATTR_RSTRIP);
+        add_attr_by_text(t, "<s>", 0, QK_ATTR_RSTRIP);
+        add_attr_by_text(t, "<|endoftext|>", 0, QK_ATTR_RSTRIP);
+    } else if (contains_ci(s->name, "modern-bert")) {
+        add_attr_by_text(t, "[MASK]", QK_ATTR_LSTRIP, 0);
+    }
+    return 0;
+}
+
+/* A special id from the spec: absent keeps the default (dropped when out of
+ * range); out of range keeps the default, as llama.cpp does. */
+static void set_special(int32_t *slot, int64_t given, uint32_t n_vocab)
+{
+    if (*slot >= 0 && (uint32_t)*slot >= n_vocab)
+        *slot = QK_TOKEN_NULL;
+    if (given >= 0 && given < (int64_t)n_vocab)
+        *slot = (int32_t)given;
+}
+
+qk_tokenizer *qk_tok_new(const qk_tok_spec *s, const char *src, qk_err *err)
+{
+    if (s->type != QK_TOK_SPM && s->type != QK_TOK_BPE) {
+        qk_errf(err, QK_EINPUT, "%s: unsupported tokenizer type", src);
+        return NULL;
+    }
+    if (s->n_tokens == 0 || s->n_tokens > INT32_MAX) {
+        qk_err_at(err, src, "tokenizer.ggml.tokens", 0, "bad token count %u", s->n_tokens);
+        return NULL;
+    }
+    qk_tokenizer *t = calloc(1, sizeof *t);
+    if (!t) {
+        oom(err);
+        return NULL;
+    }
+    t->type = s->type;
+    t->n_vocab = s->n_tokens;
+    t->eot = t->eom = t->sep = t->pad = t->mask = QK_TOKEN_NULL;
+    t->fim_pre = t->fim_suf = t->fim_mid = t->fim_pad = t->fim_rep = t->fim_sep = QK_TOKEN_NULL;
+    int pflags = 0;
+    if (t->type == QK_TOK_SPM) {
+        t->pre = QK_PRE_DEFAULT;
+        t->bos = 1, t->eos = 2, t->unk = 0;
+        t->add_space_prefix = true;
+        t->add_bos = true;
+    } else {
+        t->bos = 11, t->eos = 11, t->unk = QK_TOKEN_NULL;
+        t->clean_spaces = true;
+        const char *pre = s->pre && *s->pre ? s->pre : "default";
+        const struct pre_name *p = pre_lookup(pre, strlen(pre));
+        if (!p) {
+            qk_err_at(err, src, "tokenizer.ggml.pre", 0, "unknown or unsupported pre-tokenizer '%s'", pre);
+            qk_tok_free(t);
+            return NULL;
+        }
+        t->pre = p->pre;
+        pflags = p->flags;
+        t->ignore_merges = pflags & PF_IGNORE_MERGES;
+        t->add_bos = pflags & PF_ADD_BOS;
+        t->clean_spaces = !(pflags & PF_KEEP_SPACES);
+        if (pflags & PF_NO_BOS_ID)
+            t->bos = QK_TOKEN_NULL;
+    }
+    if (s->add_space_prefix >= 0)
+        t->add_space_prefix = s->add_space_prefix;
+    if (load_tokens(t, s, src, err) || load_merges(t, s, src, err)) {
+        qk_tok_free(t);
+        return NULL;
+    }
+    uint32_t n = t->n_vocab;
+    set_special(&t->bos, s->bos, n);
+    set_special(&t->eos, s->eos, n);
+    set_special(&t->eot, s->eot, n);
+    set_special(&t->eom, s->eom, n);
+    set_special(&t->unk, s->unk, n);
+    set_special(&t->sep, s->sep, n);
+    set_special(&t->pad, s->pad, n);
+    set_special(&t->mask, s->mask, n);
+    set_special(&t->fim_pre, s->fim_pre, n);
+    set_special(&t->fim_suf, s->fim_suf, n);
+    set_special(&t->fim_mid, s->fim_mid, n);
+    set_special(&t->fim_pad, s->fim_pad, n);
+    set_special(&t->fim_rep, s->fim_rep, n);
+    set_special(&t->fim_sep, s->fim_sep, n);
+    if (s->add_bos >= 0)
+        t->add_bos = s->add_bos;
+    if (s->add_eos >= 0)
+        t->add_eos = s->add_eos;
+    if (detect_specials(t) || build_special_cache(t, s)) {
+        oom(err);
+        qk_tok_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+/* ---- encoding -------------------------------------------------------------- */
+
+/* A piece of the text: raw bytes [off, off+len), or a token (len == 0). */
+typedef struct frag {
+    size_t off, len;
+    int32_t id;
+} frag;
+
+typedef struct frags {
+    frag *v;
+    size_t n, cap;
+} frags;
+
+static int frags_push(frags *a, frag f, qk_err *err)
+{
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 16;
+        frag *v = realloc(a->v, cap * sizeof *v);
+        if (!v)
+            return oom(err);
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n++] = f;
+    return 0;
+}
+
+static bool is_c_space(char c)
+{
+    return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
+static const char *find_bytes(const char *hay, size_t hn, const char *needle, size_t nn)
+{
+    return nn <= hn ? memmem(hay, hn, needle, nn) : NULL;
+}
+
+/* Cut one raw fragment at every occurrence of the special token id
+ * (tokenizer_st_partition's inner loop, with its LSTRIP/RSTRIP trimming). */
+static int cut_fragment(const qk_tokenizer *t, const char *text, frag f, int32_t id, frags *out, qk_err *err)
+{
+    const char *tt = qk_tok_ptr(t, id);
+    size_t tl = t->len[id];
+    int32_t attr = t->attr[id];
+    size_t base = f.off, blen = f.len;
+    int rc = 0;
+    for (;;) {
+        const char *m = find_bytes(text + base, blen, tt, tl);
+        if (!m) {
+            if (blen)
+                rc = frags_push(out, (frag){base, blen, QK_TOKEN_NULL}, err);
+            return rc;
+        }
+        size_t mpos = (size_t)(m - text);
+        if (mpos > base) {
+            size_t ll = mpos - base;
+            if (attr & QK_ATTR_LSTRIP)
+                while (ll > 0 && is_c_space(text[base + ll - 1]))
+                    ll--;
+            if (ll && (rc = frags_push(out, (frag){base, ll, QK_TOKEN_NULL}, err)))
+                return rc;
+        }
+        if ((rc = frags_push(out, (frag){mpos, 0, id}, err)))
+            return rc;
+        size_t end = base + blen;
+        if (mpos + tl >= end)
+            return 0;
+        base = mpos + tl;
+        blen = end - base;
+        if (attr & QK_ATTR_RSTRIP)
+            while (blen > 0 && is_c_space(text[base])) {
+                base++;
+                blen--;
+            }
+    }
+}
+
+/* tokenizer_st_partition: for each special token, longest first, split every
+ * raw fragment around its occurrences.  Without parse_special, control and
+ * unknown tokens stay text; user-defined ones are always split out. */
+static int partition(const qk_tokenizer *t, const char *text, size_t n, bool parse_special, frags *out,
+                     qk_err *err)
+{
+    frags cur = {0}, next = {0};
+    int rc = n ? frags_push(&cur, (frag){0, n, QK_TOKEN_NULL}, err) : 0;
+    for (uint32_t s = 0; s < t->n_special && !rc; s++) {
+        int32_t id = t->special[s];
+        if (!parse_special && (t->attr[id] & (QK_ATTR_CONTROL | QK_ATTR_UNKNOWN)))
+            continue;
+        if (!find_bytes(text, n, qk_tok_ptr(t, id), t->len[id]))
+            continue; /* fast path: nowhere in the text */
+        next.n = 0;
+        for (size_t i = 0; i < cur.n && !rc; i++)
+            rc = cur.v[i].id != QK_TOKEN_NULL ? frags_push(&next, cur.v[i], err)
+                                             : cut_fragment(t, text, cur.v[i], id, &next, err);
+        frags tmp = cur;
+        cur = next;
+        next = tmp;
+    }
+    free(next.v);
+    if (rc) {
+        free(cur.v);
+        return rc;
+    }
+    *out = cur;
+    return 0;
+}
+
+/* SPM fragment: optional leading space, then spaces escaped to U+2581. */
+static int spm_fragment(const qk_tokenizer *t, const char *s, size_t n, bool prefix, qk_ids *out, qk_err *err)
+{
+    size_t spaces = prefix, len;
+    for (size_t i = 0; i < n; i++)
+        spaces += s[i] == ' ';
+    if (n > (SIZE_MAX - 1) / 3)
+        return oom(err);
+    char *buf = malloc(n + 2 * spaces + 3);
+    if (!buf)
+        return oom(err);
+    len = 0;
+    if (prefix) {
+        memcpy(buf, "\xe2\x96\x81", 3);
+        len = 3;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == ' ') {
+            memcpy(buf + len, "\xe2\x96\x81", 3);
+            len += 3;
+        } else {
+            buf[len++] = s[i];
+        }
+    }
+    int rc = qk_spm_encode(t, buf, len, out, err);
+    free(buf);
+    return rc;
+}
+
+int qk_tok_encode(const qk_tokenizer *t, const char *text, size_t n, bool add_special, bool parse_special,
+                  int32_t **ids, size_t *n_ids, qk_err *err)
+{
+    *ids = NULL;
+    *n_ids = 0;
+    if (n > INT32_MAX / 4)
+        return qk_errf(err, QK_EINPUT, "tokenizer: text too long (%zu bytes)", n);
+    frags fr = {0};
+    qk_ids out = {0};
+    if (add_special && ((t->add_bos && t->bos == QK_TOKEN_NULL) || (t->add_eos && t->eos == QK_TOKEN_NULL)))
+        return qk_errf(err, QK_EINPUT, "tokenizer: BOS/EOS is to be added but the vocabulary has none");
+    int rc = partition(t, text, n, parse_special, &fr, err);
+    if (!rc && add_special && t->add_bos)
+        rc = qk_ids_push(&out, t->bos, err);
+    bool prev_special = true; /* SPM: prefix a space to the first text */
+    for (size_t i = 0; i < fr.n && !rc; i++) {
+        frag f = fr.v[i];
+        if (f.id != QK_TOKEN_NULL) {
+            rc = qk_ids_push(&out, f.id, err);
+            prev_special = true;
+        } else if (t->type == QK_TOK_SPM) {
+            rc = spm_fragment(t, text + f.off, f.len, t->add_space_prefix && prev_special, &out, err);
+            prev_special = false;
+        } else {
+            rc = qk_bpe_encode(t, text + f.off, f.len, &out, err);
+        }
+    }
+    if (!rc && add_special && t->add_eos)
+        rc = qk_ids_push(&out, t->eos, err);
+    free(fr.v);
+    if (rc) {
+        free(out.v);
+        return rc;
+    }
+    *ids = out.v;
+    *n_ids = out.n;
+    return 0;
+}
+
+/* ---- decoding -------------------------------------------------------------- */
+
+/* Write the piece s[0..n) to buf, skipping up to lstrip leading spaces
+ * (token_to_piece's _try_copy). */
+static int32_t copy_piece(const char *s, size_t n, char *buf, int32_t len, int32_t lstrip)
+{
+    for (int32_t i = 0; i < lstrip && n && *s == ' '; i++) {
+        s++;
+        n--;
+    }
+    if (n > INT32_MAX - 1)
+        return INT32_MIN; /* cannot be reported */
+    if (len < 0 || (size_t)len < n)
+        return -(int32_t)n;
+    if (n)
+        memcpy(buf, s, n);
+    return (int32_t)n;
+}
+
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* token_to_byte: strtol of the two characters after "<0x". */
+static char token_byte(const qk_tokenizer *t, int32_t id)
+{
+    const char *s = qk_tok_ptr(t, id);
+    int v = 0;
+    for (uint32_t i = 3; i < 5 && i < t->len[id] && hexval(s[i]) >= 0; i++)
+        v = v * 16 + hexval(s[i]);
+    return (char)v;
+}
+
+/* Render a piece into a malloc'd buffer when it differs from the stored text. */
+static char *unescape_spm(const char *s, size_t n, size_t *out_n)
+{
+    char *b = malloc(n ? n : 1);
+    if (!b)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i + 3 <= n && memcmp(s + i, "\xe2\x96\x81", 3) == 0) {
+            b[k++] = ' ';
+            i += 2;
+        } else {
+            b[k++] = s[i];
+        }
+    }
+    *out_n = k;
+    return b;
+}
+
+/* llama_decode_text: byte-level code points back to bytes; a code point that
+ * is not a byte's image becomes "[UNK_BYTE_0x<its utf-8 hex><text>]". */
+static char *decode_bytelevel(const char *s, size_t n, size_t *out_n)
+{
+    size_t cap = n + 16, k = 0;
+    char *b = malloc(cap);
+    if (!b)
+        return NULL;
+    for (size_t off = 0; off < n;) {
+        size_t adv;
+        uint32_t cpt = qk_utf8_decode(s + off, n - off, &adv);
+        off += adv;
+        int byte = qk_cpt_to_byte(cpt);
+        size_t need = byte >= 0 ? 1 : 12 + 8 + n + 1;
+        if (k + need > cap) {
+            cap = 2 * (k + need);
+            char *nb = realloc(b, cap);
+            if (!nb) {
+                free(b);
+                return NULL;
+            }
+            b = nb;
+        }
+        if (byte >= 0) {
+            b[k++] = (char)byte;
+            continue;
+        }
+        char u[4];
+        size_t ul = qk_utf8_encode(cpt, u);
+        k += (size_t)sprintf(b + k, "[UNK_BYTE_0x");
+        for (size_t j = 0; j < ul; j++)
+            k += (size_t)sprintf(b + k, "%02x", (uint8_t)u[j]);
+        memcpy(b + k, s, n);
+        k += n;
+        b[k++] = ']';
+    }
+    *out_n = k;
+    return b;
+}
+
+int32_t qk_tok_piece(const qk_tokenizer *t, int32_t id, char *buf, int32_t len, int32_t lstrip, bool special)
+{
+    if (id < 0 || (uint32_t)id >= t->n_vocab)
+        return 0;
+    int32_t attr = t->attr[id];
+    const char *s = qk_tok_ptr(t, id);
+    size_t n = t->len[id];
+    if (attr & (QK_ATTR_UNKNOWN | QK_ATTR_CONTROL))
+        return special ? copy_piece(s, n, buf, len, lstrip) : 0;
+    if (attr & QK_ATTR_USER_DEFINED)
+        return copy_piece(s, n, buf, len, lstrip);
+    if (attr & QK_ATTR_NORMAL) {
+        size_t rn;
+        char *r = t->type == QK_TOK_SPM ? unescape_spm(s, n, &rn) : decode_bytelevel(s, n, &rn);
+        if (!r)
+            return INT32_MIN; /* out of memory */
+        int32_t k = copy_piece(r, rn, buf, len, lstrip);
+        free(r);
+        return k;
+    }
+    if (attr & QK_ATTR_BYTE) {
+        char b = token_byte(t, id);
+        return copy_piece(&b, 1, buf, len, lstrip);
+    }
+    return 0;
+}
+
+/* The clean_up_tokenization_spaces passes of llama_detokenize. */
+static int32_t clean_spaces(char *text, int32_t total)
+{
+    /* " ?", " !", " .", " ," lose the space */
+    int32_t n1 = total, k = total ? 1 : 0;
+    for (int32_t i = 1; i < n1; i++) {
+        char x = text[i];
+        if (text[i - 1] == ' ' && (x == '?' || x == '!' || x == '.' || x == ','))
+            k--;
+        text[k++] = x;
+    }
+    /* " ' " becomes "'" */
+    int32_t n2 = k;
+    k = n2 ? 1 : 0;
+    for (int32_t i = 1; i < n2; i++) {
+        char x = text[i];
+        if (x == '\'' && i + 1 < n2 && text[i - 1] == ' ' && text[i + 1] == ' ') {
+            k--;
+            text[++i] = '\0';
+        }
+        text[k++] = x;
+    }
+    /* " 's", " 'm", " 're", " 've" lose the space */
+    int32_t n3 = k;
+    k = n3 ? 1 : 0;
+    for (int32_t i = 1; i < n3; i++) {
+        char x = text[i];
+        if (text[i - 1] == ' ' && x == '\'' && i + 1 < n3) {
+            char x1 = text[i + 1];
+            if (x1 == 's' || x1 == 'm')
+                k--;
+            else if (i + 2 < n3 && ((x1 == 'r' && text[i + 2] == 'e') || (x1 == 'v' && text[i + 2] == 'e')))
+                k--;
+        }
+        text[k++] = x;
+    }
+    return k;
+}
+
+int32_t qk_tok_detokenize(const qk_tokenizer *t, const int32_t *ids, int32_t n_ids, char *text,
+                          int32_t text_len_max, bool remove_special, bool unparse_special)
+{
+    int32_t avail = text_len_max, total = 0;
+    bool remove_space = t->add_space_prefix;
+    if (remove_special && t->add_bos && n_ids > 0 && ids[0] == t->bos) {
+        remove_space = false;
+        n_ids--;
+        ids++;
+    }
+    if (remove_special && t->add_eos && n_ids > 0 && ids[n_ids - 1] == t->eos)
+        n_ids--;
+    for (int32_t i = 0; i < n_ids; i++) {
+        int32_t k = qk_tok_piece(t, ids[i], text, avail, remove_space, unparse_special);
+        remove_space = false;
+        if (k == INT32_MIN)
+            return INT32_MIN;
+        if (k < 0) {
+            avail = 0;
+            total -= k;
+        } else if (k > 0) {
+            avail -= k;
+            text += k;
+            total += k;
+        }
+    }
+    if (total > text_len_max)
+        return -total;
+    if (t->clean_spaces) {
+        text -= total;
+        total = clean_spaces(text, total);
+    }
+    return total;
+}
+
+int qk_tok_decode(const qk_tokenizer *t, const int32_t *ids, size_t n_ids, bool remove_special,
+                  bool unparse_special, char **out, size_t *out_len, qk_err *err)
+{
+    *out = NULL;
+    *out_len = 0;
+    if (n_ids > INT32_MAX)
+        return qk_errf(err, QK_EINPUT, "tokenizer: too many tokens to decode");
+    int32_t cap = 64;
+    for (;;) {
+        char *buf = malloc((size_t)cap + 1);
+        if (!buf)
+            return oom(err);
+        int32_t k = qk_tok_detokenize(t, ids, (int32_t)n_ids, buf, cap, remove_special, unparse_special);
+        if (k >= 0) {
+            buf[k] = '\0';
+            *out = buf;
+            *out_len = (size_t)k;
+            return 0;
+        }
+        free(buf);
+        if (k == INT32_MIN || -k > INT32_MAX - 1)
+            return oom(err);
+        cap = -k;
+    }
+}
+
+/* ---- accessors --------------------------------------------------------------- */
+
+uint32_t qk_tok_n_vocab(const qk_tokenizer *t) { return t->n_vocab; }
+int qk_tok_type(const qk_tokenizer *t) { return t->type; }
+int qk_tok_pre(const qk_tokenizer *t) { return t->pre; }
+void qk_tok_set_pre(qk_tokenizer *t, int pre)
+{
+    if (pre >= 0 && pre < QK_PRE_COUNT)
+        t->pre = pre;
+}
+int32_t qk_tok_bos(const qk_tokenizer *t) { return t->bos; }
+int32_t qk_tok_eos(const qk_tokenizer *t) { return t->eos; }
+int32_t qk_tok_eot(const qk_tokenizer *t) { return t->eot; }
+int32_t qk_tok_unk(const qk_tokenizer *t) { return t->unk; }
+int32_t qk_tok_pad(const qk_tokenizer *t) { return t->pad; }
+bool qk_tok_add_bos(const qk_tokenizer *t) { return t->add_bos; }
+bool qk_tok_add_eos(const qk_tokenizer *t) { return t->add_eos; }
+bool qk_tok_add_space_prefix(const qk_tokenizer *t) { return t->add_space_prefix; }
+
+bool qk_tok_is_eog(const qk_tokenizer *t, int32_t id)
+{
+    return id != QK_TOKEN_NULL && bsearch(&id, t->eog, t->n_eog, sizeof *t->eog, cmp_i32) != NULL;
+}
+
+qk_str qk_tok_text(const qk_tokenizer *t, int32_t id)
+{
+    return (qk_str){qk_tok_ptr(t, id), t->len[id]};
+}
+
+float qk_tok_score(const qk_tokenizer *t, int32_t id) { return t->score[id]; }
+int32_t qk_tok_attr(const qk_tokenizer *t, int32_t id) { return t->attr[id]; }
+
+/* ---- GGUF ---------------------------------------------------------------------- */
+
+/* NUL-terminated copy of a string key's value; NULL when absent. */
+static char *gguf_cstr(const qk_gguf *g, const char *key)
+{
+    qk_str v;
+    if (!qk_gguf_get_str(g, key, &v))
+        return NULL;
+    char *c = malloc(v.len + 1);
+    if (c) {
+        memcpy(c, v.ptr, v.len);
+        c[v.len] = '\0';
+    }
+    return c;
+}
+
+/* The string elements of an array key, or an error when it has another type. */
+static int gguf_str_array(const qk_gguf *g, const char *key, qk_str **out, uint64_t *n, bool required,
+                          qk_err *err)
+{
+    const qk_gguf_kv *kv = qk_gguf_find(g, key);
+    *out = NULL;
+    *n = 0;
+    if (!kv)
+        return required ? qk_err_at(err, g->path, key, 0, "missing") : 0;
+    if (kv->v.type != QK_GGUF_ARRAY || kv->v.arr.elem != QK_GGUF_STRING || !kv->v.arr.items)
+        return qk_err_at(err, g->path, key, kv->offset, "not an array of strings");
+    uint64_t bytes;
+    if (qk_ckd_mul(&bytes, kv->v.arr.n, sizeof(qk_str)) || bytes > SIZE_MAX)
+        return qk_err_at(err, g->path, key, kv->offset, "array too large");
+    *out = malloc(bytes ? (size_t)bytes : 1);
+    if (!*out)
+        return oom(err);
+    for (uint64_t i = 0; i < kv->v.arr.n; i++)
+        (*out)[i] = kv->v.arr.items[i].s;
+    *n = kv->v.arr.n;
+    return 0;
+}
+
+/* A numeric array of at least n elements (NULL when absent). */
+static int gguf_num_array(const qk_gguf *g, const char *key, uint64_t n, const qk_gguf_value **out,
+                          qk_err *err)
+{
+    const qk_gguf_kv *kv = qk_gguf_find(g, key);
+    *out = NULL;
+    if (!kv)
+        return 0;
+    const qk_gguf_value *v = &kv->v;
+    if (v->type != QK_GGUF_ARRAY || v->arr.elem == QK_GGUF_STRING || v->arr.elem == QK_GGUF_ARRAY ||
+        v->arr.elem == QK_GGUF_BOOL)
+        return qk_err_at(err, g->path, key, kv->offset, "not a numeric array");
+    if (v->arr.n < n)
+        return qk_err_at(err, g->path, key, kv->offset, "%llu entries for %llu tokens",
+                         (unsigned long long)v->arr.n, (unsigned long long)n);
+    *out = v;
+    return 0;
+}
+
+static int64_t gguf_id(const qk_gguf *g, const char *key)
+{
+    int64_t v;
+    return qk_gguf_get_int(g, key, &v) ? v : -2;
+}
+
+static int gguf_flag(const qk_gguf *g, const char *key)
+{
+    bool b;
+    return qk_gguf_get_bool(g, key, &b) ? b : -1;
+}
+
+qk_tokenizer *qk_tok_from_gguf(const qk_gguf *g, qk_err *err)
+{
+    qk_tok_spec s;
+    qk_tok_spec_init(&s);
+    qk_str model;
+    if (!qk_gguf_get_str(g, "tokenizer.ggml.model", &model)) {
+        qk_err_at(err, g->path, "tokenizer.ggml.model", 0, "missing: the file has no vocabulary");
+        return NULL;
+    }
+    if (qk_str_eq(model, "llama")) {
+        s.type = QK_TOK_SPM;
+    } else if (qk_str_eq(model, "gpt2")) {
+        s.type = QK_TOK_BPE;
+    } else {
+        qk_err_at(err, g->path, "tokenizer.ggml.model", 0, "unsupported tokenizer '%.*s'",
+                  (int)(model.len > 64 ? 64 : model.len), model.ptr);
+        return NULL;
+    }
+    qk_tokenizer *t = NULL;
+    qk_str *tokens = NULL, *merges = NULL;
+    float *scores = NULL;
+    int32_t *types = NULL;
+    char *pre = gguf_cstr(g, "tokenizer.ggml.pre");
+    char *name = gguf_cstr(g, "general.name");
+    char *arch = gguf_cstr(g, "general.architecture");
+    uint64_t n_tok, n_merges = 0;
+    const qk_gguf_value *vs, *vt;
+    if (gguf_str_array(g, "tokenizer.ggml.tokens", &tokens, &n_tok, true, err))
+        goto done;
+    if (n_tok == 0 || n_tok > INT32_MAX) {
+        qk_err_at(err, g->path, "tokenizer.ggml.tokens", 0, "bad token count %llu", (unsigned long long)n_tok);
+        goto done;
+    }
+    if (s.type == QK_TOK_BPE && gguf_str_array(g, "tokenizer.ggml.merges", &merges, &n_merges, true, err))
+        goto done;
+    if (gguf_num_array(g, "tokenizer.ggml.scores", n_tok, &vs, err) ||
+        gguf_num_array(g, "tokenizer.ggml.token_type", n_tok, &vt, err))
+        goto done;
+    if (vs) {
+        if (!(scores = malloc(n_tok * sizeof *scores))) {
+            oom(err);
+            goto done;
+        }
+        for (uint64_t i = 0; i < n_tok; i++)
+            scores[i] = (float)qk_gguf_arr_f64(vs, i);
+    }
+    if (vt) {
+        if (!(types = malloc(n_tok * sizeof *types))) {
+            oom(err);
+            goto done;
+        }
+        for (uint64_t i = 0; i < n_tok; i++) {
+            int64_t v = qk_gguf_arr_i64(vt, i);
+            types[i] = v < 0 || v > 6 ? QK_TT_UNDEFINED : (int32_t)v;
+        }
+    }
+    s.pre = pre;
+    s.name = name;
+    s.arch = arch;
+    s.n_tokens = (uint32_t)n_tok;
+    s.tokens = tokens;
+    s.scores = scores;
+    s.types = types;
+    s.n_merges = n_merges;
+    s.merges = merges;
+    s.bos = gguf_id(g, "tokenizer.ggml.bos_token_id");
+    s.eos = gguf_id(g, "tokenizer.ggml.eos_token_id");
+    s.eot = gguf_id(g, "tokenizer.ggml.eot_token_id");
+    s.eom = gguf_id(g, "tokenizer.ggml.eom_token_id");
+    s.unk = gguf_id(g, "tokenizer.ggml.unknown_token_id");
+    s.sep = gguf_id(g, "tokenizer.ggml.seperator_token_id");
+    s.pad = gguf_id(g, "tokenizer.ggml.padding_token_id");
+    s.mask = gguf_id(g, "tokenizer.ggml.mask_token_id");
+    s.fim_pre = gguf_id(g, "tokenizer.ggml.fim_pre_token_id");
+    s.fim_suf = gguf_id(g, "tokenizer.ggml.fim_suf_token_id");
+    s.fim_mid = gguf_id(g, "tokenizer.ggml.fim_mid_token_id");
+    s.fim_pad = gguf_id(g, "tokenizer.ggml.fim_pad_token_id");
+    s.fim_rep = gguf_id(g, "tokenizer.ggml.fim_rep_token_id");
+    s.fim_sep = gguf_id(g, "tokenizer.ggml.fim_sep_token_id");
+    /* deprecated names of the first three FIM ids */
+    if (s.fim_pre == -2)
+        s.fim_pre = gguf_id(g, "tokenizer.ggml.prefix_token_id");
+    if (s.fim_suf == -2)
+        s.fim_suf = gguf_id(g, "tokenizer.ggml.suffix_token_id");
+    if (s.fim_mid == -2)
+        s.fim_mid = gguf_id(g, "tokenizer.ggml.middle_token_id");
+    s.add_bos = gguf_flag(g, "tokenizer.ggml.add_bos_token");
+    s.add_eos = gguf_flag(g, "tokenizer.ggml.add_eos_token");
+    s.add_space_prefix = gguf_flag(g, "tokenizer.ggml.add_space_prefix");
+    t = qk_tok_new(&s, g->path, err);
+done:
+    free(tokens);
+    free(merges);
+    free(scores);
+    free(types);
+    free(pre);
+    free(name);
+    free(arch);
+    return t;
+}
+
+/* ---- Hugging Face tokenizer.json -------------------------------------------- */
+
+/* The Split regexes of the pre-tokenizers qk implements, as tokenizer.json
+ * files spell them. */
+static const struct hf_regex {
+    const char *regex, *pre;
+} hf_regexes[] = {
+    {"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+", "gpt-2"},
+    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+     "llama-bpe"},
+    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+     "qwen2"},
+};
+
+/* The pre-tokenizer name for a tokenizer.json pre_tokenizer; NULL if unsupported. */
+static const char *hf_pre_name(const qk_jsonv *pt)
+{
+    const char *type = qk_jsonv_get_str(pt, "type", "");
+    if (strcmp(type, "ByteLevel") == 0)
+        return qk_jsonv_get_bool(pt, "use_regex", true) ? "gpt-2" : NULL;
+    if (strcmp(type, "Sequence") != 0)
+        return NULL;
+    const qk_jsonv *list = qk_jsonv_get(pt, "pretokenizers");
+    const char *pre = NULL;
+    bool byte_level = false;
+    for (size_t i = 0; i < qk_jsonv_len(list); i++) {
+        const qk_jsonv *p = qk_jsonv_at(list, i);
+        const char *pty = qk_jsonv_get_str(p, "type", "");
+        if (strcmp(pty, "Split") == 0 && !pre) {
+            const char *re = qk_jsonv_get_str(qk_jsonv_get(p, "pattern"), "Regex", "");
+            for (size_t k = 0; k < sizeof hf_regexes / sizeof hf_regexes[0]; k++)
+                if (strcmp(re, hf_regexes[k].regex) == 0)
+                    pre = hf_regexes[k].pre;
+            if (!pre)
+                return NULL;
+        } else if (strcmp(pty, "ByteLevel") == 0 && !byte_level) {
+            byte_level = true;
+            if (qk_jsonv_get_bool(p, "use_regex", true)) {
+                if (pre)
+                    return NULL; /* two regex splits */
+                pre = "gpt-2";
+            }
+        } else {
+            return NULL;
+        }
+    }
+    return byte_level ? pre : NULL;
+}
+
+typedef struct hf_build {
+    qk_str *tokens;
+    int32_t *types;
+    uint32_t n;
+    qk_str *merges;
+    char **owned;   /* merge strings built from ["a", "b"] pairs */
+    uint64_t n_merges;
+} hf_build;
+
+static int hf_set_token(hf_build *b, const char *name, uint64_t id, const char *s, size_t len, int32_t type,
+                        uint64_t off, qk_err *err)
+{
+    if (id >= b->n)
+        return qk_err_at(err, name, "model.vocab", off, "token id %llu out of range", (unsigned long long)id);
+    if (b->tokens[id].ptr && !(type != QK_TT_NORMAL && streq(b->tokens[id].ptr, b->tokens[id].len, s, len)))
+        return qk_err_at(err, name, "model.vocab", off, "token id %llu given twice", (unsigned long long)id);
+    b->tokens[id] = (qk_str){s, len};
+    b->types[id] = type;
+    return 0;
+}
+
+static int hf_merges(hf_build *b, const qk_jsonv *merges, const char *name, qk_err *err)
+{
+    b->n_merges = qk_jsonv_len(merges);
+    b->merges = calloc(b->n_merges ? b->n_merges : 1, sizeof *b->merges);
+    b->owned = calloc(b->n_merges ? b->n_merges : 1, sizeof *b->owned);
+    if (!b->merges || !b->owned)
+        return oom(err);
+    for (uint64_t i = 0; i < b->n_merges; i++) {
+        const qk_jsonv *m = qk_jsonv_at(merges, i);
+        if (qk_jsonv_is(m, QK_JSTR)) {
+            b->merges[i] = (qk_str){m->str.s, m->str.len};
+            continue;
+        }
+        const qk_jsonv *l = qk_jsonv_at(m, 0), *r = qk_jsonv_at(m, 1);
+        if (qk_jsonv_len(m) != 2 || !qk_jsonv_is(l, QK_JSTR) || !qk_jsonv_is(r, QK_JSTR))
+            return qk_err_at(err, name, "model.merges", m->off, "merge %llu is neither \"a b\" nor [\"a\", \"b\"]",
+                             (unsigned long long)i);
+        size_t len = l->str.len + 1 + r->str.len;
+        char *c = malloc(len);
+        if (!c)
+            return oom(err);
+        memcpy(c, l->str.s, l->str.len);
+        c[l->str.len] = ' ';
+        memcpy(c + l->str.len + 1, r->str.s, r->str.len);
+        b->owned[i] = c;
+        b->merges[i] = (qk_str){c, len};
+    }
+    return 0;
+}
+
+static int64_t hf_find(const hf_build *b, const char *text)
+{
+    for (uint32_t i = 0; i < b->n; i++)
+        if (b->tokens[i].ptr && cstr_eq(b->tokens[i].ptr, b->tokens[i].len, text))
+            return i;
+    return -2;
+}
+
+static qk_tokenizer *hf_from_root(const qk_jsonv *root, const char *name, qk_err *err)
+{
+    const qk_jsonv *model = qk_jsonv_get(root, "model");
+    if (strcmp(qk_jsonv_get_str(model, "type", ""), "BPE") != 0) {
+        qk_err_at(err, name, "model.type", model ? model->off : 0, "only BPE models are supported");
+        return NULL;
+    }
+    const char *pre = hf_pre_name(qk_jsonv_get(root, "pre_tokenizer"));
+    if (!pre) {
+        qk_err_at(err, name, "pre_tokenizer", 0, "unsupported pre-tokenizer (ByteLevel with a GPT-2, Llama 3 or Qwen2 split expected)");
+        return NULL;
+    }
+    const qk_jsonv *vocab = qk_jsonv_get(model, "vocab"), *added = qk_jsonv_get(root, "added_tokens");
+    if (!qk_jsonv_is(vocab, QK_JOBJ)) {
+        qk_err_at(err, name, "model.vocab", model->off, "missing or not an object");
+        return NULL;
+    }
+    /* the vocabulary size: one past the largest id */
+    uint64_t n = 0, id;
+    for (size_t i = 0; i < qk_jsonv_len(vocab); i++) {
+        const qk_jsonm *m = qk_jsonv_member(vocab, i);
+        if (!qk_jsonv_u64(m->val, &id) || id >= INT32_MAX) {
+            qk_err_at(err, name, "model.vocab", m->key_off, "bad id for '%.64s'", m->key);
+            return NULL;
+        }
+        n = id + 1 > n ? id + 1 : n;
+    }
+    for (size_t i = 0; i < qk_jsonv_len(added); i++) {
+        const qk_jsonv *a = qk_jsonv_at(added, i);
+        if (!qk_jsonv_u64(qk_jsonv_get(a, "id"), &id) || id >= INT32_MAX ||
+            !qk_jsonv_is(qk_jsonv_get(a, "content"), QK_JSTR)) {
+            qk_err_at(err, name, "added_tokens", a ? a->off : 0, "entry %zu has no valid id/content", i);
+            return NULL;
+        }
+        n = id + 1 > n ? id + 1 : n;
+    }
+    hf_build b = {0};
+    qk_tokenizer *t = NULL;
+    b.n = (uint32_t)n;
+    b.tokens = calloc(n ? n : 1, sizeof *b.tokens);
+    b.types = calloc(n ? n : 1, sizeof *b.types);
+    if (!b.tokens || !b.types) {
+        oom(err);
+        goto done;
+    }
+    for (size_t i = 0; i < qk_jsonv_len(vocab); i++) {
+        const qk_jsonm *m = qk_jsonv_member(vocab, i);
+        qk_jsonv_u64(m->val, &id);
+        if (hf_set_token(&b, name, id, m->key, m->key_len, QK_TT_NORMAL, m->key_off, err))
+            goto done;
+    }
+    for (size_t i = 0; i < qk_jsonv_len(added); i++) {
+        const qk_jsonv *a = qk_jsonv_at(added, i), *c = qk_jsonv_get(a, "content");
+        qk_jsonv_u64(qk_jsonv_get(a, "id"), &id);
+        int32_t type = qk_jsonv_get_bool(a, "special", false) ? QK_TT_CONTROL : QK_TT_USER_DEFINED;
+        if (hf_set_token(&b, name, id, c->str.s, c->str.len, type, a->off, err))
+            goto done;
+    }
+    for (uint32_t i = 0; i < b.n; i++)
+        if (!b.tokens[i].ptr) {
+            qk_err_at(err, name, "model.vocab", vocab->off, "no token has id %u", i);
+            goto done;
+        }
+    if (hf_merges(&b, qk_jsonv_get(model, "merges"), name, err))
+        goto done;
+    qk_tok_spec s;
+    qk_tok_spec_init(&s);
+    s.type = QK_TOK_BPE;
+    s.pre = pre;
+    s.n_tokens = b.n;
+    s.tokens = b.tokens;
+    s.types = b.types;
+    s.n_merges = b.n_merges;
+    s.merges = b.merges;
+    s.add_space_prefix = 0;
+    int64_t eot = hf_find(&b, "<|endoftext|>");
+    s.bos = hf_find(&b, "<|begin_of_text|>");
+    s.eos = hf_find(&b, "<|end_of_text|>");
+    if (s.bos < 0)
+        s.bos = hf_find(&b, "<s>");
+    if (s.eos < 0)
+        s.eos = hf_find(&b, "</s>");
+    if (s.bos < 0)
+        s.bos = eot;
+    if (s.eos < 0)
+        s.eos = eot;
+    t = qk_tok_new(&s, name, err);
+done:
+    for (uint64_t i = 0; b.owned && i < b.n_merges; i++)
+        free(b.owned[i]);
+    free(b.owned);
+    free(b.merges);
+    free(b.tokens);
+    free(b.types);
+    return t;
+}
+
+qk_tokenizer *qk_tok_from_hf_json_mem(const char *buf, size_t n, const char *name, qk_err *err)
+{
+    qk_jsonv *root;
+    qk_jsonp_err je;
+    if (qk_jsonp_parse(buf, n, 0, &root, &je)) {
+        qk_err_at(err, name, "JSON", je.off, "%s", je.msg);
+        return NULL;
+    }
+    qk_tokenizer *t = hf_from_root(root, name, err);
+    qk_jsonv_free(root);
+    return t;
+}
+
+qk_tokenizer *qk_tok_from_hf_json(const char *path, qk_err *err)
+{
+    qk_map m;
+    if (qk_map_open(&m, path, err))
+        return NULL;
+    qk_tokenizer *t = qk_tok_from_hf_json_mem((const char *)m.data, m.size, path, err);
+    qk_map_close(&m);
+    return t;
+}
