@@ -172,50 +172,54 @@ static void free_value(qk_gguf_value *v)
 {
     if (v->type != QK_GGUF_ARRAY || !v->arr.items)
         return;
-    for (uint64_t i = 0; i < v->arr.n; i++)
+    for (uint64_t i = 0; v->arr.elem == QK_GGUF_ARRAY && i < v->arr.n; i++)
         free_value(&v->arr.items[i]);
     free(v->arr.items);
     v->arr.items = NULL;
 }
 
-/* A field name that grows with array indices ("kv[2] 'k' value[5][1]"). */
+/* The field of a value being parsed: the kv part ("kv[2] 'k' value") and
+ * the array indices below it, spelled out ("...value[5][1]") only when an
+ * error needs the name, so that a 150k-entry string array costs no printf. */
 typedef struct fieldbuf {
     char s[256];
-    size_t n;
+    size_t base;                 /* length of the kv part in s */
+    uint64_t idx[GGUF_MAX_DEPTH]; /* indices of the enclosing arrays */
+    int depth;
 } fieldbuf;
 
-static void field_push(fieldbuf *f, uint64_t i, size_t *saved)
+static const char *fname(fieldbuf *f)
 {
-    *saved = f->n;
-    int k = snprintf(f->s + f->n, sizeof f->s - f->n, "[%llu]", (unsigned long long)i);
-    if (k > 0 && f->n + (size_t)k < sizeof f->s)
-        f->n += (size_t)k;
-    f->s[f->n] = 0;
+    size_t n = f->base;
+    for (int d = 0; d < f->depth && n < sizeof f->s; d++) {
+        int k = snprintf(f->s + n, sizeof f->s - n, "[%llu]", (unsigned long long)f->idx[d]);
+        if (k < 0 || (size_t)k >= sizeof f->s - n)
+            break;
+        n += (size_t)k;
+    }
+    f->s[n < sizeof f->s ? n : sizeof f->s - 1] = 0;
+    return f->s;
 }
 
-static void field_pop(fieldbuf *f, size_t saved)
-{
-    f->n = saved;
-    f->s[saved] = 0;
-}
-
-static int parse_value(rd *r, int type, qk_gguf_value *v, fieldbuf *f, int depth);
+static int parse_value(rd *r, int type, qk_gguf_value *v, fieldbuf *f);
 
 /* Array payload: u32 element type, u64 count, elements. */
-static int parse_array(rd *r, qk_gguf_value *v, fieldbuf *f, int depth)
+static int parse_array(rd *r, qk_gguf_value *v, fieldbuf *f)
 {
     uint64_t at = r->pos;
     uint32_t elem;
     uint64_t n;
-    int rc = get32(r, &elem, f->s);
-    if (!rc)
-        rc = get64(r, &n, f->s);
-    if (rc)
-        return rc;
+    if (left(r) < 12) {
+        int rc = get32(r, &elem, fname(f));
+        return rc ? rc : get64(r, &n, f->s);
+    }
+    elem = ld32(r->p + r->pos);
+    n = ld64(r->p + r->pos + 4);
+    r->pos += 12;
     if (elem >= QK_GGUF_VTYPE_COUNT)
-        return qk_err_at(r->err, r->path, f->s, at, "unknown array element type %u", elem);
-    if (elem == QK_GGUF_ARRAY && depth + 1 >= GGUF_MAX_DEPTH)
-        return qk_err_at(r->err, r->path, f->s, at, "arrays nested more than %d deep",
+        return qk_err_at(r->err, r->path, fname(f), at, "unknown array element type %u", elem);
+    if (elem == QK_GGUF_ARRAY && f->depth + 1 >= GGUF_MAX_DEPTH)
+        return qk_err_at(r->err, r->path, fname(f), at, "arrays nested more than %d deep",
                          GGUF_MAX_DEPTH);
     v->arr.elem = (int)elem;
     v->arr.n = n;
@@ -226,7 +230,7 @@ static int parse_array(rd *r, qk_gguf_value *v, fieldbuf *f, int depth)
     if (es) { /* fixed-size elements stay in the mapping */
         uint64_t bytes;
         if (qk_ckd_mul(&bytes, n, es) || bytes > left(r))
-            return qk_err_at(r->err, r->path, f->s, at,
+            return qk_err_at(r->err, r->path, fname(f), at,
                              "array of %llu %s elements runs past end of file (%llu bytes left)",
                              (unsigned long long)n, vtype_names[elem], (unsigned long long)left(r));
         r->pos += bytes;
@@ -235,42 +239,46 @@ static int parse_array(rd *r, qk_gguf_value *v, fieldbuf *f, int depth)
     /* strings take at least 8 bytes each, arrays 12: bound n before allocating */
     uint64_t min = elem == QK_GGUF_STRING ? 8 : 12;
     if (n > left(r) / min)
-        return qk_err_at(r->err, r->path, f->s, at,
+        return qk_err_at(r->err, r->path, fname(f), at,
                          "array of %llu %s elements runs past end of file (%llu bytes left)",
                          (unsigned long long)n, vtype_names[elem], (unsigned long long)left(r));
     if (n == 0)
         return QK_OK;
-    v->arr.items = calloc((size_t)n, sizeof *v->arr.items);
+    /* not calloc: each item is initialised once, by parse_value */
+    v->arr.items = malloc((size_t)n * sizeof *v->arr.items);
     if (!v->arr.items)
         return qk_errf(r->err, QK_EIO, "%s: out of memory", r->path);
-    for (uint64_t i = 0; i < n; i++) {
-        size_t saved;
-        field_push(f, i, &saved);
-        rc = parse_value(r, (int)elem, &v->arr.items[i], f, depth + 1);
-        field_pop(f, saved);
-        if (rc) {
-            v->arr.n = i + 1; /* free what was parsed */
-            return rc;
-        }
+    int rc = QK_OK;
+    f->depth++;
+    for (uint64_t i = 0; i < n && !rc; i++) {
+        f->idx[f->depth - 1] = i;
+        rc = parse_value(r, (int)elem, &v->arr.items[i], f);
+        if (rc)
+            v->arr.n = i + 1; /* free_value visits only the items parsed */
     }
-    return QK_OK;
+    f->depth--;
+    return rc;
 }
 
-static int parse_value(rd *r, int type, qk_gguf_value *v, fieldbuf *f, int depth)
+static int parse_value(rd *r, int type, qk_gguf_value *v, fieldbuf *f)
 {
-    memset(v, 0, sizeof *v);
-    v->type = type;
-    v->offset = r->pos;
-    if (type == QK_GGUF_STRING)
-        return get_str(r, &v->s, f->s);
+    *v = (qk_gguf_value){.type = type, .offset = r->pos};
+    if (type == QK_GGUF_STRING) {
+        uint64_t len;
+        if (left(r) < 8 || (len = ld64(r->p + r->pos)) > left(r) - 8)
+            return get_str(r, &v->s, fname(f)); /* reports the error */
+        v->s.ptr = (const char *)r->p + r->pos + 8;
+        v->s.len = len;
+        r->pos += 8 + len;
+        return QK_OK;
+    }
     if (type == QK_GGUF_ARRAY)
-        return parse_array(r, v, f, depth);
+        return parse_array(r, v, f);
     size_t es = vtype_size(type);
     if (!es)
-        return qk_err_at(r->err, r->path, f->s, r->pos, "unknown value type %d", type);
-    int rc = need(r, es, f->s);
-    if (rc)
-        return rc;
+        return qk_err_at(r->err, r->path, fname(f), r->pos, "unknown value type %d", type);
+    if (es > left(r))
+        return need(r, es, fname(f));
     const uint8_t *p = r->p + r->pos;
     switch (type) {
     case QK_GGUF_U8: case QK_GGUF_BOOL: v->u = p[0]; break; /* bool keeps its byte */
@@ -402,10 +410,10 @@ static int parse_kvs(rd *r, parsed *ps)
             return rc;
         if (type >= QK_GGUF_VTYPE_COUNT)
             return qk_err_at(r->err, r->path, f.s, at, "unknown value type %u", type);
-        f.n = (size_t)snprintf(f.s, sizeof f.s, "kv[%llu] '%s' value", (unsigned long long)i, nm);
-        if (f.n >= sizeof f.s)
-            f.n = sizeof f.s - 1;
-        rc = parse_value(r, (int)type, &kv->v, &f, 0);
+        int k = snprintf(f.s, sizeof f.s, "kv[%llu] '%s' value", (unsigned long long)i, nm);
+        f.base = k < 0 ? 0 : (size_t)k < sizeof f.s ? (size_t)k : sizeof f.s - 1;
+        f.depth = 0;
+        rc = parse_value(r, (int)type, &kv->v, &f);
         if (rc) {
             ps->n_kv = i + 1; /* free what was parsed */
             return rc;
@@ -897,6 +905,33 @@ static int open_one(qk_gguf *g, int i, const char *path, parsed *ps, qk_err *err
     return parse_file(g->maps[i].data, g->maps[i].size, path, i, ps, err);
 }
 
+/* A file of a split model must be shard want_no (0-based) of count. */
+static int check_shard(const parsed *ps, const char *path, uint64_t want_no, uint64_t count,
+                       split_info *s, qk_err *err)
+{
+    char field[64];
+    int rc = read_split(ps, path, s, err);
+    if (rc)
+        return rc;
+    if (!s->count_kv)
+        return qk_err_at(err, path, "split.count", 0, "no split.count key in shard %llu of %llu",
+                         (unsigned long long)want_no + 1, (unsigned long long)count);
+    if (s->count != count) {
+        snprintf(field, sizeof field, "kv[%llu] 'split.count' value", (unsigned long long)s->count_idx);
+        return qk_err_at(err, path, field, s->count_kv->v.offset,
+                         "split count %llu, but the file name and first shard say %llu",
+                         (unsigned long long)s->count, (unsigned long long)count);
+    }
+    if (s->no != want_no) { /* count > 1 here, so split.no exists */
+        snprintf(field, sizeof field, "kv[%llu] 'split.no' value", (unsigned long long)s->no_idx);
+        return qk_err_at(err, path, field, s->no_kv->v.offset,
+                         "split number %llu (shard %llu), but the file name says shard %llu",
+                         (unsigned long long)s->no, (unsigned long long)s->no + 1,
+                         (unsigned long long)want_no + 1);
+    }
+    return QK_OK;
+}
+
 /* Shards 1..count-1 of a split model whose first shard is parsed in g. */
 static int open_rest(qk_gguf *g, const split_info *s0, long prefix, qk_err *err)
 {
@@ -921,17 +956,7 @@ static int open_rest(qk_gguf *g, const split_info *s0, long prefix, qk_err *err)
         free(p);
         split_info s;
         if (!rc)
-            rc = read_split(&ps, g->shard_paths[i], &s, err);
-        if (!rc && (s.count != s0->count || s.no != (uint64_t)i)) {
-            const qk_gguf_kv *kv = s.count ? (s.no != (uint64_t)i && s.no_kv ? s.no_kv : s.count_kv) : NULL;
-            snprintf(field, sizeof field, kv == s.no_kv && kv ? "kv[%llu] 'split.no' value"
-                                                               : "kv[%llu] 'split.count' value",
-                     (unsigned long long)(kv == s.no_kv && kv ? s.no_idx : s.count_idx));
-            rc = qk_err_at(err, g->shard_paths[i], kv ? field : "split.count", kv ? kv->v.offset : 0,
-                           "expected shard %d of %llu, file says %llu of %llu", i + 1,
-                           (unsigned long long)s0->count, (unsigned long long)s.no + (s.count ? 1 : 0),
-                           (unsigned long long)s.count);
-        }
+            rc = check_shard(&ps, g->shard_paths[i], (uint64_t)i, s0->count, &s, err);
         uint64_t n_all;
         if (!rc && qk_ckd_add(&n_all, g->n_tensors, ps.n_tensors))
             rc = qk_errf(err, QK_EINPUT, "%s: too many tensors", first);
@@ -1024,12 +1049,7 @@ int qk_gguf_open(qk_gguf **out, const char *path, unsigned flags, qk_err *err)
         else
             rc = open_one(g, 0, p0, &ps, err);
         if (!rc)
-            rc = read_split(&ps, p0, &s, err);
-        if (!rc && (s.count != count || s.no != 0)) {
-            rc = qk_err_at(err, p0, "split.no", s.no_kv ? s.no_kv->v.offset : 0,
-                           "expected shard 1 of %llu, file says %llu of %llu", (unsigned long long)count,
-                           (unsigned long long)s.no + (s.count ? 1 : 0), (unsigned long long)s.count);
-        }
+            rc = check_shard(&ps, p0, 0, count, &s, err);
         free(p0);
         if (rc)
             goto fail;
