@@ -15,9 +15,10 @@ static inline void *tu_read(const char *path, size_t *size)
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
-    void *p = malloc(n > 0 ? (size_t)n : 1);
+    char *p = malloc((size_t)n + 1); /* NUL-terminated, so text files can be used as strings */
     cr_assert(p);
     cr_assert_eq(fread(p, 1, (size_t)n, f), (size_t)n);
+    p[n] = 0;
     fclose(f);
     if (size)
         *size = (size_t)n;

@@ -41,7 +41,8 @@ static void walk(const qk_gguf_value *v, const uint8_t *data, size_t size)
         } else if (v->arr.n) {
             if (v->arr.elem == QK_GGUF_STRING || v->arr.elem == QK_GGUF_ARRAY)
                 abort();
-            sink ^= (uint8_t)qk_gguf_arr_i64(v, 0) ^ (uint8_t)qk_gguf_arr_f64(v, v->arr.n - 1);
+            double last = qk_gguf_arr_f64(v, v->arr.n - 1);
+            sink ^= (uint8_t)qk_gguf_arr_i64(v, 0) ^ (uint8_t)(last > 0 && last < 256 ? last : 0);
         }
     }
 }
