@@ -80,17 +80,51 @@ static void softmax(qk_cand *c, int n, float temp)
         c[i].p /= sum;
 }
 
+/* Sift c[i] down a heap whose root is the worst (last in by_logit order). */
+static void sift_down(qk_cand *c, int n, int i)
+{
+    for (;;) {
+        int w = i, l = 2 * i + 1, r = l + 1;
+        if (l < n && by_logit(&c[l], &c[w]) > 0)
+            w = l;
+        if (r < n && by_logit(&c[r], &c[w]) > 0)
+            w = r;
+        if (w == i)
+            return;
+        qk_cand t = c[i];
+        c[i] = c[w];
+        c[w] = t;
+        i = w;
+    }
+}
+
+/* c[0..k) = the k best of all logits, sorted by by_logit: a heap of the k
+ * best so far, so O(n log k) rather than a full sort. */
+static void top_k(qk_cand *c, const float *logits, int n, int k)
+{
+    for (int i = 0; i < k; i++)
+        c[i] = (qk_cand){.id = i, .logit = logits[i]};
+    for (int i = k / 2 - 1; i >= 0; i--)
+        sift_down(c, k, i);
+    for (int i = k; i < n; i++) {
+        qk_cand x = {.id = i, .logit = logits[i]};
+        if (by_logit(&x, &c[0]) < 0) {
+            c[0] = x;
+            sift_down(c, k, 0);
+        }
+    }
+    qsort(c, (size_t)k, sizeof *c, by_logit);
+}
+
 int32_t qk_sample(qk_sampler *s, const float *logits)
 {
     if (s->p.temp <= 0 || !s->cand)
         return qk_argmax(logits, s->n_vocab);
     qk_cand *c = s->cand;
     int n = s->n_vocab;
-    for (int i = 0; i < n; i++)
-        c[i] = (qk_cand){.id = i, .logit = logits[i]};
-    qsort(c, (size_t)n, sizeof *c, by_logit);
     if (s->p.top_k > 0 && s->p.top_k < n)
         n = s->p.top_k;
+    top_k(c, logits, s->n_vocab, n);
     if (s->p.top_p < 1.0f) {
         softmax(c, n, 1.0f);
         double cum = 0.0;
