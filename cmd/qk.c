@@ -16,21 +16,25 @@ static const struct command {
     {"help", NULL, "list the commands"},
     {"inspect", cmd_inspect, "look inside GGUF and safetensors checkpoints; compare two"},
     {"quant", cmd_quant, "encode/decode tensors through the format table"},
+    {"run", cmd_run, "run a model: generate text, write logits, tokenize"},
+    {"kld", cmd_kld, "perplexity and KL-divergence against a reference"},
+    {"bench", cmd_bench, "speed and numerics benchmarks"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: qk COMMAND [ARGS...]   (or qk-COMMAND [ARGS...])\n\ncommands:\n");
-    for (size_t i = 0; i < N_COMMANDS; i++)
-        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    for (size_t i = 1; i < N_COMMANDS; i++) /* [0] is help itself */
+        if (commands[i].fn)
+            fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\n'qk COMMAND --help' describes each; 'man qk-COMMAND' has the details.\n");
 }
 
 static int run(const char *name, int argc, char **argv)
 {
     for (size_t i = 0; i < N_COMMANDS; i++) {
-        if (strcmp(commands[i].name, name) == 0) {
+        if (strcmp(commands[i].name, name) == 0 && (i == 0 || commands[i].fn)) {
             if (!commands[i].fn) {
                 usage(stdout);
                 return 0;

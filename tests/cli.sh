@@ -57,7 +57,8 @@ elif ! command -v python3 >/dev/null; then ok; else bad "--list-types --json is 
 ln -sf "$(cd "$(dirname "$QK")" && pwd)/qk" "$T/qk-quant"
 expect 0 "$T/qk-quant" --list-types
 
-[ -f tests/cli_inspect.sh ] && . tests/cli_inspect.sh
+# per-command checks: tests/cli_NAME.sh, sourced with the helpers above
+for f in tests/cli_*.sh; do [ -f "$f" ] && . "./$f"; done
 
 echo "cli: $pass passed, $fail failed"
 [ "$fail" = 0 ]
