@@ -152,54 +152,60 @@ Test(tokenizer_suite, deepseek_llm) { run_suite("deepseek-llm"); }
 
 /* ---- tokenizer.json ------------------------------------------------------------- */
 
-/* Append s[0..n) to *b as a JSON string literal. */
-static void json_str(char **b, size_t *len, const char *s, size_t n)
+/* A text buffer allocated once, big enough for the whole document. */
+typedef struct tbuf {
+    char *p;
+    size_t len, cap;
+} tbuf;
+
+static void put(tbuf *b, const char *s, size_t n)
 {
-    *b = realloc(*b, *len + 2 * n + 3);
-    (*b)[(*len)++] = '"';
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '"' || s[i] == '\\')
-            (*b)[(*len)++] = '\\';
-        (*b)[(*len)++] = s[i];
-    }
-    (*b)[(*len)++] = '"';
+    cr_assert_leq(b->len + n, b->cap);
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
 }
 
-static void append(char **b, size_t *len, const char *s)
+static void puts_(tbuf *b, const char *s) { put(b, s, strlen(s)); }
+
+/* s[0..n) as a JSON string literal. */
+static void put_json_str(tbuf *b, const char *s, size_t n)
 {
-    size_t n = strlen(s);
-    *b = realloc(*b, *len + n + 1);
-    memcpy(*b + *len, s, n + 1);
-    *len += n;
+    put(b, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '"' || s[i] == '\\')
+            put(b, "\\", 1);
+        put(b, s + i, 1);
+    }
+    put(b, "\"", 1);
 }
 
 /* GPT-2's tokenizer.json assembled from its vocab.json and merges.txt (the
  * files OpenAI published) must tokenize the gpt-2 suite as the GGUF does. */
 Test(tokenizer_hf_json, gpt_2_suite)
 {
-    size_t nv, nm, len = 0;
+    size_t nv, nm;
     char *vocab = tu_read("goldens/vocab/gpt2_vocab.json", &nv);
     char *merges = tu_read("goldens/vocab/gpt2_merges.txt", &nm);
-    char *json = NULL;
-    append(&json, &len, "{\"version\": \"1.0\", \"added_tokens\": [{\"id\": 50256, \"content\": "
-                        "\"<|endoftext|>\", \"special\": true}], \"pre_tokenizer\": {\"type\": \"ByteLevel\", "
-                        "\"add_prefix_space\": false, \"use_regex\": true}, \"model\": {\"type\": \"BPE\", \"vocab\": ");
-    json = realloc(json, len + nv + 1);
-    memcpy(json + len, vocab, nv);
-    len += nv;
-    append(&json, &len, ", \"merges\": [");
+    tbuf b = {malloc(nv + 3 * nm + 4096), 0, nv + 3 * nm + 4096};
+    puts_(&b, "{\"version\": \"1.0\", \"added_tokens\": [{\"id\": 50256, \"content\": "
+              "\"<|endoftext|>\", \"special\": true}], \"pre_tokenizer\": {\"type\": \"ByteLevel\", "
+              "\"add_prefix_space\": false, \"use_regex\": true}, \"model\": {\"type\": \"BPE\", \"vocab\": ");
+    put(&b, vocab, nv);
+    puts_(&b, ", \"merges\": [");
     size_t count = 0;
     for (size_t pos = 0; pos < nm;) {
         char *nl = memchr(merges + pos, '\n', nm - pos);
         size_t end = nl ? (size_t)(nl - merges) : nm;
         if (end > pos && !(end - pos >= 8 && memcmp(merges + pos, "#version", 8) == 0)) {
             if (count++)
-                append(&json, &len, ", ");
-            json_str(&json, &len, merges + pos, end - pos);
+                puts_(&b, ", ");
+            put_json_str(&b, merges + pos, end - pos);
         }
         pos = end + 1;
     }
-    append(&json, &len, "]}}");
+    puts_(&b, "]}}");
+    char *json = b.p;
+    size_t len = b.len;
     cr_assert_eq(count, 50000);
 
     qk_err err = {0};
