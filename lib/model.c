@@ -188,42 +188,71 @@ static int read_hparams(const qk_gguf *g, qk_hparams *hp, qk_err *err)
 
 /* ---- tensors -------------------------------------------------------------- */
 
+/* One load in progress: the model being filled and where tensors come from. */
+typedef struct loader {
+    qk_model *m;
+    const qk_model_source *src;
+} loader;
+
 static const char *type_name(int type)
 {
     const qk_type_traits *t = qk_type_get(type);
     return t ? t->name : "unknown";
 }
 
-static const qk_gguf_tensor *find(const qk_gguf *g, const char *name, bool required, qk_err *err)
+/* *t = the tensor llama.cpp calls `name`; returns 1 found, 0 absent (an
+ * error naming the source's tensor when required), -1 on failure. */
+static int find(const loader *ld, const char *name, bool required, qk_src_tensor *t, qk_err *err)
 {
-    const qk_gguf_tensor *t = qk_gguf_find_tensor(g, name);
-    if (!t && required)
-        qk_err_at(err, g->path, name, 0, "required tensor is missing");
-    return t;
+    int rc = ld->src->find(ld->src->ctx, name, t, err);
+    if (rc != 0)
+        return rc;
+    if (required) {
+        char sname[160];
+        if (ld->src->source_name)
+            ld->src->source_name(ld->src->ctx, name, sname, sizeof sname);
+        else
+            snprintf(sname, sizeof sname, "%s", name);
+        qk_err_at(err, ld->src->path, sname, 0, "required tensor is missing");
+        return -1;
+    }
+    return 0;
 }
 
 /* Check a tensor is [ne0] or [ne0, ne1] (ne1 = 0: 1-D). */
-static int check_shape(const qk_gguf *g, const qk_gguf_tensor *t, const char *name, int64_t ne0,
-                       int64_t ne1, qk_err *err)
+static int check_shape(const loader *ld, const qk_src_tensor *t, int64_t ne0, int64_t ne1,
+                       qk_err *err)
 {
     bool ok = t->ne[0] == ne0 && t->ne[2] == 1 && t->ne[3] == 1 && t->ne[1] == (ne1 ? ne1 : 1);
     if (ok)
         return 0;
+    char name[160];
+    snprintf(name, sizeof name, "%.*s", t->name_len, t->name);
     if (ne1)
-        return qk_err_at(err, g->path, name, t->info_offset,
+        return qk_err_at(err, ld->src->path, name, t->offset,
                          "shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",
                          (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
                          (long long)t->ne[3], (long long)ne0, (long long)ne1);
-    return qk_err_at(err, g->path, name, t->info_offset,
+    return qk_err_at(err, ld->src->path, name, t->offset,
                      "shape [%lld, %lld, %lld, %lld], expected [%lld]", (long long)t->ne[0],
                      (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
                      (long long)ne0);
 }
 
-static void set_weight(qk_weight *w, const qk_gguf_tensor *t)
+/* A tensor's own error: "PATH: NAME at offset N: what". */
+static int tensor_err(const loader *ld, const qk_src_tensor *t, qk_err *err, const char *fmt,
+                      const char *a, const char *b)
 {
-    w->name = t->name.ptr;
-    w->name_len = (int)t->name.len;
+    char name[160], what[256];
+    snprintf(name, sizeof name, "%.*s", t->name_len, t->name);
+    snprintf(what, sizeof what, fmt, a, b);
+    return qk_err_at(err, ld->src->path, name, t->offset, "%s", what);
+}
+
+static void set_weight(qk_weight *w, const qk_src_tensor *t)
+{
+    w->name = t->name;
+    w->name_len = t->name_len;
     w->type = t->type;
     w->cols = t->ne[0];
     w->rows = t->ne[1];
@@ -233,34 +262,34 @@ static void set_weight(qk_weight *w, const qk_gguf_tensor *t)
 
 /* A matrix used in y = W x: its type must have a dot product, and x must be
  * encodable as the dot product's activation type. */
-static int check_matmul_type(const qk_gguf *g, const qk_gguf_tensor *t, const char *name, qk_err *err)
+static int check_matmul_type(const loader *ld, const qk_src_tensor *t, qk_err *err)
 {
     const qk_type_traits *tt = qk_type_get(t->type);
     if (!tt || !tt->vec_dot || tt->vec_dot_type < 0)
-        return qk_err_at(err, g->path, name, t->info_offset,
-                         "type %s has no dot-product kernel", type_name(t->type));
+        return tensor_err(ld, t, err, "type %s has no dot-product kernel%s", type_name(t->type),
+                          "");
     const qk_type_traits *vt = qk_type_get(tt->vec_dot_type);
     if (!vt || (tt->vec_dot_type != QK_F32 && !vt->from_float))
-        return qk_err_at(err, g->path, name, t->info_offset,
-                         "activation type %s of %s has no encoder", type_name(tt->vec_dot_type),
-                         tt->name);
-    if (qk_row_size(t->type, t->ne[0]) == 0 || qk_row_size(tt->vec_dot_type, t->ne[0]) == 0)
-        return qk_err_at(err, g->path, name, t->info_offset,
-                         "row length %lld is not a multiple of the block size of %s / %s",
-                         (long long)t->ne[0], tt->name, vt->name);
+        return tensor_err(ld, t, err, "activation type %s of %s has no encoder",
+                          type_name(tt->vec_dot_type), tt->name);
+    if (qk_row_size(t->type, t->ne[0]) == 0 || qk_row_size(tt->vec_dot_type, t->ne[0]) == 0) {
+        char len[32];
+        snprintf(len, sizeof len, "%lld", (long long)t->ne[0]);
+        return tensor_err(ld, t, err, "row length %s is not a multiple of the block size of %s",
+                          len, tt->name);
+    }
     return 0;
 }
 
-static int load_matrix(qk_model *m, const char *name, int64_t cols, int64_t rows, qk_weight *w,
-                       qk_err *err)
+static int load_matrix(const loader *ld, const char *name, int64_t cols, int64_t rows,
+                       qk_weight *w, qk_err *err)
 {
-    const qk_gguf *g = m->gguf;
-    const qk_gguf_tensor *t = find(g, name, true, err);
-    if (!t)
+    qk_src_tensor t;
+    if (find(ld, name, true, &t, err) != 1)
         return err->code;
-    if (check_shape(g, t, name, cols, rows, err) || check_matmul_type(g, t, name, err))
+    if (check_shape(ld, &t, cols, rows, err) || check_matmul_type(ld, &t, err))
         return err->code;
-    set_weight(w, t);
+    set_weight(w, &t);
     return 0;
 }
 
@@ -282,37 +311,36 @@ static int own(qk_model *m, float *p, qk_err *err)
 
 /* A 1-D tensor of n elements decoded to floats; *out = NULL when absent and
  * not required. */
-static int load_vector(qk_model *m, const char *name, int64_t n, bool required, const float **out,
-                       qk_err *err)
+static int load_vector(const loader *ld, const char *name, int64_t n, bool required,
+                       const float **out, qk_err *err)
 {
-    const qk_gguf *g = m->gguf;
     *out = NULL;
-    const qk_gguf_tensor *t = find(g, name, required, err);
-    if (!t)
-        return required ? err->code : 0;
-    if (check_shape(g, t, name, n, 0, err))
+    qk_src_tensor t;
+    int found = find(ld, name, required, &t, err);
+    if (found != 1)
+        return found < 0 ? err->code : 0;
+    if (check_shape(ld, &t, n, 0, err))
         return err->code;
-    const qk_type_traits *tt = qk_type_get(t->type);
-    if (!tt || (t->type != QK_F32 && !tt->to_float) || qk_row_size(t->type, n) == 0)
-        return qk_err_at(err, g->path, name, t->info_offset, "type %s cannot be decoded",
-                         type_name(t->type));
+    const qk_type_traits *tt = qk_type_get(t.type);
+    if (!tt || (t.type != QK_F32 && !tt->to_float) || qk_row_size(t.type, n) == 0)
+        return tensor_err(ld, &t, err, "type %s cannot be decoded%s", type_name(t.type), "");
     float *v = malloc((size_t)n * sizeof *v);
     if (!v)
         return qk_errf(err, QK_EIO, "out of memory");
-    if (t->type == QK_F32)
-        memcpy(v, t->data, (size_t)n * sizeof *v);
+    if (t.type == QK_F32)
+        memcpy(v, t.data, (size_t)n * sizeof *v);
     else
-        tt->to_float(t->data, v, n);
-    if (own(m, v, err))
+        tt->to_float(t.data, v, n);
+    if (own(ld->m, v, err))
         return err->code;
     *out = v;
     return 0;
 }
 
-static int load_layer(qk_model *m, int il, qk_err *err)
+static int load_layer(const loader *ld, int il, qk_err *err)
 {
-    const qk_hparams *hp = &m->hp;
-    qk_layer *L = &m->layers[il];
+    const qk_hparams *hp = &ld->m->hp;
+    qk_layer *L = &ld->m->layers[il];
     const int64_t e = hp->n_embd, f = hp->n_ff;
     const int64_t nq = (int64_t)hp->n_head * hp->head_dim;
     const int64_t nk = (int64_t)hp->n_head_kv * hp->head_dim;
@@ -320,61 +348,67 @@ static int load_layer(qk_model *m, int il, qk_err *err)
     const int64_t no = (int64_t)hp->n_head * hp->head_dim_v;
     char n[96];
 #define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
-    if (load_vector(m, NAME("attn_norm.weight"), e, true, &L->attn_norm, err) ||
-        load_matrix(m, NAME("attn_q.weight"), e, nq, &L->wq, err) ||
-        load_matrix(m, NAME("attn_k.weight"), e, nk, &L->wk, err) ||
-        load_matrix(m, NAME("attn_v.weight"), e, nv, &L->wv, err) ||
-        load_matrix(m, NAME("attn_output.weight"), no, e, &L->wo, err) ||
-        load_vector(m, NAME("attn_q.bias"), nq, false, &L->bq, err) ||
-        load_vector(m, NAME("attn_k.bias"), nk, false, &L->bk, err) ||
-        load_vector(m, NAME("attn_v.bias"), nv, false, &L->bv, err) ||
-        load_vector(m, NAME("attn_output.bias"), e, false, &L->bo, err) ||
-        load_vector(m, NAME("ffn_norm.weight"), e, true, &L->ffn_norm, err) ||
-        load_matrix(m, NAME("ffn_gate.weight"), e, f, &L->w_gate, err) ||
-        load_matrix(m, NAME("ffn_up.weight"), e, f, &L->w_up, err) ||
-        load_matrix(m, NAME("ffn_down.weight"), f, e, &L->w_down, err))
+    if (load_vector(ld, NAME("attn_norm.weight"), e, true, &L->attn_norm, err) ||
+        load_matrix(ld, NAME("attn_q.weight"), e, nq, &L->wq, err) ||
+        load_matrix(ld, NAME("attn_k.weight"), e, nk, &L->wk, err) ||
+        load_matrix(ld, NAME("attn_v.weight"), e, nv, &L->wv, err) ||
+        load_matrix(ld, NAME("attn_output.weight"), no, e, &L->wo, err) ||
+        load_vector(ld, NAME("attn_q.bias"), nq, false, &L->bq, err) ||
+        load_vector(ld, NAME("attn_k.bias"), nk, false, &L->bk, err) ||
+        load_vector(ld, NAME("attn_v.bias"), nv, false, &L->bv, err) ||
+        load_vector(ld, NAME("attn_output.bias"), e, false, &L->bo, err) ||
+        load_vector(ld, NAME("ffn_norm.weight"), e, true, &L->ffn_norm, err) ||
+        load_matrix(ld, NAME("ffn_gate.weight"), e, f, &L->w_gate, err) ||
+        load_matrix(ld, NAME("ffn_up.weight"), e, f, &L->w_up, err) ||
+        load_matrix(ld, NAME("ffn_down.weight"), f, e, &L->w_down, err))
         return err->code;
     if (hp->arch == QK_ARCH_QWEN3 &&
-        (load_vector(m, NAME("attn_q_norm.weight"), hp->head_dim, true, &L->q_norm, err) ||
-         load_vector(m, NAME("attn_k_norm.weight"), hp->head_dim, true, &L->k_norm, err)))
+        (load_vector(ld, NAME("attn_q_norm.weight"), hp->head_dim, true, &L->q_norm, err) ||
+         load_vector(ld, NAME("attn_k_norm.weight"), hp->head_dim, true, &L->k_norm, err)))
         return err->code;
 #undef NAME
     return 0;
 }
 
-static int load_embeddings(qk_model *m, qk_err *err)
+static int load_embeddings(const loader *ld, qk_err *err)
 {
-    const qk_gguf *g = m->gguf;
-    const char *name = "token_embd.weight";
-    const qk_gguf_tensor *t = find(g, name, true, err);
-    if (!t)
+    qk_model *m = ld->m;
+    qk_src_tensor t;
+    if (find(ld, "token_embd.weight", true, &t, err) != 1)
         return err->code;
-    if (t->ne[1] < 1 || t->ne[1] > INT32_MAX)
-        return qk_err_at(err, g->path, name, t->info_offset, "vocabulary size %lld out of range",
-                         (long long)t->ne[1]);
-    m->hp.n_vocab = (int)t->ne[1];
-    if (check_shape(g, t, name, m->hp.n_embd, m->hp.n_vocab, err))
+    if (t.ne[1] < 1 || t.ne[1] > INT32_MAX) {
+        char rows[32];
+        snprintf(rows, sizeof rows, "%lld", (long long)t.ne[1]);
+        return tensor_err(ld, &t, err, "vocabulary size %s out of range%s", rows, "");
+    }
+    m->hp.n_vocab = (int)t.ne[1];
+    if (check_shape(ld, &t, m->hp.n_embd, m->hp.n_vocab, err))
         return err->code;
-    const qk_type_traits *tt = qk_type_get(t->type);
-    if (!tt || (t->type != QK_F32 && !tt->to_float) || qk_row_size(t->type, t->ne[0]) == 0)
-        return qk_err_at(err, g->path, name, t->info_offset, "type %s cannot be decoded",
-                         type_name(t->type));
-    set_weight(&m->tok_embd, t);
+    const qk_type_traits *tt = qk_type_get(t.type);
+    if (!tt || (t.type != QK_F32 && !tt->to_float) || qk_row_size(t.type, t.ne[0]) == 0)
+        return tensor_err(ld, &t, err, "type %s cannot be decoded%s", type_name(t.type), "");
+    set_weight(&m->tok_embd, &t);
 
     /* lm head: output.weight, or tied to the embeddings when absent */
-    const char *out_name = qk_gguf_find_tensor(g, "output.weight") ? "output.weight" : name;
-    return load_matrix(m, out_name, m->hp.n_embd, m->hp.n_vocab, &m->output, err);
+    qk_src_tensor o;
+    int has_output = find(ld, "output.weight", false, &o, err);
+    if (has_output < 0)
+        return err->code;
+    return load_matrix(ld, has_output ? "output.weight" : "token_embd.weight", m->hp.n_embd,
+                       m->hp.n_vocab, &m->output, err);
 }
 
-int qk_model_load(qk_model *m, const qk_gguf *g, qk_err *err)
+int qk_model_load_source(qk_model *m, const qk_hparams *hp, const qk_model_source *src,
+                         qk_err *err)
 {
     memset(m, 0, sizeof *m);
-    m->gguf = g;
-    if (read_hparams(g, &m->hp, err) || load_embeddings(m, err))
+    m->hp = *hp;
+    const loader ld = {.m = m, .src = src};
+    if (load_embeddings(&ld, err))
         goto fail;
-    if (load_vector(m, "output_norm.weight", m->hp.n_embd, true, &m->output_norm, err) ||
-        load_vector(m, "output.bias", m->hp.n_vocab, false, &m->output_bias, err) ||
-        load_vector(m, "rope_freqs.weight", m->hp.n_rot / 2, false, &m->rope_freqs, err))
+    if (load_vector(&ld, "output_norm.weight", m->hp.n_embd, true, &m->output_norm, err) ||
+        load_vector(&ld, "output.bias", m->hp.n_vocab, false, &m->output_bias, err) ||
+        load_vector(&ld, "rope_freqs.weight", m->hp.n_rot / 2, false, &m->rope_freqs, err))
         goto fail;
     m->layers = calloc((size_t)m->hp.n_layer, sizeof *m->layers);
     if (!m->layers) {
@@ -382,12 +416,39 @@ int qk_model_load(qk_model *m, const qk_gguf *g, qk_err *err)
         goto fail;
     }
     for (int il = 0; il < m->hp.n_layer; il++)
-        if (load_layer(m, il, err))
+        if (load_layer(&ld, il, err))
             goto fail;
     return 0;
 fail:
     qk_model_free(m);
     return err->code ? err->code : QK_EINPUT;
+}
+
+/* The GGUF file as a source: tensors by their own names. */
+static int gguf_find(void *ctx, const char *name, qk_src_tensor *out, qk_err *err)
+{
+    (void)err;
+    const qk_gguf_tensor *t = qk_gguf_find_tensor(ctx, name);
+    if (!t)
+        return 0;
+    *out = (qk_src_tensor){.name = t->name.ptr, .name_len = (int)t->name.len, .type = t->type,
+                           .ne = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]}, .data = t->data,
+                           .offset = t->info_offset};
+    return 1;
+}
+
+int qk_model_load(qk_model *m, const qk_gguf *g, qk_err *err)
+{
+    qk_hparams hp;
+    memset(m, 0, sizeof *m);
+    memset(&hp, 0, sizeof hp);
+    if (read_hparams(g, &hp, err))
+        return err->code ? err->code : QK_EINPUT;
+    const qk_model_source src = {.path = g->path, .ctx = (void *)g, .find = gguf_find};
+    if (qk_model_load_source(m, &hp, &src, err))
+        return err->code;
+    m->gguf = g;
+    return 0;
 }
 
 void qk_model_free(qk_model *m)

@@ -8,6 +8,7 @@
 #ifndef QK_MODEL_H
 #define QK_MODEL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "err.h"
@@ -41,7 +42,7 @@ typedef struct qk_hparams {
 
 /* A 2-D weight matrix in the mapping: rows of `cols` elements of `type`. */
 typedef struct qk_weight {
-    const char *name;     /* points into the GGUF header (not NUL-terminated: see name_len) */
+    const char *name;     /* points into the source (not NUL-terminated: see name_len) */
     int name_len;
     int type;             /* ggml type id */
     int64_t rows, cols;   /* ne[1], ne[0] */
@@ -60,7 +61,7 @@ typedef struct qk_layer {
 
 typedef struct qk_model {
     qk_hparams hp;
-    const qk_gguf *gguf;             /* borrowed: must outlive the model */
+    const qk_gguf *gguf;             /* borrowed: must outlive the model (NULL: other source) */
     qk_weight tok_embd;              /* [n_vocab rows of n_embd] */
     const float *output_norm;        /* [n_embd] */
     qk_weight output;                /* lm head; tok_embd when output.weight is absent */
@@ -74,6 +75,35 @@ typedef struct qk_model {
 /* Read hyper-parameters and locate every tensor.  Errors (code 2) name the
  * missing key or tensor, the unsupported architecture or the bad shape. */
 int qk_model_load(qk_model *m, const qk_gguf *g, qk_err *err);
+
+/* ---- other tensor sources (lib/hfmodel.h builds one for Hugging Face
+ * directories) ----------------------------------------------------------------- */
+
+/* A tensor as a source presents it, looked up by its GGUF name. */
+typedef struct qk_src_tensor {
+    const char *name;    /* the source's own name (messages, qk_weight.name) */
+    int name_len;
+    int type;            /* ggml type id */
+    int64_t ne[4];       /* ggml order; unused dims 1 */
+    const uint8_t *data; /* must outlive the model */
+    uint64_t offset;     /* file offset of its description, for messages */
+} qk_src_tensor;
+
+typedef struct qk_model_source {
+    const char *path;    /* for messages */
+    void *ctx;
+    /* The tensor llama.cpp calls `name` ("blk.0.attn_q.weight"): returns 1
+     * and fills *out when present, 0 when absent, -1 with err set on failure. */
+    int (*find)(void *ctx, const char *name, qk_src_tensor *out, qk_err *err);
+    /* The source's name for GGUF name `name` (used in "missing" messages);
+     * NULL: the GGUF name. */
+    void (*source_name)(void *ctx, const char *name, char *buf, size_t n);
+} qk_model_source;
+
+/* Locate every tensor for the hyper-parameters *hp (n_vocab is taken from
+ * the embeddings).  m->gguf is NULL afterwards.  Errors as qk_model_load. */
+int qk_model_load_source(qk_model *m, const qk_hparams *hp, const qk_model_source *src,
+                         qk_err *err);
 void qk_model_free(qk_model *m);
 
 /* Decode row `row` of a weight into out[w->cols] floats (token embeddings). */

@@ -1,12 +1,26 @@
 #include "outfile.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+/* mkstemp creates 0600; outputs get the usual 0666 & ~umask.  umask can only
+ * be read by setting it, so read it once. */
+static mode_t file_mode;
+static pthread_once_t mode_once = PTHREAD_ONCE_INIT;
+static void read_umask(void)
+{
+    mode_t u = umask(022);
+    umask(u);
+    file_mode = 0666 & ~u;
+}
+
 int qk_out_open(qk_out *o, const char *dst, qk_err *err)
 {
+    pthread_once(&mode_once, read_umask);
     memset(o, 0, sizeof *o);
     size_t n = strlen(dst);
     o->dst = strdup(dst);
@@ -22,6 +36,12 @@ int qk_out_open(qk_out *o, const char *dst, qk_err *err)
         qk_err_sys(err, dst, "cannot create temporary output");
         free(o->tmp);
         o->tmp = NULL;
+        qk_out_abort(o);
+        return QK_EIO;
+    }
+    if (fchmod(fd, file_mode) != 0) {
+        close(fd);
+        qk_err_sys(err, dst, "cannot set mode of temporary output");
         qk_out_abort(o);
         return QK_EIO;
     }

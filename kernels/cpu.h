@@ -1,0 +1,74 @@
+/* cpu.h - run-time choice of SIMD kernels.
+ *
+ * The format table (types.h) keeps the scalar reference kernels in its rows;
+ * they stay callable for tests.  This layer picks, once per process
+ * (pthread_once), the fastest implementation of each type's dot product,
+ * activation encoder (from_float) and decoder (to_float) for the CPU:
+ *
+ *   scalar   the table's reference kernels (any CPU)
+ *   avx2     AVX2 + FMA + F16C                     (kernels/x86/avx2_*.c)
+ *   avx512   AVX-512 F/BW/VL/DQ (+VNNI if present) (kernels/x86/avx512_*.c)
+ *
+ * The level is the highest the CPU and OS support; the environment variable
+ * QK_CPU=scalar|avx2|avx512 lowers it (a level the CPU lacks cannot be forced;
+ * an unknown value is ignored).  Each function is compiled with
+ * __attribute__((target(...))), never -march, so the binary runs on any
+ * x86-64.  A level without its own kernel for a type uses the next lower one.
+ *
+ * Reproducibility (issue #10): every quantized dot product (weights x Q8_0 /
+ * Q8_K activations) and every activation encoder returns the SAME BITS at
+ * every level: the SIMD kernels sum the exact integer products per block in
+ * any order (integers are associative) and then apply the reference's float
+ * operations in the reference's order (per output, per block, no FMA).  The
+ * float dots (F16, BF16, F32) are the exception: the scalar reference sums in
+ * double, the SIMD kernels in 16 float lanes with FMA (see avx2_float.c); avx2
+ * and avx512 agree bitwise with each other, and differ from scalar within the
+ * tolerances stated in tests/test_simd.c. */
+#ifndef QK_CPU_H
+#define QK_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "types.h"
+
+typedef enum qk_cpu_level {
+    QK_CPU_SCALAR = 0,
+    QK_CPU_AVX2 = 1,
+    QK_CPU_AVX512 = 2,
+    QK_CPU_LEVELS = 3
+} qk_cpu_level;
+
+/* A tile of dot products: for r < nr, t < nt
+ *     out[t * ldo + r] = vec_dot(n, x + r * xs, y + t * ys)
+ * bit for bit, whatever nr and nt (so results never depend on the tiling). */
+typedef void (*qk_dot_tile_fn)(int64_t n, const void *x, size_t xs, int nr, const void *y,
+                               size_t ys, int nt, float *out, size_t ldo);
+
+typedef struct qk_kernels {
+    int id;                     /* type id */
+    qk_vec_dot_fn vec_dot;      /* weight type: dot with its vec_dot_type row; NULL if none */
+    qk_dot_tile_fn dot_tile;    /* the same as a tile; never NULL where vec_dot is set */
+    qk_from_float_fn from_float;/* activation encoder of this type; NULL if none */
+    qk_to_float_fn to_float;    /* decoder; NULL if none */
+    /* level each of the four came from (lower when a level has no kernel) */
+    signed char level_dot, level_from, level_to;
+} qk_kernels;
+
+/* The highest level this CPU and OS support. */
+qk_cpu_level qk_cpu_supported(void);
+/* The level in use: qk_cpu_supported(), lowered by QK_CPU. */
+qk_cpu_level qk_cpu_level_active(void);
+/* "scalar", "avx2", "avx512" (NULL for a bad level). */
+const char *qk_cpu_level_name(int level);
+/* True when the CPU has AVX-512 VNNI (informational). */
+int qk_cpu_has_vnni(void);
+
+/* Kernels of type id at the active level, or NULL for an unknown id. */
+const qk_kernels *qk_kernels_for(int id);
+/* Kernels of type id at level (fallbacks filled in), or NULL when the id is
+ * unknown or the CPU does not support level.  Level QK_CPU_SCALAR is the
+ * format table's reference (dot_tile loops vec_dot). */
+const qk_kernels *qk_kernels_at(int id, int level);
+
+#endif

@@ -1,0 +1,35 @@
+/* x86.h - SIMD kernel tables of kernels/x86/ (private to kernels/).
+ *
+ * Each file exports a table of qk_simd_ops rows terminated by {.id = -1};
+ * cpu.c merges them over the scalar reference.  The functions inside are
+ * compiled with __attribute__((target(...))) and must only be called after
+ * cpu.c has checked the CPU (qk_kernels_for / qk_kernels_at). */
+#ifndef QK_X86_H
+#define QK_X86_H
+
+#include "cpu.h"
+
+typedef struct qk_simd_ops {
+    int id;
+    qk_dot_tile_fn dot_tile;     /* vec_dot is derived: a 1 x 1 tile */
+    qk_vec_dot_fn vec_dot;       /* optional: a cheaper single dot (same bits) */
+    qk_from_float_fn from_float;
+    qk_to_float_fn to_float;
+} qk_simd_ops;
+
+#if defined(__x86_64__) || defined(__i386__)
+#define QK_X86 1
+extern const qk_simd_ops qk_x86_avx2_legacy[];
+extern const qk_simd_ops qk_x86_avx2_kquants[];
+extern const qk_simd_ops qk_x86_avx2_float[];
+extern const qk_simd_ops qk_x86_avx512[];
+#endif
+
+/* Target attribute strings of the levels. */
+#define QK_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define QK_TARGET_AVX512 \
+    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")))
+#define QK_TARGET_AVX512VNNI \
+    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
+
+#endif
