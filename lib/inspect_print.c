@@ -11,6 +11,7 @@
 #include "json.h"
 #include "meta_print.h"
 #include "progress.h"
+#include "quantcfg.h"
 #include "tensorset.h"
 #include "tensorstats.h"
 #include "threads.h"
@@ -97,6 +98,15 @@ int qk_inspect_run(const char *path, const qk_inspect_opts *o, FILE *out, qk_err
     int rc = qk_tensorset_open(&s, path, err);
     if (rc)
         return rc;
+    qk_quantcfg *qc = NULL; /* HF quantization_config: a scheme per tensor */
+    if (s->kind == QK_SET_SAFETENSORS && (rc = qk_quantcfg_open_hf(&qc, s->st, err))) {
+        qk_tensorset_close(s);
+        return rc;
+    }
+    if (qc && qc->method == QK_QM_NONE) {
+        qk_quantcfg_free(qc);
+        qc = NULL;
+    }
     uint64_t *idx = malloc((s->n ? s->n : 1) * sizeof *idx), n = 0;
     census_row census[QK_TYPE_MAX + 1] = {{0}}; /* last: dtypes qk cannot decode */
     if (!idx) {
@@ -153,6 +163,11 @@ int qk_inspect_run(const char *path, const qk_inspect_opts *o, FILE *out, qk_err
             qk_json_key(&j, "offset"), qk_json_uint(&j, t->offset);
             qk_json_key(&j, "bytes"), qk_json_uint(&j, t->nbytes);
             qk_json_key(&j, "file"), qk_json_str(&j, t->file);
+            if (qc) {
+                qk_qscheme sc;
+                qk_quantcfg_scheme_for(qc, t->name, t->n_dims, &sc);
+                qk_json_key(&j, "scheme"), qk_json_str(&j, sc.desc);
+            }
             if (o->stats && st_rc[k] == 0)
                 json_stats(&j, &st[k]);
             qk_json_end_obj(&j);
@@ -163,13 +178,22 @@ int qk_inspect_run(const char *path, const qk_inspect_opts *o, FILE *out, qk_err
     } else {
         qk_meta_text(out, s, o->meta_glob, o->meta_full);
         fprintf(out, "\ntensors (%" PRIu64 "%s):\n", n, o->tensor_glob ? " matching" : "");
-        fprintf(out, "  %-40s %-8s %-18s %12s %12s\n", "name", "type", "shape", "offset", "bytes");
+        if (qc)
+            fprintf(out, "quantization: %s (from %s)\n", qc->desc, qc->source);
+        fprintf(out, "  %-40s %-8s %-18s %12s %12s%s\n", "name", "type", "shape", "offset", "bytes",
+                qc ? "  scheme" : "");
         for (uint64_t k = 0; k < n; k++) {
             const qk_tensor *t = &s->t[idx[k]];
             char sh[96];
             shape_str(t, sh, sizeof sh);
-            fprintf(out, "  %-40s %-8s %-18s %12" PRIu64 " %12" PRIu64 "\n", t->name,
-                    t->type_name, sh, t->offset, t->nbytes);
+            fprintf(out, "  %-40s %-8s %-18s %12" PRIu64 " %12" PRIu64, t->name, t->type_name, sh,
+                    t->offset, t->nbytes);
+            if (qc) {
+                qk_qscheme sc;
+                qk_quantcfg_scheme_for(qc, t->name, t->n_dims, &sc);
+                fprintf(out, "  %s", sc.desc);
+            }
+            fputc('\n', out);
         }
         if (o->stats) {
             fprintf(out, "\nstats (kurtosis: Pearson, 3 for a Gaussian; outliers: channel:absmax/rms):\n");
@@ -222,6 +246,7 @@ int qk_inspect_run(const char *path, const qk_inspect_opts *o, FILE *out, qk_err
                 s->file_bytes ? 100.0 * (double)tot_bytes / (double)s->file_bytes : 0.0, bpw);
     }
 done:
+    qk_quantcfg_free(qc);
     free(idx);
     free(st);
     free(st_rc);

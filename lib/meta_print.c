@@ -299,12 +299,6 @@ static void hf_text(FILE *out, const qk_tensorset *s, const char *glob, bool ful
     const char *dt = qk_jsonv_get_str(h->config, "torch_dtype", NULL);
     if (dt)
         fprintf(out, "dtype:        %s\n", dt);
-    const qk_jsonv *qc = qk_jsonv_get(h->config, "quantization_config");
-    if (qc || h->hf_quant_config) {
-        fputs("quantization: ", out);
-        jv_text(out, qc ? qc : h->hf_quant_config, full);
-        fputc('\n', out);
-    }
     fputs("\nmetadata (config.json, then each file's __metadata__):\n", out);
     for (size_t i = 0; i < qk_jsonv_len(h->config); i++) {
         const qk_jsonm *m = qk_jsonv_member(h->config, i);
