@@ -1,5 +1,5 @@
 /* The forward pass, model loading and sampling, against llama.cpp d32676d
- * (reference data in ../shared/reference: stories260K and stories4M):
+ * (reference data from llama.cpp in goldens/llamacpp: stories260K and stories4M):
  * - window 1 of `llama-perplexity -c 256` (tokens 0..255 of eval-64k, the
  *   second half scored): with the F16 cache (llama.cpp's default) stories260K
  *   reproduces its "[1]" printout to 4 decimals and the log-probabilities of
@@ -29,9 +29,10 @@
 #include "testutil.h"
 
 #define MODEL "goldens/models/stories260K/stories260K-f32.gguf"
-#define REF "../shared/reference/stories260K/"
-#define MODEL4M "../shared/models/stories4M/stories4M-f32.gguf"
-#define REF4M "../shared/reference/stories4M/"
+#define REF "goldens/llamacpp/stories260K/"
+#define EVAL "goldens/stories260K-eval/"
+#define MODEL4M "goldens/models/stories4M/stories4M-f32.gguf"
+#define REF4M "goldens/llamacpp/stories4M/"
 #define WINDOW 256
 
 typedef struct {
@@ -77,7 +78,7 @@ static char *read_text(const char *path)
 /* The first n ids of eval-64k.tokens.txt ("[1, 301, ...]"). */
 static int32_t *eval_tokens(int n)
 {
-    char *text = read_text(REF "eval-64k.tokens.txt");
+    char *text = read_text(EVAL "eval-64k.tokens.txt");
     int32_t *ids = malloc((size_t)n * sizeof *ids);
     const char *p = text;
     for (int i = 0; i < n; i++) {
@@ -144,7 +145,7 @@ static window_cmp compare_window1(const char *model, const char *dir, int kv_typ
     loaded l;
     load_path(&l, model);
     char path[256];
-    snprintf(path, sizeof path, "%s/f32.kld", dir);
+    snprintf(path, sizeof path, "%s/f32.window1.kld", dir);
     size_t size;
     uint8_t *kld = tu_read(path, &size);
     const int nv = l.m.hp.n_vocab, first = WINDOW / 2, rows = WINDOW - 1 - first;
