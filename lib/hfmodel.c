@@ -1,0 +1,438 @@
+/* hfmodel.c - a Hugging Face directory as the engine's model (see hfmodel.h).
+ *
+ * References: transformers' LlamaConfig / Qwen2Config / Qwen3Config for the
+ * config.json keys and defaults, and llama.cpp's converter
+ * (convert_hf_to_gguf.py, conversion/llama.py at d32676d) for the tensor
+ * names, the q/k permutation and the llama3 rope factors. */
+#include "hfmodel.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckd.h"
+#include "hfnames.h"
+#include "types.h"
+
+#define MAX_DIM (1 << 24) /* sanity bound on every hyper-parameter */
+
+struct qk_hfmodel_map {
+    char gguf[96];            /* llama.cpp's name */
+    const qk_hf_tensor *t;
+    int perm;                 /* QK_PERM_* (applied only when permute_qk) */
+    uint8_t *permuted;        /* the permuted copy, made on first use */
+};
+
+static const struct {
+    const char *hf_class, *model_type;
+    qk_arch arch;
+    const char *arch_name;
+    qk_rope_mode rope;
+} hf_arches[] = {
+    {"LlamaForCausalLM", "llama", QK_ARCH_LLAMA, "llama", QK_ROPE_NORMAL},
+    {"MistralForCausalLM", "mistral", QK_ARCH_LLAMA, "mistral", QK_ROPE_NORMAL},
+    {"Qwen2ForCausalLM", "qwen2", QK_ARCH_QWEN2, "qwen2", QK_ROPE_NEOX},
+    {"Qwen3ForCausalLM", "qwen3", QK_ARCH_QWEN3, "qwen3", QK_ROPE_NEOX},
+};
+
+/* ---- config.json ------------------------------------------------------------ */
+
+static uint64_t off_of(const qk_jsonv *cfg, const char *key)
+{
+    const qk_jsonv *v = qk_jsonv_get(cfg, key);
+    return v ? v->off : 0;
+}
+
+/* An integer key in [lo, MAX_DIM]; def < 0: required. */
+static int cfg_int(const qk_jsonv *cfg, const char *path, const char *key, int64_t def, int64_t lo,
+                   int *out, qk_err *err)
+{
+    const qk_jsonv *v = qk_jsonv_get(cfg, key);
+    int64_t x;
+    if (!v || v->type == QK_JNULL) {
+        if (def < 0)
+            return qk_err_at(err, path, key, 0, "required key is missing");
+        *out = (int)def;
+        return 0;
+    }
+    if (!qk_jsonv_i64(v, &x))
+        return qk_err_at(err, path, key, v->off, "not an integer");
+    if (x < lo || x > MAX_DIM)
+        return qk_err_at(err, path, key, v->off, "%lld is out of range [%lld, %d]", (long long)x,
+                         (long long)lo, MAX_DIM);
+    *out = (int)x;
+    return 0;
+}
+
+/* A finite positive number under obj (cfg or a nested object); absent: def. */
+static int cfg_real(const qk_jsonv *obj, const char *path, const char *key, double def,
+                    double *out, qk_err *err)
+{
+    const qk_jsonv *v = qk_jsonv_get(obj, key);
+    if (!v || v->type == QK_JNULL) {
+        *out = def;
+        return 0;
+    }
+    if (!qk_jsonv_f64(v, out) || !isfinite(*out) || *out <= 0)
+        return qk_err_at(err, path, key, v->off, "not a finite positive number");
+    return 0;
+}
+
+static int read_arch(const qk_jsonv *cfg, const char *path, qk_hparams *hp, qk_err *err)
+{
+    const qk_jsonv *archs = qk_jsonv_get(cfg, "architectures");
+    const char *name = NULL, *key = "architectures";
+    if (qk_jsonv_len(archs) > 0) {
+        name = qk_jsonv_str(qk_jsonv_at(archs, 0));
+        if (!name)
+            return qk_err_at(err, path, key, archs->off, "not an array of strings");
+    } else {
+        key = "model_type";
+        name = qk_jsonv_get_str(cfg, key, NULL);
+        if (!name)
+            return qk_err_at(err, path, "architectures", 0,
+                             "neither architectures nor model_type is given");
+    }
+    for (size_t i = 0; i < sizeof hf_arches / sizeof hf_arches[0]; i++) {
+        if (strcmp(name, hf_arches[i].hf_class) == 0 || strcmp(name, hf_arches[i].model_type) == 0) {
+            snprintf(hp->arch_name, sizeof hp->arch_name, "%s", hf_arches[i].arch_name);
+            hp->arch = hf_arches[i].arch;
+            hp->rope_mode = hf_arches[i].rope;
+            return 0;
+        }
+    }
+    return qk_err_at(err, path, key, off_of(cfg, key),
+                     "unsupported architecture '%.64s' (supported: LlamaForCausalLM, "
+                     "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)",
+                     name);
+}
+
+/* The rope_scaling object (or transformers 5's rope_parameters), or NULL. */
+static const qk_jsonv *rope_params(const qk_jsonv *cfg)
+{
+    const qk_jsonv *r = qk_jsonv_get(cfg, "rope_scaling");
+    if (qk_jsonv_is(r, QK_JOBJ))
+        return r;
+    r = qk_jsonv_get(cfg, "rope_parameters");
+    return qk_jsonv_is(r, QK_JOBJ) ? r : NULL;
+}
+
+/* Llama 3's per-frequency divisors: conversion/llama.py
+ * generate_extra_tensors, in float as its float32 tensors compute them. */
+static int llama3_factors(const qk_jsonv *rs, const char *path, const qk_hparams *hp,
+                          float **out, qk_err *err)
+{
+    double factor, lo_f, hi_f, old_ctx;
+    if (cfg_real(rs, path, "factor", 8.0, &factor, err) ||
+        cfg_real(rs, path, "low_freq_factor", 1.0, &lo_f, err) ||
+        cfg_real(rs, path, "high_freq_factor", 4.0, &hi_f, err) ||
+        cfg_real(rs, path, "original_max_position_embeddings", 8192.0, &old_ctx, err))
+        return err->code;
+    if (hi_f == lo_f)
+        return qk_err_at(err, path, "rope_scaling", rs->off,
+                         "llama3 scaling needs high_freq_factor != low_freq_factor");
+    const int n = hp->n_rot / 2;
+    float *f = malloc((size_t)(n ? n : 1) * sizeof *f);
+    if (!f)
+        return qk_errf(err, QK_EIO, "out of memory");
+    const float lo_wavelen = (float)(old_ctx / lo_f), hi_wavelen = (float)(old_ctx / hi_f);
+    const float pi2 = (float)(2.0 * 3.14159265358979323846);
+    for (int i = 0; i < n; i++) {
+        const float freq = 1.0f / powf(hp->rope_freq_base, (float)(2 * i) / (float)hp->n_rot);
+        const float wavelen = pi2 / freq;
+        if (wavelen < hi_wavelen) {
+            f[i] = 1.0f;
+        } else if (wavelen > lo_wavelen) {
+            f[i] = (float)factor;
+        } else {
+            const float smooth = ((float)old_ctx / wavelen - (float)lo_f) / (float)(hi_f - lo_f);
+            f[i] = 1.0f / ((1.0f - smooth) / (float)factor + smooth);
+        }
+    }
+    *out = f;
+    return 0;
+}
+
+static int read_rope(const qk_jsonv *cfg, const char *path, qk_hparams *hp, float **factors,
+                     qk_err *err)
+{
+    const qk_jsonv *rs = rope_params(cfg);
+    double theta;
+    /* rope_theta: top level, or inside rope_parameters (transformers 5) */
+    if (cfg_real(cfg, path, "rope_theta", 10000.0, &theta, err))
+        return err->code;
+    if (rs && !qk_jsonv_get(cfg, "rope_theta") && cfg_real(rs, path, "rope_theta", theta, &theta, err))
+        return err->code;
+    hp->rope_freq_base = (float)theta;
+    hp->rope_freq_scale = 1.0f;
+    if (!rs)
+        return 0;
+    const char *type = qk_jsonv_get_str(rs, "rope_type", qk_jsonv_get_str(rs, "type", "default"));
+    if (strcmp(type, "default") == 0)
+        return 0;
+    if (strcmp(type, "llama3") == 0)
+        return llama3_factors(rs, path, hp, factors, err);
+    if (strcmp(type, "linear") == 0) {
+        double factor;
+        if (cfg_real(rs, path, "factor", 1.0, &factor, err))
+            return err->code;
+        hp->rope_freq_scale = (float)(1.0 / factor);
+        return 0;
+    }
+    return qk_err_at(err, path, "rope_scaling", rs->off,
+                     "unsupported rope scaling '%.32s' (supported: default, linear, llama3)", type);
+}
+
+/* Features the engine does not have must be absent or off. */
+static int check_unsupported(const qk_jsonv *cfg, const char *path, qk_err *err)
+{
+    const char *act = qk_jsonv_get_str(cfg, "hidden_act", "silu");
+    if (strcmp(act, "silu") != 0)
+        return qk_err_at(err, path, "hidden_act", off_of(cfg, "hidden_act"),
+                         "unsupported activation '%.32s' (supported: silu)", act);
+    if (qk_jsonv_get_bool(cfg, "mlp_bias", false))
+        return qk_err_at(err, path, "mlp_bias", off_of(cfg, "mlp_bias"),
+                         "feed-forward biases are not supported");
+    double prf;
+    if (cfg_real(cfg, path, "partial_rotary_factor", 1.0, &prf, err))
+        return err->code;
+    if (prf != 1.0)
+        return qk_err_at(err, path, "partial_rotary_factor", off_of(cfg, "partial_rotary_factor"),
+                         "partial rotary embeddings are not supported");
+    return 0;
+}
+
+int qk_hf_config_hparams(const qk_jsonv *cfg, const char *path, qk_hparams *hp, bool *tied,
+                         float **rope_factors, qk_err *err)
+{
+    memset(hp, 0, sizeof *hp);
+    *rope_factors = NULL;
+    if (!qk_jsonv_is(cfg, QK_JOBJ))
+        return qk_err_at(err, path, "config", cfg ? cfg->off : 0, "not a JSON object");
+    if (read_arch(cfg, path, hp, err) || check_unsupported(cfg, path, err))
+        return err->code;
+    int vocab;
+    if (cfg_int(cfg, path, "hidden_size", -1, 1, &hp->n_embd, err) ||
+        cfg_int(cfg, path, "intermediate_size", -1, 1, &hp->n_ff, err) ||
+        cfg_int(cfg, path, "num_hidden_layers", -1, 1, &hp->n_layer, err) ||
+        cfg_int(cfg, path, "num_attention_heads", -1, 1, &hp->n_head, err) ||
+        cfg_int(cfg, path, "num_key_value_heads", hp->n_head, 1, &hp->n_head_kv, err) ||
+        cfg_int(cfg, path, "head_dim", hp->n_embd / hp->n_head, 1, &hp->head_dim, err) ||
+        cfg_int(cfg, path, "max_position_embeddings", 2048, 1, &hp->n_ctx_train, err) ||
+        cfg_int(cfg, path, "vocab_size", 0, 0, &vocab, err))
+        return err->code;
+    hp->n_vocab = vocab;
+    hp->head_dim_v = hp->head_dim;
+    hp->n_rot = hp->head_dim;
+    if (hp->n_head % hp->n_head_kv != 0)
+        return qk_err_at(err, path, "num_key_value_heads", off_of(cfg, "num_key_value_heads"),
+                         "num_attention_heads %d is not a multiple of %d", hp->n_head,
+                         hp->n_head_kv);
+    if (hp->head_dim % 2 != 0)
+        return qk_err_at(err, path, "head_dim", off_of(cfg, "head_dim"),
+                         "head size %d is odd: rope needs pairs", hp->head_dim);
+    uint64_t t;
+    if (qk_ckd_mul(&t, (uint64_t)hp->n_head, (uint64_t)hp->head_dim) || t > MAX_DIM)
+        return qk_err_at(err, path, "num_attention_heads", off_of(cfg, "num_attention_heads"),
+                         "heads x head size is too large");
+    /* Mistral's sliding window: the engine attends to the whole context, so
+     * keep the context within the window, where the two agree. */
+    int window;
+    if (cfg_int(cfg, path, "sliding_window", 0, 0, &window, err))
+        return err->code;
+    if (hp->arch_name[0] == 'm' && window > 0 && window < hp->n_ctx_train)
+        hp->n_ctx_train = window;
+    double eps;
+    if (cfg_real(cfg, path, "rms_norm_eps", 1e-6, &eps, err))
+        return err->code;
+    hp->rms_eps = (float)eps;
+    hp->kq_scale = 1.0f / sqrtf((float)hp->head_dim);
+    *tied = qk_jsonv_get_bool(cfg, "tie_word_embeddings", false);
+    return read_rope(cfg, path, hp, rope_factors, err);
+}
+
+/* ---- tensors ------------------------------------------------------------------ */
+
+static int map_cmp(const void *a, const void *b)
+{
+    return strcmp(((const qk_hfmodel_map *)a)->gguf, ((const qk_hfmodel_map *)b)->gguf);
+}
+
+/* Every HF tensor llama.cpp has a name for, sorted by that name. */
+static int build_map(qk_hfmodel *h, qk_err *err)
+{
+    const qk_hfdir *hf = h->hf;
+    h->map = calloc(hf->n_tensors ? hf->n_tensors : 1, sizeof *h->map);
+    if (!h->map)
+        return qk_errf(err, QK_EIO, "out of memory");
+    for (size_t i = 0; i < hf->n_tensors; i++) {
+        qk_hfmodel_map *e = &h->map[h->n_map];
+        if (qk_hf_to_gguf_name(hf->tensors[i].name, e->gguf, sizeof e->gguf, &e->perm) != 0)
+            continue; /* e.g. rotary_emb.inv_freq: not part of the graph */
+        e->t = &hf->tensors[i];
+        h->n_map++;
+    }
+    qsort(h->map, h->n_map, sizeof *h->map, map_cmp);
+    return 0;
+}
+
+static qk_hfmodel_map *map_find(const qk_hfmodel *h, const char *gguf)
+{
+    qk_hfmodel_map key;
+    snprintf(key.gguf, sizeof key.gguf, "%s", gguf);
+    return bsearch(&key, h->map, h->n_map, sizeof *h->map, map_cmp);
+}
+
+/* LlamaModel.permute: GGUF row r is HF row qk_unpermute_row(r) (rows of a
+ * 2-D weight, elements of a 1-D bias). */
+static int permute(const qk_hfmodel *h, qk_hfmodel_map *e, qk_err *err)
+{
+    const qk_hf_tensor *t = e->t;
+    const int64_t n_head = e->perm == QK_PERM_Q ? h->m.hp.n_head : h->m.hp.n_head_kv;
+    const int64_t rows = t->n_dims == 1 ? t->ne[0] : t->ne[1];
+    if (t->n_dims < 1 || t->n_dims > 2 || rows % (2 * n_head) != 0 || t->nbytes % rows != 0)
+        return qk_err_at(err, h->hf->dir, t->name, t->st->info_offset,
+                         "cannot permute for rope: %lld rows, %lld heads", (long long)rows,
+                         (long long)n_head);
+    const size_t row_bytes = (size_t)(t->nbytes / (uint64_t)rows);
+    e->permuted = malloc(t->nbytes ? (size_t)t->nbytes : 1);
+    if (!e->permuted)
+        return qk_errf(err, QK_EIO, "out of memory");
+    for (int64_t r = 0; r < rows; r++)
+        memcpy(e->permuted + (size_t)r * row_bytes,
+               t->data + (size_t)qk_unpermute_row(r, rows, n_head) * row_bytes, row_bytes);
+    return 0;
+}
+
+static int hf_find(void *ctx, const char *name, qk_src_tensor *out, qk_err *err)
+{
+    qk_hfmodel *h = ctx;
+    if (strcmp(name, "rope_freqs.weight") == 0) {
+        if (!h->rope_factors)
+            return 0;
+        *out = (qk_src_tensor){.name = "rope_scaling", .name_len = 12, .type = QK_F32,
+                               .ne = {h->m.hp.n_rot / 2, 1, 1, 1},
+                               .data = (const uint8_t *)h->rope_factors};
+        return 1;
+    }
+    if (h->tied && strcmp(name, "output.weight") == 0)
+        return 0; /* tie_word_embeddings: transformers ignores a stored lm_head */
+    qk_hfmodel_map *e = map_find(h, name);
+    if (!e)
+        return 0;
+    const qk_hf_tensor *t = e->t;
+    if (t->n_dims > 4) {
+        qk_err_at(err, h->hf->dir, t->name, t->st->info_offset, "%d dimensions", t->n_dims);
+        return -1;
+    }
+    if (t->type < 0) {
+        qk_err_at(err, h->hf->dir, t->name, t->st->info_offset, "dtype %s is not supported",
+                  t->dtype);
+        return -1;
+    }
+    const uint8_t *data = t->data;
+    if (h->permute_qk && e->perm != QK_PERM_NONE) {
+        if (!e->permuted && permute(h, e, err))
+            return -1;
+        data = e->permuted;
+    }
+    *out = (qk_src_tensor){.name = t->name, .name_len = (int)strlen(t->name), .type = t->type,
+                           .ne = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]}, .data = data,
+                           .offset = t->st->info_offset};
+    return 1;
+}
+
+/* The Hugging Face name of a GGUF tensor name, for "missing" messages. */
+static void hf_name(void *ctx, const char *gguf, char *buf, size_t n)
+{
+    (void)ctx;
+    static const char *const globals[] = {"model.embed_tokens.weight", "model.norm.weight",
+                                          "lm_head.weight"};
+    static const char *const suffixes[] = {
+        "input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight",
+        "self_attn.v_proj.weight", "self_attn.o_proj.weight", "self_attn.q_norm.weight",
+        "self_attn.k_norm.weight", "post_attention_layernorm.weight", "mlp.gate_proj.weight",
+        "mlp.up_proj.weight", "mlp.down_proj.weight"};
+    char cand[160], g[96];
+    int perm;
+    for (size_t i = 0; i < sizeof globals / sizeof globals[0]; i++)
+        if (qk_hf_to_gguf_name(globals[i], g, sizeof g, &perm) == 0 && strcmp(g, gguf) == 0) {
+            snprintf(buf, n, "%s", globals[i]);
+            return;
+        }
+    int layer;
+    if (sscanf(gguf, "blk.%d.", &layer) == 1) {
+        for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
+            snprintf(cand, sizeof cand, "model.layers.%d.%s", layer, suffixes[i]);
+            if (qk_hf_to_gguf_name(cand, g, sizeof g, &perm) == 0 && strcmp(g, gguf) == 0) {
+                snprintf(buf, n, "%s", cand);
+                return;
+            }
+        }
+    }
+    snprintf(buf, n, "%s", gguf);
+}
+
+int qk_hfmodel_open(qk_hfmodel **out, const char *path, qk_err *err)
+{
+    *out = NULL;
+    qk_hfmodel *h = calloc(1, sizeof *h);
+    if (!h)
+        return qk_errf(err, QK_EIO, "out of memory");
+    if (qk_hf_open(&h->hf, path, err))
+        goto fail;
+    size_t n = strlen(h->hf->dir) + sizeof "/config.json";
+    h->config_path = malloc(n);
+    if (!h->config_path) {
+        qk_errf(err, QK_EIO, "out of memory");
+        goto fail;
+    }
+    snprintf(h->config_path, n, "%s/config.json", h->hf->dir);
+    if (!h->hf->config) {
+        qk_err_at(err, h->config_path, "config.json", 0,
+                  "missing: a Hugging Face model directory needs its config.json");
+        goto fail;
+    }
+    qk_hparams hp;
+    if (qk_hf_config_hparams(h->hf->config, h->config_path, &hp, &h->tied, &h->rope_factors, err))
+        goto fail;
+    const int vocab = hp.n_vocab;
+    h->permute_qk = hp.rope_mode == QK_ROPE_NORMAL;
+    h->m.hp = hp; /* permute() reads the head counts */
+    if (build_map(h, err))
+        goto fail;
+    if (!h->tied && !map_find(h, "output.weight")) {
+        qk_err_at(err, h->hf->dir, "lm_head.weight", 0,
+                  "required tensor is missing (tie_word_embeddings is false)");
+        goto fail;
+    }
+    const qk_model_source src = {.path = h->hf->dir, .ctx = h, .find = hf_find,
+                                 .source_name = hf_name};
+    if (qk_model_load_source(&h->m, &hp, &src, err))
+        goto fail;
+    if (vocab && vocab != h->m.hp.n_vocab) {
+        qk_err_at(err, h->config_path, "vocab_size", off_of(h->hf->config, "vocab_size"),
+                  "%d, but model.embed_tokens.weight has %d rows", vocab, h->m.hp.n_vocab);
+        goto fail;
+    }
+    *out = h;
+    return 0;
+fail:
+    qk_hfmodel_close(h);
+    return err->code ? err->code : QK_EINPUT;
+}
+
+void qk_hfmodel_close(qk_hfmodel *h)
+{
+    if (!h)
+        return;
+    qk_model_free(&h->m);
+    for (size_t i = 0; i < h->n_map; i++)
+        free(h->map[i].permuted);
+    free(h->map);
+    free(h->rope_factors);
+    free(h->config_path);
+    qk_hf_close(h->hf);
+    free(h);
+}
