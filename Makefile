@@ -90,6 +90,15 @@ install: all
 	install -m 644 completions/_qk $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_qk
 	install -m 644 completions/qk.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/qk.fish
 
+# --- benchmarks (not tests): plain programs in tools/ --------------------
+$(B)/tools/%: tools/%.c $(B)/libqk.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(B)/libqk.a $(LDLIBS)
+
+bench-kernels: $(B)/tools/bench-kernels
+	$(B)/tools/bench-kernels
+.PHONY: bench-kernels
+
 # --- fuzzing: libFuzzer harnesses, one per parser --------------------------
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS = $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)

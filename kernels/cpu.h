@@ -20,10 +20,11 @@
  * every level: the SIMD kernels sum the exact integer products per block in
  * any order (integers are associative) and then apply the reference's float
  * operations in the reference's order (per output, per block, no FMA).  The
- * float dots (F16, BF16, F32) are the exception: the scalar reference sums in
- * double, the SIMD kernels in 16 float lanes with FMA (see avx2_float.c); avx2
- * and avx512 agree bitwise with each other, and differ from scalar within the
- * tolerances stated in tests/test_simd.c. */
+ * float dots F16 and BF16 are the exception: the scalar reference sums in
+ * double, the SIMD kernels in 16 float lanes with FMA (see avx2_float.c); the
+ * SIMD levels agree bitwise with each other and differ from scalar within
+ * the bound stated in tests/test_simd.c.  F32 x F32 has no SIMD kernel and
+ * so is the reference at every level. */
 #ifndef QK_CPU_H
 #define QK_CPU_H
 
@@ -48,7 +49,7 @@ typedef void (*qk_dot_tile_fn)(int64_t n, const void *x, size_t xs, int nr, cons
 typedef struct qk_kernels {
     int id;                     /* type id */
     qk_vec_dot_fn vec_dot;      /* weight type: dot with its vec_dot_type row; NULL if none */
-    qk_dot_tile_fn dot_tile;    /* the same as a tile; never NULL where vec_dot is set */
+    qk_dot_tile_fn dot_tile;    /* the same as a tile, or NULL: call through qk_dot_tile() */
     qk_from_float_fn from_float;/* activation encoder of this type; NULL if none */
     qk_to_float_fn to_float;    /* decoder; NULL if none */
     /* level each of the four came from (lower when a level has no kernel) */
@@ -70,5 +71,9 @@ const qk_kernels *qk_kernels_for(int id);
  * unknown or the CPU does not support level.  Level QK_CPU_SCALAR is the
  * format table's reference (dot_tile loops vec_dot). */
 const qk_kernels *qk_kernels_at(int id, int level);
+
+/* k's dot_tile, or a loop over k's vec_dot where the level has no tile kernel. */
+void qk_dot_tile(const qk_kernels *k, int64_t n, const void *x, size_t xs, int nr, const void *y,
+                 size_t ys, int nt, float *out, size_t ldo);
 
 #endif

@@ -11,8 +11,8 @@
 
 typedef struct qk_simd_ops {
     int id;
-    qk_dot_tile_fn dot_tile;     /* vec_dot is derived: a 1 x 1 tile */
-    qk_vec_dot_fn vec_dot;       /* optional: a cheaper single dot (same bits) */
+    qk_dot_tile_fn dot_tile;     /* set together with vec_dot (same bits) */
+    qk_vec_dot_fn vec_dot;
     qk_from_float_fn from_float;
     qk_to_float_fn to_float;
 } qk_simd_ops;
@@ -24,6 +24,15 @@ extern const qk_simd_ops qk_x86_avx2_kquants[];
 extern const qk_simd_ops qk_x86_avx2_float[];
 extern const qk_simd_ops qk_x86_avx512[];
 #endif
+
+/* A vec_dot that is a 1 x 1 tile of `tile`. */
+#define QK_VEC_DOT_OF_TILE(name, tile)                            \
+    static float name(int64_t n, const void *x, const void *y)    \
+    {                                                             \
+        float o;                                                  \
+        tile(n, x, 0, 1, y, 0, 1, &o, 1);                         \
+        return o;                                                 \
+    }
 
 /* Target attribute strings of the levels. */
 #define QK_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))

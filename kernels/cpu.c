@@ -1,0 +1,166 @@
+/* cpu.c - CPU feature detection and the per-level kernel sets (see cpu.h). */
+#include "cpu.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "x86/x86.h"
+
+#ifdef QK_X86
+#include <cpuid.h>
+#endif
+
+static const char *const level_names[QK_CPU_LEVELS] = {"scalar", "avx2", "avx512"};
+
+const char *qk_cpu_level_name(int level)
+{
+    return level >= 0 && level < QK_CPU_LEVELS ? level_names[level] : NULL;
+}
+
+/* ---- detection ----------------------------------------------------------- */
+
+static qk_cpu_level supported = QK_CPU_SCALAR, active = QK_CPU_SCALAR;
+static int has_vnni;
+static qk_kernels kern[QK_CPU_LEVELS][QK_TYPE_MAX];
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+#ifdef QK_X86
+/* XCR0: which register states the OS saves (XGETBV, needs OSXSAVE). */
+static uint64_t xcr0(void)
+{
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (uint64_t)hi << 32 | lo;
+}
+
+static void detect(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return;
+    const int fma = c >> 12 & 1, osxsave = c >> 27 & 1, avx = c >> 28 & 1, f16c = c >> 29 & 1;
+    if (!(osxsave && avx && fma && f16c))
+        return;
+    const uint64_t x = xcr0();
+    if ((x & 6) != 6) /* SSE and AVX state */
+        return;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
+        return;
+    const int avx2 = b >> 5 & 1;
+    if (!avx2)
+        return;
+    supported = QK_CPU_AVX2;
+    const int f = b >> 16 & 1, dq = b >> 17 & 1, bw = b >> 30 & 1, vl = b >> 31 & 1;
+    if (f && dq && bw && vl && (x & 0xe6) == 0xe6) { /* opmask, ZMM_Hi256, Hi16_ZMM */
+        supported = QK_CPU_AVX512;
+        has_vnni = c >> 11 & 1;
+    }
+}
+#else
+static void detect(void) {}
+#endif
+
+/* ---- kernel sets ------------------------------------------------------------- */
+
+static void merge(int level, const qk_simd_ops *ops)
+{
+    for (; ops->id >= 0; ops++) {
+        if (ops->id >= QK_TYPE_MAX)
+            continue;
+        qk_kernels *k = &kern[level][ops->id];
+        if (ops->dot_tile) {
+            k->dot_tile = ops->dot_tile;
+            k->vec_dot = ops->vec_dot;
+            k->level_dot = (signed char)level;
+        }
+        if (ops->from_float) {
+            k->from_float = ops->from_float;
+            k->level_from = (signed char)level;
+        }
+        if (ops->to_float) {
+            k->to_float = ops->to_float;
+            k->level_to = (signed char)level;
+        }
+    }
+}
+
+static void init(void)
+{
+    detect();
+    active = supported;
+    const char *env = getenv("QK_CPU");
+    for (int l = 0; env && l < QK_CPU_LEVELS; l++)
+        if (strcmp(env, level_names[l]) == 0 && l < (int)supported)
+            active = (qk_cpu_level)l;
+
+    for (int id = 0; id < QK_TYPE_MAX; id++) {
+        const qk_type_traits *t = qk_type_get(id);
+        qk_kernels *k = &kern[QK_CPU_SCALAR][id];
+        k->id = id;
+        if (t) {
+            k->vec_dot = t->vec_dot;
+            k->from_float = t->from_float;
+            k->to_float = t->to_float;
+        }
+    }
+    for (int l = 1; l < QK_CPU_LEVELS; l++) {
+        memcpy(kern[l], kern[l - 1], sizeof kern[l]);
+#ifdef QK_X86
+        if (l == QK_CPU_AVX2) {
+            merge(l, qk_x86_avx2_float);
+            merge(l, qk_x86_avx2_legacy);
+            merge(l, qk_x86_avx2_kquants);
+        } else if (l == QK_CPU_AVX512) {
+            merge(l, qk_x86_avx512);
+        }
+#endif
+    }
+}
+
+static int level_ok(int level) { return level >= 0 && level <= (int)supported; }
+
+const qk_kernels *qk_kernels_at(int id, int level)
+{
+    pthread_once(&once, init);
+    if (id < 0 || id >= QK_TYPE_MAX || !qk_type_get(id) || !level_ok(level))
+        return NULL;
+    return &kern[level][id];
+}
+
+const qk_kernels *qk_kernels_for(int id)
+{
+    pthread_once(&once, init);
+    return qk_kernels_at(id, active);
+}
+
+qk_cpu_level qk_cpu_supported(void)
+{
+    pthread_once(&once, init);
+    return supported;
+}
+
+qk_cpu_level qk_cpu_level_active(void)
+{
+    pthread_once(&once, init);
+    return active;
+}
+
+int qk_cpu_has_vnni(void)
+{
+    pthread_once(&once, init);
+    return has_vnni;
+}
+
+void qk_dot_tile(const qk_kernels *k, int64_t n, const void *x, size_t xs, int nr, const void *y,
+                 size_t ys, int nt, float *out, size_t ldo)
+{
+    if (k->dot_tile) {
+        k->dot_tile(n, x, xs, nr, y, ys, nt, out, ldo);
+        return;
+    }
+    for (int t = 0; t < nt; t++)
+        for (int r = 0; r < nr; r++)
+            out[(size_t)t * ldo + (size_t)r] =
+                k->vec_dot(n, (const uint8_t *)x + (size_t)r * xs, (const uint8_t *)y + (size_t)t * ys);
+}

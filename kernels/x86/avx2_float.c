@@ -1,0 +1,141 @@
+/* avx2_float.c - AVX2 kernels of the float element types: F16 and BF16 dot
+ * products, F16 encode/decode.  F32 x F32 stays on the scalar reference
+ * (double sum): F32 weights only occur in tiny models, whose tests compare
+ * printouts with llama.cpp to the last digit.
+ *
+ * The float dots do NOT equal the scalar reference bitwise: the reference
+ * (float.c, ggml's scalar path) sums in double; these sum in float with
+ * FMA, in this fixed order, which every SIMD level implements identically
+ * (avx2 and avx512 agree bitwise):
+ *   16 lanes; element i (i < n rounded down to 16) goes to lane i % 16,
+ *   lane = fma(x[i], y[i], lane) in increasing i; the n % 16 tail is one more
+ *   step with zero-padded x and y; then lanes l += l + 8 (l < 8),
+ *   l += l + 4 (l < 4), l += l + 2 (l < 2), result = lane 0 + lane 1.
+ * F16 x F16 and BF16 x BF16 products are exact in float, so each lane step
+ * rounds once.  The difference to the reference is bounded in test_simd.c.
+ *
+ * The F16 encoder (vcvtps2ph, round to nearest even) and decoder are bitwise
+ * equal to half.h, subnormals, infinities and NaNs included (the decoder
+ * leaves groups with a signalling NaN to half.h, which does not quiet it). */
+#include "simd_common.h"
+
+#ifdef QK_X86
+
+/* Lanes 0..7 and 8..15 of one step, from element pointers. */
+typedef struct { __m256 a, b; } v16;
+
+QK_TARGET_AVX2 static inline v16 ld_f16(const uint8_t *p)
+{
+    v16 v = {_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)),
+             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16)))};
+    return v;
+}
+
+QK_TARGET_AVX2 static inline v16 ld_bf16(const uint8_t *p)
+{
+    const __m256i a = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    const __m256i b = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p + 16)));
+    v16 v = {_mm256_castsi256_ps(_mm256_slli_epi32(a, 16)), _mm256_castsi256_ps(_mm256_slli_epi32(b, 16))};
+    return v;
+}
+
+/* The fixed 16 -> 1 reduction of the header comment. */
+QK_TARGET_AVX2 static inline float reduce16(__m256 a, __m256 b)
+{
+    const __m256 s8 = _mm256_add_ps(a, b);
+    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+    return _mm_cvtss_f32(s1);
+}
+
+/* FLOAT_TILE(name, esize, load): four rows share each activation step. */
+#define FLOAT_TILE(name, esize, load)                                                             \
+    QK_TARGET_AVX2 static void name##_rows(int64_t n, const uint8_t *const xr[4], const uint8_t *y, \
+                                            float out[4])                                          \
+    {                                                                                              \
+        __m256 a[4], b[4];                                                                         \
+        for (int k = 0; k < 4; k++)                                                                \
+            a[k] = b[k] = _mm256_setzero_ps();                                                     \
+        const int64_t n16 = n / 16 * 16;                                                           \
+        for (int64_t i = 0; i < n16; i += 16) {                                                    \
+            const v16 vy = load(y + i * esize);                                                    \
+            for (int k = 0; k < 4; k++) {                                                          \
+                const v16 vx = load(xr[k] + i * esize);                                            \
+                a[k] = _mm256_fmadd_ps(vx.a, vy.a, a[k]);                                          \
+                b[k] = _mm256_fmadd_ps(vx.b, vy.b, b[k]);                                          \
+            }                                                                                      \
+        }                                                                                          \
+        if (n16 < n) {                                                                             \
+            uint8_t ty[16 * esize] = {0}, tx[16 * esize] = {0};                                    \
+            memcpy(ty, y + n16 * esize, (size_t)(n - n16) * esize);                                \
+            const v16 vy = load(ty);                                                               \
+            for (int k = 0; k < 4; k++) {                                                          \
+                memcpy(tx, xr[k] + n16 * esize, (size_t)(n - n16) * esize);                        \
+                const v16 vx = load(tx);                                                           \
+                a[k] = _mm256_fmadd_ps(vx.a, vy.a, a[k]);                                          \
+                b[k] = _mm256_fmadd_ps(vx.b, vy.b, b[k]);                                          \
+            }                                                                                      \
+        }                                                                                          \
+        for (int k = 0; k < 4; k++)                                                                \
+            out[k] = reduce16(a[k], b[k]);                                                         \
+    }                                                                                              \
+    static void name##_tile(int64_t n, const void *x, size_t xs, int nr, const void *y, size_t ys, \
+                            int nt, float *out, size_t ldo)                                        \
+    {                                                                                              \
+        for (int r0 = 0; r0 < nr; r0 += 4) {                                                       \
+            const int m = nr - r0 < 4 ? nr - r0 : 4;                                               \
+            const uint8_t *xr[4];                                                                  \
+            for (int k = 0; k < 4; k++)                                                            \
+                xr[k] = (const uint8_t *)x + (size_t)(r0 + (k < m ? k : 0)) * xs;                  \
+            for (int t = 0; t < nt; t++) {                                                         \
+                float o[4];                                                                        \
+                name##_rows(n, xr, (const uint8_t *)y + (size_t)t * ys, o);                        \
+                for (int k = 0; k < m; k++)                                                        \
+                    out[(size_t)t * ldo + (size_t)(r0 + k)] = o[k];                                \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    QK_VEC_DOT_OF_TILE(name##_dot, name##_tile)
+
+FLOAT_TILE(f16, 2, ld_f16)
+FLOAT_TILE(bf16, 2, ld_bf16)
+
+QK_TARGET_AVX2 static void f16_from_float(const float *src, void *dst, int64_t n)
+{
+    uint8_t *d = dst;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(d + 2 * i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++)
+        qk_st_u16(d + 2 * i, qk_f32_to_f16(src[i]));
+}
+
+QK_TARGET_AVX2 static void f16_to_float(const void *src, float *dst, int64_t n)
+{
+    const uint8_t *s = src;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        /* vcvtph2ps quiets signalling NaNs; half.h keeps them: those go scalar */
+        const __m128i h = _mm_loadu_si128((const __m128i *)(s + 2 * i));
+        const __m128i a = _mm_and_si128(h, _mm_set1_epi16(0x7fff));
+        const __m128i snan = _mm_and_si128(_mm_cmpgt_epi16(a, _mm_set1_epi16(0x7c00)),
+                                           _mm_cmplt_epi16(a, _mm_set1_epi16(0x7e00)));
+        if (_mm_movemask_epi8(snan))
+            for (int k = 0; k < 8; k++)
+                dst[i + k] = qk_f16_to_f32(qk_ld_u16(s + 2 * (i + k)));
+        else
+            _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+    }
+    for (; i < n; i++)
+        dst[i] = qk_f16_to_f32(qk_ld_u16(s + 2 * i));
+}
+
+const qk_simd_ops qk_x86_avx2_float[] = {
+    {QK_F16, f16_tile, f16_dot, f16_from_float, f16_to_float},
+    {QK_BF16, bf16_tile, bf16_dot, NULL, NULL},
+    {.id = -1},
+};
+
+#endif

@@ -1,0 +1,251 @@
+/* avx2_kquants.c - AVX2 kernels of the K-quants against Q8_K (Q4_K, Q6_K)
+ * and the Q8_K activation encoder.
+ *
+ * Bitwise equal to the scalar reference (kquants.c).  The reference sums
+ * integer products in eight int32 lanes, element e of a block into lane
+ * e % 8, and then per block  sums[l] += (xd * yd) * (float)lane[l]  in
+ * eight float lanes, adding sums[0..7] in order at the end.  Here lane l is
+ * vector lane l: bytes are shuffled within each 16-byte half so that
+ * maddubs pairs element e with e + 8 (same lane), and two such vectors of
+ * different scales are interleaved so that madd pairs equal lanes again
+ * (see lanes_pair).  The lanes' integer sums are then exact and the float
+ * steps are the reference's, one lane per lane, without FMA. */
+#include "simd_common.h"
+
+#ifdef QK_X86
+#include <math.h>
+
+#define QKK 256
+
+enum { Q4_K_SIZE = 144, Q6_K_SIZE = 210, Q8_K_SIZE = 292 };
+
+/* Within each 16-byte half: element e and e + 8 become neighbours. */
+QK_TARGET_AVX2 static inline __m256i lane_shuffle(__m256i v)
+{
+    const __m256i p = _mm256_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8,
+                                       1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+    return _mm256_shuffle_epi8(v, p);
+}
+
+/* Per-lane int16 partials of 32 elements: unsigned levels a (0..63) against
+ * signed activations y.  Result int16 k of each half = elements k, k+8 of
+ * that half (lane k). */
+QK_TARGET_AVX2 static inline __m256i lanes_u(__m256i a, __m256i y)
+{
+    return _mm256_maddubs_epi16(lane_shuffle(a), lane_shuffle(y));
+}
+
+/* The same for signed levels a (|a| <= 64). */
+QK_TARGET_AVX2 static inline __m256i lanes_s(__m256i a, __m256i y)
+{
+    const __m256i sa = lane_shuffle(a), sy = lane_shuffle(y);
+    return _mm256_maddubs_epi16(_mm256_sign_epi8(sa, sa), _mm256_sign_epi8(sy, sa));
+}
+
+/* acc_lo (lanes 0..3 of both halves) and acc_hi (lanes 4..7) += the scaled
+ * lane partials of v1 and v2; scale holds, per half, the int16 pair
+ * (scale of v1's half, scale of v2's half) in every 32-bit element. */
+QK_TARGET_AVX2 static inline void lanes_pair(__m256i *acc_lo, __m256i *acc_hi, __m256i v1, __m256i v2,
+                                             __m256i scale)
+{
+    *acc_lo = _mm256_add_epi32(*acc_lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(v1, v2), scale));
+    *acc_hi = _mm256_add_epi32(*acc_hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(v1, v2), scale));
+}
+
+/* Lanes 0..7 in order from the two accumulators of lanes_pair. */
+QK_TARGET_AVX2 static inline __m256i lanes_total(__m256i lo, __m256i hi)
+{
+    return _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20),
+                            _mm256_permute2x128_si256(lo, hi, 0x31));
+}
+
+static inline int pair16(int a, int b) { return (int)((uint32_t)(uint16_t)a | (uint32_t)(uint16_t)b << 16); }
+
+/* The reference's final  sumf += sums[l]  for l = 0..7, in order. */
+QK_TARGET_AVX2 static inline float add_lanes(float sumf, __m256 sums)
+{
+    float s[8];
+    _mm256_storeu_ps(s, sums);
+    for (int l = 0; l < 8; l++)
+        sumf += s[l];
+    return sumf;
+}
+
+/* ---- Q4_K: d dmin scales[12] qs[128] ----------------------------------------- */
+
+QK_TARGET_AVX2 static float q4_K_dot1(int64_t n, const uint8_t *x, const uint8_t *y)
+{
+    __m256 sums = _mm256_setzero_ps();
+    float sumf = 0;
+    for (int64_t i = 0; i < n / QKK; i++, x += Q4_K_SIZE, y += Q8_K_SIZE) {
+        uint8_t sc[8], mn[8];
+        for (int j = 0; j < 8; j++)
+            qk_get_scale_min_k4(j, x + 4, &sc[j], &mn[j]);
+        const uint8_t *q8 = y + 4, *bs = y + 4 + QKK;
+        int summ = 0;
+        for (int j = 0; j < 16; j++)
+            summ += (int16_t)qk_ld_u16(bs + 2 * j) * mn[j / 2];
+        __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(x + 16 + 32 * c));
+            const __m256i m4 = _mm256_set1_epi8(0x0F);
+            const __m256i a1 = _mm256_and_si256(q, m4);
+            const __m256i a2 = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            const __m256i v1 = lanes_u(a1, _mm256_loadu_si256((const __m256i *)(q8 + 64 * c)));
+            const __m256i v2 = lanes_u(a2, _mm256_loadu_si256((const __m256i *)(q8 + 64 * c + 32)));
+            lanes_pair(&lo, &hi, v1, v2, _mm256_set1_epi32(pair16(sc[2 * c], sc[2 * c + 1])));
+        }
+        const float xd = qk_ldh(x), xdmin = qk_ldh(x + 2), yd = qk_ld_f32(y);
+        const __m256 lane = _mm256_cvtepi32_ps(lanes_total(lo, hi));
+        sums = _mm256_add_ps(sums, _mm256_mul_ps(_mm256_set1_ps(xd * yd), lane));
+        sumf -= xdmin * yd * (float)summ;
+    }
+    return add_lanes(sumf, sums);
+}
+
+/* ---- Q6_K: ql[128] qh[64] scales[16] d ------------------------------------------ */
+
+QK_TARGET_AVX2 static float q6_K_dot1(int64_t n, const uint8_t *x, const uint8_t *y)
+{
+    __m256 sums = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3), off = _mm256_set1_epi8(32);
+    for (int64_t i = 0; i < n / QKK; i++, x += Q6_K_SIZE, y += Q8_K_SIZE) {
+        const int8_t *sc = (const int8_t *)(x + 192);
+        const uint8_t *q8 = y + 4;
+        __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const __m256i A = _mm256_loadu_si256((const __m256i *)(x + 64 * h));
+            const __m256i B = _mm256_loadu_si256((const __m256i *)(x + 64 * h + 32));
+            const __m256i Q = _mm256_loadu_si256((const __m256i *)(x + 128 + 32 * h));
+            __m256i a[4];
+            a[0] = _mm256_or_si256(_mm256_and_si256(A, m4), _mm256_slli_epi16(_mm256_and_si256(Q, m3), 4));
+            a[1] = _mm256_or_si256(_mm256_and_si256(B, m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(Q, 2), m3), 4));
+            a[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(Q, 4), m3), 4));
+            a[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(Q, 6), m3), 4));
+            __m256i v[4];
+            for (int s = 0; s < 4; s++)
+                v[s] = lanes_s(_mm256_sub_epi8(a[s], off),
+                               _mm256_loadu_si256((const __m256i *)(q8 + 128 * h + 32 * s)));
+            /* v[s] holds groups g = 8h + 2s (low half) and 8h + 2s + 1 (high half) */
+            for (int s = 0; s < 4; s += 2) {
+                const int g = 8 * h + 2 * s;
+                const __m256i scale = _mm256_inserti128_si256(
+                    _mm256_castsi128_si256(_mm_set1_epi32(pair16(sc[g], sc[g + 2]))),
+                    _mm_set1_epi32(pair16(sc[g + 1], sc[g + 3])), 1);
+                lanes_pair(&lo, &hi, v[s], v[s + 1], scale);
+            }
+        }
+        const float d = qk_ldh(x + 208) * qk_ld_f32(y);
+        sums = _mm256_add_ps(sums, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes_total(lo, hi))));
+    }
+    return add_lanes(0, sums);
+}
+
+#define TILE1(name, dot1)                                                                       \
+    static void name(int64_t n, const void *x, size_t xs, int nr, const void *y, size_t ys,     \
+                     int nt, float *out, size_t ldo)                                            \
+    {                                                                                           \
+        for (int r = 0; r < nr; r++)                                                            \
+            for (int t = 0; t < nt; t++)                                                        \
+                out[(size_t)t * ldo + (size_t)r] = dot1(n, (const uint8_t *)x + (size_t)r * xs, \
+                                                        (const uint8_t *)y + (size_t)t * ys);   \
+    }                                                                                           \
+    static float name##_dot(int64_t n, const void *x, const void *y) { return dot1(n, x, y); }
+
+TILE1(q4_K_tile, q4_K_dot1)
+TILE1(q6_K_tile, q6_K_dot1)
+
+/* ---- Q8_K activation encoder ------------------------------------------------------ */
+
+/* quantize_row_q8_K_ref for one block, as kquants.c: the fallback for
+ * blocks with an infinity or NaN. */
+static void q8_K_block_scalar(const float *x, uint8_t *b)
+{
+    float max = 0, amax = 0;
+    for (int j = 0; j < QKK; j++) {
+        float ax = fabsf(x[j]);
+        if (ax > amax) {
+            amax = ax;
+            max = x[j];
+        }
+    }
+    if (!amax) {
+        memset(b, 0, Q8_K_SIZE);
+        return;
+    }
+    const float iscale = -127.f / max;
+    int8_t *qs = (int8_t *)(b + 4);
+    for (int j = 0; j < QKK; j++) {
+        int v = qk_nearest_int(iscale * x[j]);
+        qs[j] = (int8_t)(v < 127 ? v : 127);
+    }
+    for (int j = 0; j < QKK / 16; j++) {
+        int sum = 0;
+        for (int l = 0; l < 16; l++)
+            sum += qs[16 * j + l];
+        qk_st_u16(b + 4 + QKK + 2 * j, (uint16_t)(int16_t)sum);
+    }
+    qk_st_f32(b, 1 / iscale);
+}
+
+QK_TARGET_AVX2 static void q8_K_from_float(const float *src, void *dst, int64_t n)
+{
+    uint8_t *b = dst;
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int64_t i = 0; i < n / QKK; i++, src += QKK, b += Q8_K_SIZE) {
+        if (!qk_all_finite(src, QKK)) {
+            q8_K_block_scalar(src, b);
+            continue;
+        }
+        const float amax = qk_absmax(src, QKK);
+        if (!amax) {
+            memset(b, 0, Q8_K_SIZE);
+            continue;
+        }
+        /* the first element of largest magnitude, as the reference's scan */
+        float max = 0;
+        const __m256 va = _mm256_set1_ps(amax);
+        for (int j = 0; j < QKK; j += 8) {
+            const __m256 ax = _mm256_and_ps(_mm256_loadu_ps(src + j), absmask);
+            const int m = _mm256_movemask_ps(_mm256_cmp_ps(ax, va, _CMP_EQ_OQ));
+            if (m) {
+                max = src[j + __builtin_ctz((unsigned)m)];
+                break;
+            }
+        }
+        const float iscale = -127.f / max;
+        const __m256 vs = _mm256_set1_ps(iscale);
+        const __m256i top = _mm256_set1_epi32(127);
+        int8_t *qs = (int8_t *)(b + 4);
+        /* nearest_int is round-half-even for |v| <= 2^22: cvtps2dq */
+        for (int j = 0; j < QKK; j += 32) {
+            __m256i q[4];
+            for (int k = 0; k < 4; k++)
+                q[k] = _mm256_min_epi32(
+                    _mm256_cvtps_epi32(_mm256_mul_ps(vs, _mm256_loadu_ps(src + j + 8 * k))), top);
+            qk_store_i8x32(qs + j, q[0], q[1], q[2], q[3]);
+        }
+        for (int j = 0; j < QKK; j += 32) { /* bsums of two groups of 16 */
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + j));
+            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q),
+                                                _mm256_set1_epi16(1));
+            const __m256i s = _mm256_hadd_epi32(p, p);
+            const __m256i t = _mm256_hadd_epi32(s, s);
+            qk_st_u16(b + 4 + QKK + j / 8, (uint16_t)(int16_t)_mm256_extract_epi32(t, 0));
+            qk_st_u16(b + 4 + QKK + j / 8 + 2, (uint16_t)(int16_t)_mm256_extract_epi32(t, 4));
+        }
+        qk_st_f32(b, 1 / iscale);
+    }
+}
+
+const qk_simd_ops qk_x86_avx2_kquants[] = {
+    {QK_Q4_K, q4_K_tile, q4_K_tile_dot, NULL, NULL},
+    {QK_Q6_K, q6_K_tile, q6_K_tile_dot, NULL, NULL},
+    {QK_Q8_K, NULL, NULL, q8_K_from_float, NULL},
+    {.id = -1},
+};
+
+#endif

@@ -1,0 +1,208 @@
+/* avx2_legacy.c - AVX2 kernels of the 32-element block formats against Q8_0
+ * activations (Q8_0, Q4_0, Q5_0, IQ4_NL) and the Q8_0 activation encoder.
+ *
+ * Bitwise equal to the scalar reference (legacy.c, iq4.c): each block's
+ * integer dot is exact in any order, and each output then runs the
+ * reference's float expression block by block, in block order, without FMA:
+ *   Q8_0    sumf += (float)sumi * (dx * dy)
+ *   Q4_0    sumf += ((float)sumi * dx) * dy
+ *   Q5_0    sumf += (dx * dy) * (float)sumi
+ *   IQ4_NL  sumf += (dx * dy) * (float)sumi
+ * The serial float sum is why eight outputs (eight weight rows against one
+ * activation row) share one vector: lane k is output k's own running sum. */
+#include "simd_common.h"
+
+#ifdef QK_X86
+#include <math.h>
+
+#define QK 32
+
+enum { Q8_0_SIZE = 34, Q4_0_SIZE = 18, Q5_0_SIZE = 22, IQ4_NL_SIZE = 18 };
+
+/* ---- per-block integer dots (8 int32 partials) ------------------------------ */
+
+QK_TARGET_AVX2 static inline __m256i nibbles(const uint8_t *qs)
+{
+    const __m128i q = _mm_loadu_si128((const __m128i *)qs);
+    const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+}
+
+QK_TARGET_AVX2 static inline __m256i q8_0_int(const uint8_t *xb, __m256i y)
+{
+    return qk_dot_i8(_mm256_loadu_si256((const __m256i *)(xb + 2)), y);
+}
+
+QK_TARGET_AVX2 static inline __m256i q4_0_int(const uint8_t *xb, __m256i y)
+{
+    return qk_dot_i8(_mm256_sub_epi8(nibbles(xb + 2), _mm256_set1_epi8(8)), y);
+}
+
+/* Q5_0: bit j of qh (little-endian u32 at xb + 2) is bit 4 of element j. */
+QK_TARGET_AVX2 static inline __m256i q5_0_int(const uint8_t *xb, __m256i y)
+{
+    const __m256i bits = _mm256_set1_epi32((int)qk_ld_u32(xb + 2));
+    /* byte j takes byte j/8 of qh, then tests bit j%8 */
+    const __m256i spread = _mm256_shuffle_epi8(
+        bits, _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2,
+                               3, 3, 3, 3, 3, 3, 3, 3));
+    const __m256i mask = _mm256_set1_epi64x(0x8040201008040201ll);
+    const __m256i hb = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, mask), mask),
+                                        _mm256_set1_epi8(0x10));
+    const __m256i q = _mm256_or_si256(nibbles(xb + 6), hb);
+    return qk_dot_i8(_mm256_sub_epi8(q, _mm256_set1_epi8(16)), y);
+}
+
+/* kvalues_iq4nl of ggml (iq4.c holds the same table). */
+static const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                        1,    13,   25,  38,  53,  69,  89,  113};
+
+QK_TARGET_AVX2 static inline __m256i iq4_nl_int(const uint8_t *xb, __m256i y)
+{
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)iq4nl_values));
+    return qk_dot_i8(_mm256_shuffle_epi8(lut, nibbles(xb + 2)), y);
+}
+
+/* ---- eight rows x one activation row ---------------------------------------- */
+
+/* GROUP(name, size, intfn, combine): out[k] = dot of row xr[k] with y over nb
+ * blocks (weight blocks of `size` bytes, Q8_0 activation blocks of 34);
+ * combine(s, dx, dy) is the per-block float term of the reference. */
+#define GROUP(name, size, intfn, combine)                                                        \
+    QK_TARGET_AVX2 static void name(int64_t nb, const uint8_t *const xr[8], const uint8_t *y,   \
+                                    float out[8])                                                \
+    {                                                                                            \
+        __m256 acc = _mm256_setzero_ps();                                                        \
+        for (int64_t i = 0; i < nb; i++) {                                                       \
+            const size_t o = (size_t)i * size;                                                   \
+            const uint8_t *yb = y + (size_t)i * Q8_0_SIZE;                                       \
+            const __m256i yq = _mm256_loadu_si256((const __m256i *)(yb + 2));                    \
+            const __m256i s = qk_hsum8_epi32(intfn(xr[0] + o, yq), intfn(xr[1] + o, yq),         \
+                                             intfn(xr[2] + o, yq), intfn(xr[3] + o, yq),         \
+                                             intfn(xr[4] + o, yq), intfn(xr[5] + o, yq),         \
+                                             intfn(xr[6] + o, yq), intfn(xr[7] + o, yq));        \
+            const __m256 dx = qk_ld8_f16(xr, o);                                                 \
+            const __m256 dy = _mm256_set1_ps(qk_ldh(yb));                                        \
+            acc = _mm256_add_ps(acc, combine(_mm256_cvtepi32_ps(s), dx, dy));                    \
+        }                                                                                        \
+        _mm256_storeu_ps(out, acc);                                                              \
+    }
+
+#define COMBINE_Q8_0(s, dx, dy) _mm256_mul_ps(s, _mm256_mul_ps(dx, dy))
+#define COMBINE_Q4_0(s, dx, dy) _mm256_mul_ps(_mm256_mul_ps(s, dx), dy)
+#define COMBINE_DXDY_S(s, dx, dy) _mm256_mul_ps(_mm256_mul_ps(dx, dy), s)
+
+GROUP(q8_0_group, Q8_0_SIZE, q8_0_int, COMBINE_Q8_0)
+GROUP(q4_0_group, Q4_0_SIZE, q4_0_int, COMBINE_Q4_0)
+GROUP(q5_0_group, Q5_0_SIZE, q5_0_int, COMBINE_DXDY_S)
+GROUP(iq4_nl_group, IQ4_NL_SIZE, iq4_nl_int, COMBINE_DXDY_S)
+
+typedef void (*group_fn)(int64_t nb, const uint8_t *const xr[8], const uint8_t *y, float out[8]);
+
+/* The tile in groups of eight rows (a short group repeats row 0 in its
+ * unused lanes; lanes never interact).  Each group's rows stay in cache
+ * while the activation rows stream past. */
+static void tile(group_fn g, int64_t n, const void *x, size_t xs, int nr, const void *y, size_t ys,
+                 int nt, float *out, size_t ldo)
+{
+    const uint8_t *xb = x, *yb = y;
+    for (int r0 = 0; r0 < nr; r0 += 8) {
+        const int m = nr - r0 < 8 ? nr - r0 : 8;
+        const uint8_t *xr[8];
+        for (int k = 0; k < 8; k++)
+            xr[k] = xb + (size_t)(r0 + (k < m ? k : 0)) * xs;
+        for (int t = 0; t < nt; t++) {
+            float o[8];
+            g(n / QK, xr, yb + (size_t)t * ys, o);
+            for (int k = 0; k < m; k++)
+                out[(size_t)t * ldo + (size_t)(r0 + k)] = o[k];
+        }
+    }
+}
+
+#define TILE(name, group)                                                                      \
+    static void name(int64_t n, const void *x, size_t xs, int nr, const void *y, size_t ys,    \
+                     int nt, float *out, size_t ldo)                                           \
+    {                                                                                          \
+        tile(group, n, x, xs, nr, y, ys, nt, out, ldo);                                        \
+    }
+
+TILE(q8_0_tile, q8_0_group)
+TILE(q4_0_tile, q4_0_group)
+TILE(q5_0_tile, q5_0_group)
+TILE(iq4_nl_tile, iq4_nl_group)
+QK_VEC_DOT_OF_TILE(q8_0_dot, q8_0_tile)
+QK_VEC_DOT_OF_TILE(q4_0_dot, q4_0_tile)
+QK_VEC_DOT_OF_TILE(q5_0_dot, q5_0_tile)
+QK_VEC_DOT_OF_TILE(iq4_nl_dot, iq4_nl_tile)
+
+/* ---- Q8_0 activation encoder ---------------------------------------------------- */
+
+/* quantize_row_q8_0_ref for one block, as legacy.c: the fallback for blocks
+ * with an infinity or NaN, whose sequential max the vector max does not
+ * reproduce. */
+static void q8_0_block_scalar(const float *x, uint8_t *b)
+{
+    float amax = 0.0f;
+    for (int j = 0; j < QK; j++)
+        amax = amax > fabsf(x[j]) ? amax : fabsf(x[j]);
+    const float d = amax / 127;
+    const float id = d ? 1.0f / d : 0.0f;
+    for (int j = 0; j < QK; j++)
+        b[2 + j] = (uint8_t)(int8_t)qk_trunc_i32(roundf(x[j] * id));
+    qk_st_f16(b, d);
+}
+
+/* roundf (half away from zero) of finite v: trunc(v), plus sign(v) when the
+ * dropped fraction (exact) is at least one half. */
+QK_TARGET_AVX2 static inline __m256i round_away(__m256 v)
+{
+    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 sign = _mm256_and_ps(v, _mm256_set1_ps(-0.0f));
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 frac = _mm256_and_ps(_mm256_sub_ps(v, t), absmask);
+    const __m256 bump = _mm256_and_ps(_mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ),
+                                      _mm256_or_ps(_mm256_set1_ps(1.0f), sign));
+    return _mm256_cvttps_epi32(_mm256_add_ps(t, bump));
+}
+
+QK_TARGET_AVX2 static void q8_0_from_float(const float *src, void *dst, int64_t n)
+{
+    uint8_t *b = dst;
+    for (int64_t i = 0; i < n / QK; i++, src += QK, b += Q8_0_SIZE) {
+        if (!qk_all_finite(src, QK)) {
+            q8_0_block_scalar(src, b);
+            continue;
+        }
+        const float d = qk_absmax(src, QK) / 127;
+        const float id = d ? 1.0f / d : 0.0f;
+        const __m256 vid = _mm256_set1_ps(id);
+        __m256i q[4];
+        for (int k = 0; k < 4; k++)
+            q[k] = round_away(_mm256_mul_ps(_mm256_loadu_ps(src + 8 * k), vid));
+        qk_store_i8x32((int8_t *)(b + 2), q[0], q[1], q[2], q[3]);
+        qk_st_f16(b, d);
+    }
+}
+
+QK_TARGET_AVX2 static void q8_0_to_float(const void *src, float *dst, int64_t n)
+{
+    const uint8_t *b = src;
+    for (int64_t i = 0; i < n / QK; i++, b += Q8_0_SIZE, dst += QK) {
+        const __m256 d = _mm256_set1_ps(qk_ldh(b));
+        for (int k = 0; k < 4; k++) {
+            const __m128i q = _mm_loadl_epi64((const __m128i *)(b + 2 + 8 * k));
+            _mm256_storeu_ps(dst + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d));
+        }
+    }
+}
+
+const qk_simd_ops qk_x86_avx2_legacy[] = {
+    {QK_Q8_0, q8_0_tile, q8_0_dot, q8_0_from_float, q8_0_to_float},
+    {QK_Q4_0, q4_0_tile, q4_0_dot, NULL, NULL},
+    {QK_Q5_0, q5_0_tile, q5_0_dot, NULL, NULL},
+    {QK_IQ4_NL, iq4_nl_tile, iq4_nl_dot, NULL, NULL},
+    {.id = -1},
+};
+
+#endif

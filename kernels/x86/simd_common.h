@@ -1,0 +1,92 @@
+/* simd_common.h - AVX2 helpers shared by kernels/x86/avx2_*.c (private).
+ * Every helper is static inline with the AVX2 target attribute. */
+#ifndef QK_SIMD_COMMON_H
+#define QK_SIMD_COMMON_H
+
+#include "x86.h"
+
+#ifdef QK_X86
+#include <immintrin.h>
+
+#include "quant_common.h"
+
+/* 8 x 8 int32 partial sums -> one vector of the 8 totals (p[k] -> lane k).
+ * Integer addition: exact in any order. */
+QK_TARGET_AVX2 static inline __m256i qk_hsum8_epi32(__m256i p0, __m256i p1, __m256i p2, __m256i p3,
+                                                    __m256i p4, __m256i p5, __m256i p6, __m256i p7)
+{
+    const __m256i a = _mm256_hadd_epi32(p0, p1), b = _mm256_hadd_epi32(p2, p3);
+    const __m256i c = _mm256_hadd_epi32(p4, p5), d = _mm256_hadd_epi32(p6, p7);
+    const __m256i ab = _mm256_hadd_epi32(a, b), cd = _mm256_hadd_epi32(c, d);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20),
+                            _mm256_permute2x128_si256(ab, cd, 0x31));
+}
+
+/* Sum of the 8 int32 lanes. */
+QK_TARGET_AVX2 static inline int qk_hsum_epi32(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* Exact int32 dot of 32 signed bytes x and 32 signed bytes y, as 8 int32
+ * partials.  Exact when y has no -128 (activation quants are in
+ * [-127, 127]); x may hold any value. */
+QK_TARGET_AVX2 static inline __m256i qk_dot_i8(__m256i x, __m256i y)
+{
+    const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+/* Float from the little-endian fp16 at p. */
+static inline float qk_ldh(const uint8_t *p) { return qk_f16_to_f32(qk_ld_u16(p)); }
+
+/* Eight fp16 fields, one per pointer at byte offset o, as floats. */
+QK_TARGET_AVX2 static inline __m256 qk_ld8_f16(const uint8_t *const p[8], size_t o)
+{
+    const __m128i h = _mm_setr_epi16((short)qk_ld_u16(p[0] + o), (short)qk_ld_u16(p[1] + o),
+                                     (short)qk_ld_u16(p[2] + o), (short)qk_ld_u16(p[3] + o),
+                                     (short)qk_ld_u16(p[4] + o), (short)qk_ld_u16(p[5] + o),
+                                     (short)qk_ld_u16(p[6] + o), (short)qk_ld_u16(p[7] + o));
+    return _mm256_cvtph_ps(h);
+}
+
+/* 32 int32 (four vectors, values in int8 range) -> 32 bytes in order. */
+QK_TARGET_AVX2 static inline void qk_store_i8x32(int8_t *dst, __m256i a, __m256i b, __m256i c, __m256i d)
+{
+    const __m256i ab = _mm256_packs_epi32(a, b), cd = _mm256_packs_epi32(c, d);
+    const __m256i v = _mm256_packs_epi16(ab, cd);
+    _mm256_storeu_si256((__m256i *)dst,
+                        _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+}
+
+/* True when all n floats at x are finite (n a multiple of 8). */
+QK_TARGET_AVX2 static inline int qk_all_finite(const float *x, int n)
+{
+    const __m256 inf = _mm256_set1_ps(__builtin_inff());
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 bad = _mm256_setzero_ps();
+    for (int j = 0; j < n; j += 8) {
+        const __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + j), absmask);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, inf, _CMP_NLT_UQ)); /* >= inf or NaN */
+    }
+    return _mm256_movemask_ps(bad) == 0;
+}
+
+/* Largest |x| of n floats (n a multiple of 8, all finite). */
+QK_TARGET_AVX2 static inline float qk_absmax(const float *x, int n)
+{
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 m = _mm256_setzero_ps();
+    for (int j = 0; j < n; j += 8)
+        m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(x + j), absmask));
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+#endif
+#endif
