@@ -15,6 +15,7 @@
  * decide its edge cases in its comment.  All work on code points; a piece
  * is a run of code points and splitting never looks across pieces. */
 #define QK_TOKENIZER_INTERNAL
+#include "heap.h"
 #include "tokenizer.h"
 
 #include <stdlib.h>
@@ -500,65 +501,21 @@ typedef struct bpe_bigram {
     size_t ln, rn;          /* the halves' lengths when queued */
 } bpe_bigram;
 
-typedef struct bpe_heap {
-    bpe_bigram *v;
-    size_t n, cap;
-} bpe_heap;
 
 /* Priority: lower rank first, then smaller left index. */
-static bool bpe_before(const bpe_bigram *a, const bpe_bigram *b)
+static bool bpe_before(const void *pa, const void *pb)
 {
+    const bpe_bigram *a = pa, *b = pb;
     return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
 }
 
-static int bpe_heap_push(bpe_heap *h, bpe_bigram b, qk_err *err)
-{
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64;
-        bpe_bigram *v = realloc(h->v, cap * sizeof *v);
-        if (!v)
-            return qk_errf(err, QK_EIO, "tokenizer: out of memory");
-        h->v = v;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!bpe_before(&b, &h->v[p]))
-            break;
-        h->v[i] = h->v[p];
-        i = p;
-    }
-    h->v[i] = b;
-    return 0;
-}
-
-static bpe_bigram bpe_heap_pop(bpe_heap *h)
-{
-    bpe_bigram top = h->v[0], last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n)
-            break;
-        if (c + 1 < h->n && bpe_before(&h->v[c + 1], &h->v[c]))
-            c++;
-        if (!bpe_before(&h->v[c], &last))
-            break;
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n)
-        h->v[i] = last;
-    return top;
-}
 
 typedef struct bpe_ctx {
     const qk_tokenizer *t;
     const char *w;           /* the byte-encoded word */
     bpe_sym *sym;
     size_t n_sym, cap_sym;
-    bpe_heap heap;
+    qk_heap heap;
 } bpe_ctx;
 
 static int add_bigram(bpe_ctx *c, int32_t left, int32_t right, qk_err *err)
@@ -570,7 +527,7 @@ static int add_bigram(bpe_ctx *c, int32_t left, int32_t right, qk_err *err)
     if (rank < 0)
         return 0;
     bpe_bigram b = {left, right, rank, l->n, r->n};
-    return bpe_heap_push(&c->heap, b, err);
+    return qk_heap_push(&c->heap, &b, err);
 }
 
 /* One symbol's ids: its token, else a token per raw byte of its (encoded)
@@ -623,7 +580,8 @@ static int bpe_word(bpe_ctx *c, const char *w, size_t n, qk_ids *out, qk_err *er
     for (size_t i = 1; i < c->n_sym && !rc; i++)
         rc = add_bigram(c, (int32_t)i - 1, (int32_t)i, err);
     while (c->heap.n && !rc) {
-        bpe_bigram b = bpe_heap_pop(&c->heap);
+        bpe_bigram b;
+        qk_heap_pop(&c->heap, &b);
         bpe_sym *l = &c->sym[b.left], *r = &c->sym[b.right];
         /* outdated when either half changed since it was queued */
         if (l->n == 0 || r->n == 0 || l->n != b.ln || r->n != b.rn)
@@ -733,6 +691,7 @@ int qk_bpe_encode(const qk_tokenizer *t, const char *text, size_t n, qk_ids *out
         return rc;
     rc = qk_pre_split_cpts(t->pre, cpts, nc, &pieces, err);
     bpe_ctx c = {t, NULL, NULL, 0, 0, {0}};
+    qk_heap_init(&c.heap, sizeof(bpe_bigram), bpe_before);
     char *word = NULL;
     size_t cap = 0, start = 0;
     for (size_t i = 0; i < pieces.n && !rc; i++) {
@@ -744,7 +703,7 @@ int qk_bpe_encode(const qk_tokenizer *t, const char *text, size_t n, qk_ids *out
     }
     free(word);
     free(c.sym);
-    free(c.heap.v);
+    qk_heap_free(&c.heap);
     free(pieces.v);
     free(cpts);
     return rc;

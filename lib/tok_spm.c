@@ -7,6 +7,7 @@
  * final symbol that is not a token is emitted as one byte token per byte
  * (<0xXX>, else the one-byte token). */
 #define QK_TOKENIZER_INTERNAL
+#include "heap.h"
 #include "tokenizer.h"
 
 #include <stdlib.h>
@@ -24,64 +25,20 @@ typedef struct spm_bigram {
     size_t size;
 } spm_bigram;
 
-typedef struct spm_heap {
-    spm_bigram *v;
-    size_t n, cap;
-} spm_heap;
 
 /* Priority: higher score first, then smaller left index. */
-static int spm_before(const spm_bigram *a, const spm_bigram *b)
+static bool spm_before(const void *pa, const void *pb)
 {
+    const spm_bigram *a = pa, *b = pb;
     return a->score > b->score || (a->score == b->score && a->left < b->left);
 }
 
-static int spm_heap_push(spm_heap *h, spm_bigram b, qk_err *err)
-{
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64;
-        spm_bigram *v = realloc(h->v, cap * sizeof *v);
-        if (!v)
-            return qk_errf(err, QK_EIO, "tokenizer: out of memory");
-        h->v = v;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!spm_before(&b, &h->v[p]))
-            break;
-        h->v[i] = h->v[p];
-        i = p;
-    }
-    h->v[i] = b;
-    return 0;
-}
-
-static spm_bigram spm_heap_pop(spm_heap *h)
-{
-    spm_bigram top = h->v[0], last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n)
-            break;
-        if (c + 1 < h->n && spm_before(&h->v[c + 1], &h->v[c]))
-            c++;
-        if (!spm_before(&h->v[c], &last))
-            break;
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n)
-        h->v[i] = last;
-    return top;
-}
 
 typedef struct spm_ctx {
     const qk_tokenizer *t;
     const char *text;
     spm_sym *sym;
-    spm_heap heap;
+    qk_heap heap;
 } spm_ctx;
 
 /* llm_tokenizer_spm_session::try_add_bigram */
@@ -94,7 +51,7 @@ static int try_add_bigram(spm_ctx *c, int32_t left, int32_t right, qk_err *err)
     if (id == QK_TOKEN_NULL)
         return 0;
     spm_bigram b = {left, right, c->t->score[id], size};
-    return spm_heap_push(&c->heap, b, err);
+    return qk_heap_push(&c->heap, &b, err);
 }
 
 /* llama_vocab::byte_to_token for SPM: "<0xXX>", else the byte itself. */
@@ -133,7 +90,8 @@ static int spm_run(spm_ctx *c, size_t n_sym, qk_ids *out, qk_err *err)
             return rc;
     }
     while (c->heap.n) {
-        spm_bigram b = spm_heap_pop(&c->heap);
+        spm_bigram b;
+        qk_heap_pop(&c->heap, &b);
         spm_sym *l = &c->sym[b.left], *r = &c->sym[b.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)
             continue; /* one side was merged since */
@@ -161,6 +119,7 @@ int qk_spm_encode(const qk_tokenizer *t, const char *text, size_t n, qk_ids *out
     if (n == 0)
         return 0;
     spm_ctx c = {t, text, malloc(n * sizeof(spm_sym)), {0}};
+    qk_heap_init(&c.heap, sizeof(spm_bigram), spm_before);
     if (!c.sym)
         return qk_errf(err, QK_EIO, "tokenizer: out of memory");
     size_t n_sym = 0;
@@ -177,7 +136,7 @@ int qk_spm_encode(const qk_tokenizer *t, const char *text, size_t n, qk_ids *out
         n_sym++;
     }
     int rc = spm_run(&c, n_sym, out, err);
-    free(c.heap.v);
+    qk_heap_free(&c.heap);
     free(c.sym);
     return rc;
 }
