@@ -52,6 +52,8 @@ static const char usage_text[] =
     "      --top-p P          keep the smallest set reaching probability P (default 0.95)\n"
     "      --seed S           sampling seed (default 0; same seed, same text)\n"
     "  -c, --ctx-size N       context in tokens (default: the model's, at most 4096)\n"
+    "  -b, --batch N          prompt tokens per batch (default 512; a shorter prompt goes whole);\n"
+    "                         logits do not depend on it\n"
     "      --kv-type TYPE     KV cache f16 (default, as llama.cpp) or f32\n"
     "      --logits-out FILE  write the logits of every evaluated position (format in qk-run(1))\n"
     "      --logits-dtype T   f32 (default) or f16 rows in --logits-out\n"
@@ -61,6 +63,7 @@ static const char usage_text[] =
     "      --detokenize       print the text of the ids given by -p or -f and exit\n"
     "      --json             one JSON document on stdout: tokens, text, timings\n"
     "  -t, --threads N        threads (default 0 = all CPUs); output does not depend on it\n"
+    "                         (nor on -b or the CPU's SIMD level: see REPRODUCIBILITY in qk-run(1))\n"
     "  -q, --quiet            no progress bar, no timings on stderr\n"
     "  -h, --help             this text\n"
     "\n"
@@ -68,7 +71,7 @@ static const char usage_text[] =
 
 typedef struct run_opts {
     const char *prog, *model, *prompt, *file, *tokens_in, *tokenizer, *logits_out;
-    int64_t n_predict, n_ctx;
+    int64_t n_predict, n_ctx, n_batch;
     qk_sampler_params sp;
     int threads, kv_type, logits_dtype;
     bool json, quiet, tokenize, detokenize, no_bos, no_echo;
@@ -459,8 +462,9 @@ static int eval_prompt(gen *g, float *last, qk_err *err)
     const int nv = g->l.m->hp.n_vocab;
     qk_progress pr;
     qk_progress_init(&pr, "prompt", g->n_prompt, g->o->quiet || g->o->json);
-    /* the split into calls does not change any value (forward.h) */
-    size_t chunk = 512;
+    /* calls of one batch (-b) each; the split into calls and batches does
+     * not change any value (forward.h, REPRODUCIBILITY in qk-run(1)) */
+    size_t chunk = (size_t)g->ctx->n_batch;
     if (g->lw && (size_t)nv * chunk > ((size_t)1 << 25))
         chunk = ((size_t)1 << 25) / (size_t)nv > 0 ? ((size_t)1 << 25) / (size_t)nv : 1;
     float *rows = NULL;
@@ -548,6 +552,7 @@ static void print_json(const gen *g)
     qk_json_key(&j, "n_ctx"), qk_json_int(&j, g->n_ctx);
     qk_json_key(&j, "kv_type"), qk_json_str(&j, o->kv_type == QK_F16 ? "f16" : "f32");
     qk_json_key(&j, "threads"), qk_json_int(&j, o->threads);
+    qk_json_key(&j, "n_batch"), qk_json_int(&j, g->ctx->n_batch);
     qk_json_key(&j, "sampling");
     qk_json_obj(&j);
     qk_json_key(&j, "temp"), qk_json_f32(&j, o->sp.temp);
@@ -601,7 +606,8 @@ static int do_run(const run_opts *o, qk_err *err)
         return rc;
     g.load_ms = now_ms() - t0;
     const int nv = g.l.m->hp.n_vocab;
-    qk_ctx_params cp = {.n_ctx = 0, .nthreads = o->threads, .kv_type = o->kv_type};
+    qk_ctx_params cp = {.n_ctx = 0, .n_batch = (int)o->n_batch, .nthreads = o->threads,
+                        .kv_type = o->kv_type};
     if ((rc = prompt_tokens(&g, err)) || (rc = context_size(&g, err)))
         goto done;
     cp.n_ctx = g.n_ctx;
@@ -698,6 +704,7 @@ int cmd_run(int argc, char **argv)
         {"n-predict", required_argument, 0, 'n'}, {"temp", required_argument, 0, O_TEMP},
         {"top-k", required_argument, 0, O_TOP_K}, {"top-p", required_argument, 0, O_TOP_P},
         {"seed", required_argument, 0, O_SEED}, {"ctx-size", required_argument, 0, 'c'},
+        {"batch", required_argument, 0, 'b'},
         {"kv-type", required_argument, 0, O_KV}, {"logits-out", required_argument, 0, O_LOGITS},
         {"logits-dtype", required_argument, 0, O_LOGITS_DTYPE},
         {"no-echo", no_argument, 0, O_NO_ECHO}, {"no-bos", no_argument, 0, O_NO_BOS},
@@ -713,7 +720,7 @@ int cmd_run(int argc, char **argv)
     double d;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "m:p:f:n:c:t:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "m:p:f:n:c:b:t:qh", opts, NULL)) != -1) {
         int rc = 0;
         switch (c) {
         case 'm': o.model = optarg; break;
@@ -723,6 +730,7 @@ int cmd_run(int argc, char **argv)
         case O_TOKENIZER: o.tokenizer = optarg; break;
         case 'n': rc = qk_cli_int("-n", optarg, -1, INT32_MAX, &o.n_predict, &err); break;
         case 'c': rc = qk_cli_int("-c", optarg, 1, INT32_MAX, &o.n_ctx, &err); break;
+        case 'b': rc = qk_cli_int("-b", optarg, 1, INT32_MAX, &o.n_batch, &err); break;
         case O_TEMP:
             if (!(rc = qk_cli_double("--temp", optarg, &d, &err)))
                 o.sp.temp = (float)d;

@@ -15,16 +15,16 @@
  * __attribute__((target(...))), never -march, so the binary runs on any
  * x86-64.  A level without its own kernel for a type uses the next lower one.
  *
- * Reproducibility (issue #10): every quantized dot product (weights x Q8_0 /
- * Q8_K activations) and every activation encoder returns the SAME BITS at
- * every level: the SIMD kernels sum the exact integer products per block in
- * any order (integers are associative) and then apply the reference's float
+ * Reproducibility (issue #10): every dot product and every activation
+ * encoder returns the SAME BITS at every level.  Quantized dots (weights x
+ * Q8_0 / Q8_K activations) sum the exact integer products per block in any
+ * order (integers are associative) and then apply the reference's float
  * operations in the reference's order (per output, per block, no FMA).  The
- * float dots F16 and BF16 are the exception: the scalar reference sums in
- * double, the SIMD kernels in 16 float lanes with FMA (see avx2_float.c); the
- * SIMD levels agree bitwise with each other and differ from scalar within
- * the bound stated in tests/test_simd.c.  F32 x F32 has no SIMD kernel and
- * so is the reference at every level. */
+ * float dots F16 and BF16 follow one float-dot order (16 float lanes, FMA,
+ * a fixed tree; defined in float.c), which the scalar reference and the
+ * SIMD kernels implement alike.  F32 x F32 has no SIMD kernel and so is the
+ * reference (a double sum) at every level.  tests/test_simd.c checks all of
+ * it with memcmp. */
 #ifndef QK_CPU_H
 #define QK_CPU_H
 

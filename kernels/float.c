@@ -7,17 +7,34 @@
  * serve as their own activation type (from_float) and have dot products;
  * the others only decode.
  *
- * Dot products follow ggml-cpu vec.cpp's scalar paths (no GGML_SIMD): the
- * sum is kept in double (ggml_float) and each term is the float product
+ * Dot products.  F32 follows ggml-cpu vec.cpp's scalar path (no GGML_SIMD):
+ * the sum is kept in double (ggml_float), each term the float product
  * converted to double, rounded to float once at the end:
  *   F32:  sum += (double)(x[i] * y[i])      (the float product is rounded)
- *   F16:  sum += (double)(f32(x[i]) * f32(y[i]))
- *   BF16: sum += (double)(f32(x[i]) * f32(y[i]))
- * For F16 and BF16 the float product is exact (11- and 8-bit significands),
- * so these two are the correctly rounded dot except for the double sum.
- * The SIMD paths of ggml accumulate in float lanes and differ in the last
- * bits; the scalar path is the deterministic reference.
+ * F32 x F32 has no SIMD kernel, so this is its result at every CPU level.
+ *
+ * F16 and BF16 follow THE FLOAT-DOT ORDER, which the SIMD kernels
+ * (kernels/x86/avx2_float.c, and any AVX-512 one) implement too, so that
+ * every level returns the same bits (issue #10):
+ *   16 float lanes, all +0 at the start;
+ *   for i = 0, 1, ..., n-1:  lane[i % 16] = fmaf(x[i], y[i], lane[i % 16])
+ *     (x, y decoded to float; one rounding per step);
+ *   then a fixed tree:  lane[l] += lane[l + 8]  (l < 8),
+ *                       lane[l] += lane[l + 4]  (l < 4),
+ *                       lane[l] += lane[l + 2]  (l < 2),
+ *                       result = lane[0] + lane[1].
+ * A SIMD kernel zero-pads the n % 16 tail to a full step; fmaf(0, 0, lane)
+ * is lane itself (a lane is never -0: it starts at +0 and a sum that
+ * cancels exactly is +0), so that step is the loop above.  The product of
+ * two F16 values is exact in float (22-bit significand, magnitude within
+ * [2^-48, 2^32]), so for F16 x * y + lane rounds once, as fmaf does; BF16
+ * products can leave the float range, so BF16 calls fmaf (glibc's is
+ * correctly rounded, like the FMA instruction).  This sums in float where
+ * ggml's scalar path sums in double; the error stays within
+ * (n/16 + 4) * 2^-24 * sum|x_i y_i| (measured far lower: see test_dot.c);
+ * ggml's own SIMD path also sums in float lanes with FMA (32 or 64 lanes).
  */
+#include <math.h>
 #include <string.h>
 
 #include "half.h"
@@ -86,12 +103,31 @@ static size_t f16_quantize(const float *src, void *dst, int64_t nrows, int64_t n
     return (size_t)nrows * (size_t)ncols * 2;
 }
 
+/* ---- the float-dot order (see the header comment) ---------------------- */
+
+#define FDOT_LANES 16
+
+/* The fixed 16 -> 1 tree; avx2_float.c's reduce16() is the same sums. */
+static float fdot_reduce(float lane[FDOT_LANES])
+{
+    for (int l = 0; l < 8; l++)
+        lane[l] = lane[l] + lane[l + 8];
+    for (int l = 0; l < 4; l++)
+        lane[l] = lane[l] + lane[l + 4];
+    for (int l = 0; l < 2; l++)
+        lane[l] = lane[l] + lane[l + 2];
+    return lane[0] + lane[1];
+}
+
 static float f16_vec_dot(int64_t n, const void *x, const void *y)
 {
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++)
-        sum += (double)(qk_f16_to_f32(ld16(x, i)) * qk_f16_to_f32(ld16(y, i)));
-    return (float)sum;
+    float lane[FDOT_LANES] = {0};
+    for (int64_t i = 0; i < n; i++) {
+        /* exact product, so this rounds once: fmaf's result */
+        const float p = qk_f16_to_f32(ld16(x, i)) * qk_f16_to_f32(ld16(y, i));
+        lane[i % FDOT_LANES] = lane[i % FDOT_LANES] + p;
+    }
+    return fdot_reduce(lane);
 }
 
 static void bf16_to_float(const void *src, float *dst, int64_t n)
@@ -116,10 +152,11 @@ static size_t bf16_quantize(const float *src, void *dst, int64_t nrows, int64_t 
 
 static float bf16_vec_dot(int64_t n, const void *x, const void *y)
 {
-    double sum = 0.0;
+    float lane[FDOT_LANES] = {0};
     for (int64_t i = 0; i < n; i++)
-        sum += (double)(qk_bf16_to_f32(ld16(x, i)) * qk_bf16_to_f32(ld16(y, i)));
-    return (float)sum;
+        lane[i % FDOT_LANES] =
+            fmaf(qk_bf16_to_f32(ld16(x, i)), qk_bf16_to_f32(ld16(y, i)), lane[i % FDOT_LANES]);
+    return fdot_reduce(lane);
 }
 
 /* ---- decode-only element types ---------------------------------------- */

@@ -11,6 +11,29 @@
  *               h  = rmsnorm(x) * ffn_norm
  *               x += Wdown (silu(Wgate h) * Wup h)
  *   logits = Wout (rmsnorm(x) * output_norm)
+ *
+ * Reduction orders (issue #10; the REPRODUCIBILITY section of qk-run(1)
+ * states them for users).  Every value below is computed by one thread, in
+ * an order that depends on nothing but the model and the token's position,
+ * so the logits are bit-identical for any thread count, any batch size,
+ * prompt or one-token decode, and any SIMD level:
+ * - y = W x (matmul.c): each y[t][r] is one dot product over the whole
+ *   row, never split along K; its order is the weight type's (types.h,
+ *   kernels/float.c: F32 a double sum, F16/BF16 the 16-lane float-dot
+ *   order, quantized types integer block sums then float over blocks in
+ *   block order), the same bits at every level (cpu.h).  Threads take
+ *   fixed ranges of weight rows (and of tokens for the activation encoding).
+ * - rmsnorm: squares summed in double in index order, per token row (and
+ *   per head for qwen3's q/k norms).
+ * - attention: per (token, head) pair, one thread; keys in position order
+ *   0 .. pos; each score a float dot in index order (F16 accumulator path:
+ *   a double sum of F16 products); online softmax with running maximum and
+ *   sum in float; values accumulated in position order.  A token's own key
+ *   and value are stored in the cache before any pair reads it, so prompt
+ *   batches and decode calls read the same data.  Threads take fixed
+ *   ranges of (token, head) pairs.
+ * - rope angles come from libm (powf, cosf, sinf) per position; the
+ *   elementwise ops (biases, SwiGLU's expf, residual adds) have no order.
  */
 #include "forward.h"
 

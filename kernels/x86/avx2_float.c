@@ -3,16 +3,17 @@
  * (double sum): F32 weights only occur in tiny models, whose tests compare
  * printouts with llama.cpp to the last digit.
  *
- * The float dots do NOT equal the scalar reference bitwise: the reference
- * (float.c, ggml's scalar path) sums in double; these sum in float with
- * FMA, in this fixed order, which every SIMD level implements identically
- * (avx2 and avx512 agree bitwise):
- *   16 lanes; element i (i < n rounded down to 16) goes to lane i % 16,
- *   lane = fma(x[i], y[i], lane) in increasing i; the n % 16 tail is one more
- *   step with zero-padded x and y; then lanes l += l + 8 (l < 8),
- *   l += l + 4 (l < 4), l += l + 2 (l < 2), result = lane 0 + lane 1.
- * F16 x F16 and BF16 x BF16 products are exact in float, so each lane step
- * rounds once.  The difference to the reference is bounded in test_simd.c.
+ * The float dots implement the float-dot order defined in kernels/float.c
+ * and so return the scalar reference's bits (issue #10; test_simd.c checks
+ * it with memcmp):
+ *   16 lanes; element i goes to lane i % 16, lane = fma(x[i], y[i], lane)
+ *   in increasing i (register a holds lanes 0..7, b lanes 8..15); the
+ *   n % 16 tail is one more step with zero-padded x and y; then
+ *   lane[l] += lane[l + 8] (l < 8), lane[l] += lane[l + 4] (l < 4),
+ *   lane[l] += lane[l + 2] (l < 2), result = lane[0] + lane[1] (reduce16).
+ * A tile computes each (row, activation) pair with its own accumulators, so
+ * tile shapes never change a value.  An AVX-512 kernel must keep this order
+ * (e.g. one 16-lane register per row), not 32 lanes.
  *
  * The F16 encoder (vcvtps2ph, round to nearest even) and decoder are bitwise
  * equal to half.h, subnormals, infinities and NaNs included (the decoder
