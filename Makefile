@@ -99,6 +99,11 @@ bench-kernels: $(B)/tools/bench-kernels
 	$(B)/tools/bench-kernels
 .PHONY: bench-kernels
 
+# reference Python packages (ml_dtypes, safetensors, compressed-tensors, torch) in a venv; not part of check
+crosscheck: $(B)/tools/ckpt-tool
+	sh tools/crosscheck.sh $(B)
+.PHONY: crosscheck
+
 # --- fuzzing: libFuzzer harnesses, one per parser --------------------------
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS = $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)

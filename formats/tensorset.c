@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ckpt.h"
 #include "gguf.h"
 #include "hfdir.h"
 #include "types.h"
@@ -55,6 +56,85 @@ static int from_gguf(qk_tensorset *s, qk_err *err)
     return 0;
 }
 
+/* The dequantized view of a quantized directory (see tensorset.h). */
+typedef struct deq_view {
+    qk_ckpt *ck;
+    float **buf; /* per listed tensor, NULL when stored data is used */
+    uint64_t n;
+} deq_view;
+
+static void deq_free(deq_view *d)
+{
+    if (!d)
+        return;
+    for (uint64_t i = 0; d->buf && i < d->n; i++)
+        free(d->buf[i]);
+    free(d->buf);
+    qk_ckpt_close(d->ck);
+    free(d);
+}
+
+/* 1: listed the logical tensors; 0: not quantized (or not recognised:
+ * the caller lists the stored tensors); < 0: error (rc in *rc). */
+static int from_ckpt(qk_tensorset *s, qk_hfdir *h, int *rc, qk_err *err)
+{
+    qk_ckpt *ck = NULL;
+    qk_err e2 = {0};
+    if (qk_ckpt_open(&ck, h, &e2) || !ck->quantized) {
+        qk_ckpt_close(ck);
+        return 0;
+    }
+    deq_view *d = calloc(1, sizeof *d);
+    if (!d || !(d->buf = calloc(ck->n ? ck->n : 1, sizeof *d->buf)) ||
+        !(s->t = calloc(ck->n ? ck->n : 1, sizeof *s->t))) {
+        free(d ? d->buf : NULL);
+        free(d);
+        qk_ckpt_close(ck);
+        *rc = oom(err, s->path);
+        return -1;
+    }
+    d->ck = ck;
+    d->n = ck->n;
+    s->deq = d;
+    s->n = ck->n;
+    for (uint64_t i = 0; i < ck->n; i++) {
+        const qk_ck_tensor *c = &ck->t[i];
+        qk_tensor *t = &s->t[i];
+        if (!(t->name = strdup(c->name))) {
+            *rc = oom(err, s->path);
+            return -1;
+        }
+        if (c->n_dims > QK_MAX_DIMS) {
+            *rc = qk_errf(err, QK_EINPUT, "%s: tensor '%s' has %d dimensions (at most %d supported)",
+                          h->file_paths[c->w->file], c->name, c->n_dims, QK_MAX_DIMS);
+            return -1;
+        }
+        t->n_dims = c->n_dims;
+        for (int k = 0; k < QK_MAX_DIMS; k++)
+            t->ne[k] = k < c->n_dims ? c->shape[c->n_dims - 1 - k] : 1;
+        t->nelem = c->nelem;
+        t->nbytes = c->stored_bytes;
+        t->file = h->file_paths[c->w->file];
+        t->offset = c->w->file_offset;
+        if (c->layout == QK_CK_DENSE) {
+            t->type = c->w->type;
+            t->type_name = c->w->type >= 0 ? qk_type_get(c->w->type)->name : c->w->dtype;
+            t->data = c->w->data;
+            continue;
+        }
+        t->type = QK_F32;
+        t->type_name = qk_ck_layout_name(c->layout);
+        if (c->nelem > SIZE_MAX / sizeof(float) || !(d->buf[i] = malloc(c->nelem ? c->nelem * sizeof(float) : 1))) {
+            *rc = oom(err, s->path);
+            return -1;
+        }
+        if ((*rc = qk_ckpt_read(ck, c, d->buf[i], err)))
+            return -1;
+        t->data = (const uint8_t *)d->buf[i];
+    }
+    return 1;
+}
+
 static int from_safetensors(qk_tensorset *s, qk_err *err)
 {
     qk_hfdir *h;
@@ -63,12 +143,15 @@ static int from_safetensors(qk_tensorset *s, qk_err *err)
         return rc;
     s->kind = QK_SET_SAFETENSORS;
     s->st = h;
+    for (int f = 0; f < h->n_files; f++)
+        s->file_bytes += h->files[f]->size;
+    int q = from_ckpt(s, h, &rc, err);
+    if (q)
+        return q < 0 ? rc : 0;
     s->n = h->n_tensors;
     s->t = calloc(h->n_tensors ? h->n_tensors : 1, sizeof *s->t);
     if (!s->t)
         return oom(err, s->path);
-    for (int f = 0; f < h->n_files; f++)
-        s->file_bytes += h->files[f]->size;
     for (uint64_t i = 0; i < h->n_tensors; i++) {
         const qk_hf_tensor *ht = &h->tensors[i];
         qk_tensor *t = &s->t[i];
@@ -130,6 +213,7 @@ void qk_tensorset_close(qk_tensorset *s)
     for (uint64_t i = 0; s->t && i < s->n; i++)
         free(s->t[i].name);
     free(s->t);
+    deq_free(s->deq);
     if (s->gguf)
         qk_gguf_close(s->gguf);
     if (s->st)

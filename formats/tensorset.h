@@ -1,7 +1,16 @@
 /* tensorset.h - one view of the tensors of any checkpoint qk reads: a GGUF
  * file (split sets included), a .safetensors file, or a Hugging Face
  * directory.  Commands that only need names, types, shapes and data (inspect,
- * diff, stats) use this instead of the format readers directly. */
+ * diff, stats) use this instead of the format readers directly.
+ *
+ * A Hugging Face directory whose tensors a quantization tool wrote
+ * (formats/ckpt.h recognises the layout) is listed by logical weight: one
+ * tensor MODULE.weight per quantized module, type F32 with its dequantized
+ * values materialised at open (type_name: the layout, "fp8", "pack",
+ * "nvfp4-ct", ...; nbytes: the bytes of every stored part; file and offset:
+ * those of the stored weight), the scales and other parts not listed; the
+ * remaining tensors as stored.  When the layout is not recognised the
+ * stored tensors are listed as they are. */
 #ifndef QK_TENSORSET_H
 #define QK_TENSORSET_H
 
@@ -31,6 +40,7 @@ typedef struct qk_tensorset {
     char *path;
     void *gguf;             /* qk_gguf * when kind == QK_SET_GGUF */
     void *st;               /* format-specific handle when kind == QK_SET_SAFETENSORS */
+    void *deq;              /* a quantized HF directory's dequantized view (formats/ckpt.h), or NULL */
     uint64_t n;
     qk_tensor *t;
     uint64_t file_bytes;    /* sum of the file sizes */

@@ -1,0 +1,1179 @@
+/* ckpt_write.c - qk-quant --to SCHEME SRC OUT_DIR: write a quantized (or
+ * dequantized) Hugging Face directory the way the producing tool does.
+ *
+ *   scheme          tool and preset                         tensors per quantized module
+ *   ct-fp8          compressed-tensors FP8_DYNAMIC           weight F8_E4M3, weight_scale [N,1]
+ *   ct-fp8-block    compressed-tensors FP8_BLOCK (128x128)   weight F8_E4M3, weight_scale [N/128,K/128]
+ *   ct-w8a8         compressed-tensors INT8_W8A8             weight I8, weight_scale [N,1]
+ *   ct-w4a16        compressed-tensors W4A16 (W4A16_ASYM)    weight_packed I32, weight_scale [N,K/G],
+ *                                                            (weight_zero_point I32), weight_shape I64
+ *   ct-nvfp4        compressed-tensors NVFP4A16              weight_packed U8, weight_scale F8_E4M3,
+ *                                                            weight_global_scale F32 [1]
+ *   ct-mxfp4        compressed-tensors mxfp4-pack-quantized  weight_packed U8, weight_scale U8 (E8M0)
+ *   modelopt-nvfp4  ModelOpt NVFP4 (weights)                 weight U8, weight_scale F8_E4M3, weight_scale_2
+ *   mlx-qB          mlx_lm convert -q (affine, B bits)       weight U32, scales, biases
+ *   bf16 f16 f32    every tensor dequantized to that dtype
+ *
+ * Numbers: the scalings are kernels/scaled.h's (compressed-tensors'
+ * calculate_qparams for fp8/int, the OCP MX rule for mxfp4, ModelOpt's or
+ * compressed-tensors' NVFP4 convention) and ckpt_mlx.c's MLX affine rule;
+ * scales are stored in the model's dtype (F32/F16/BF16) as llm-compressor
+ * does, FP8/E8M0 where the format says so.
+ *
+ * Which modules: 2-D "*.weight" tensors of linear layers, except the
+ * default ignore list (lm_head, embeddings, norms, MoE routers mlp.gate /
+ * router) and modules matching --ignore (POSIX ERE, searched in the module
+ * name).  compressed-tensors requires group and block sizes to divide the
+ * weight (forward.py raises otherwise): such a module is an error naming
+ * it; MLX leaves it unquantized (mlx.nn.quantize's predicate).
+ *
+ * Files: config.json as the tool writes it (compressed-tensors and
+ * transformers: json.dump(indent=2, sort_keys=True); ModelOpt: indent 4,
+ * quantization_config appended, plus hf_quant_config.json; mlx_lm: indent 4,
+ * top-level keys sorted, "quantization" and "quantization_config"), weights
+ * in model.safetensors or, past the shard size, model-0000i-of-0000n.safetensors
+ * plus model.safetensors.index.json (transformers' layout; a module's
+ * tensors stay in one shard), generation_config.json and tokenizer files
+ * copied. */
+#include "ckpt.h"
+
+#include <dirent.h>
+#include <stdarg.h>
+#include <errno.h>
+#include <limits.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckd.h"
+#include "half.h"
+#include "jsonp.h"
+#include "progress.h"
+#include "safetensors.h"
+#include "scaled.h"
+#include "types.h"
+
+const char *const qk_ckpt_schemes[] = {"ct-fp8", "ct-fp8-block", "ct-w8a8", "ct-w4a16", "ct-nvfp4", "ct-mxfp4",
+                                       "modelopt-nvfp4", "mlx-q2", "mlx-q3", "mlx-q4", "mlx-q5", "mlx-q6",
+                                       "mlx-q8", "bf16", "f16", "f32", NULL};
+
+/* The compressed-tensors and ModelOpt releases whose output layout this follows. */
+#define CT_VERSION "0.12.2"
+#define MODELOPT_VERSION "0.29.0"
+#define DEFAULT_SHARD (5ull * 1000 * 1000 * 1000)
+
+typedef enum { K_CT_FP8, K_CT_FP8_BLOCK, K_CT_W8A8, K_CT_W4A16, K_CT_NVFP4, K_CT_MXFP4, K_MO_NVFP4, K_MLX,
+               K_DENSE } kind;
+
+typedef struct target {
+    kind k;
+    int bits;
+    int group;     /* group size, or block edge for ct-fp8-block */
+    bool asym;
+    int dtype;     /* K_DENSE: QK_F32 / QK_F16 / QK_BF16 */
+} target;
+
+typedef struct opart {
+    char *name;
+    const char *dtype;
+    int nd;
+    int64_t shape[2];
+    uint64_t nbytes;
+} opart;
+
+typedef struct omod {
+    const qk_ck_tensor *src;
+    bool quant;
+    bool raw;      /* dense, written as stored */
+    int np;
+    opart p[5];
+    int shard;
+    uint64_t bytes;
+} omod;
+
+typedef struct wctx {
+    const qk_ckpt_opts *o;
+    target tg;
+    qk_hfdir *hf;
+    qk_ckpt *ck;
+    int model_dtype;   /* QK_F32 / QK_F16 / QK_BF16 */
+    regex_t ignore_re;
+    bool has_ignore;
+    omod *m;
+    size_t nm;
+    int nshards;
+    char *tmpdir;
+    qk_err *err;
+} wctx;
+
+static int oom(qk_err *err) { return qk_errf(err, QK_EIO, "out of memory"); }
+
+/* ---- targets ----------------------------------------------------------------- */
+
+static int parse_target(const char *s, const qk_ckpt_opts *o, target *t, qk_err *err)
+{
+    static const struct { const char *n; kind k; int bits, group; } tab[] = {
+        {"ct-fp8", K_CT_FP8, 8, 0},       {"ct-fp8-block", K_CT_FP8_BLOCK, 8, 128},
+        {"ct-w8a8", K_CT_W8A8, 8, 0},     {"ct-w4a16", K_CT_W4A16, 4, 128},
+        {"ct-nvfp4", K_CT_NVFP4, 4, 16},  {"ct-mxfp4", K_CT_MXFP4, 4, 32},
+        {"modelopt-nvfp4", K_MO_NVFP4, 4, 16},
+    };
+    memset(t, 0, sizeof *t);
+    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
+        if (strcmp(s, tab[i].n) == 0) {
+            t->k = tab[i].k;
+            t->bits = tab[i].bits;
+            t->group = tab[i].group;
+        }
+    if (strncmp(s, "mlx-q", 5) == 0 && s[5] >= '2' && s[5] <= '8' && s[5] != '7' && !s[6]) {
+        t->k = K_MLX;
+        t->bits = s[5] - '0';
+        t->group = 64; /* mlx_lm's default q_group_size */
+    } else if (!strcmp(s, "bf16") || !strcmp(s, "f16") || !strcmp(s, "f32")) {
+        t->k = K_DENSE;
+        t->dtype = s[1] == 'f' ? QK_BF16 : s[1] == '1' ? QK_F16 : QK_F32;
+    } else if (!t->bits)
+        return qk_errf(err, QK_EINPUT, "unknown --to scheme '%s' (ct-fp8, ct-fp8-block, ct-w8a8, ct-w4a16, ct-nvfp4, "
+                       "ct-mxfp4, modelopt-nvfp4, mlx-q2..mlx-q8, bf16, f16, f32)", s);
+    if (o->asym && t->k != K_CT_W4A16)
+        return qk_errf(err, QK_EINPUT, "--asym applies to ct-w4a16 only");
+    t->asym = o->asym;
+    if (o->group) {
+        bool ok = t->k == K_CT_W4A16 ? o->group > 0 && o->group % 8 == 0
+                  : t->k == K_MLX ? o->group == 32 || o->group == 64 || o->group == 128
+                  : t->k == K_CT_FP8_BLOCK ? o->group > 0
+                  : false;
+        if (!ok)
+            return qk_errf(err, QK_EINPUT, "--group %d does not apply to %s%s", o->group, s,
+                           t->k == K_MLX ? " (MLX groups: 32, 64, 128)" : t->k == K_CT_W4A16 ? " (a multiple of 8)" : "");
+        t->group = o->group;
+    }
+    return QK_OK;
+}
+
+/* ---- which modules ------------------------------------------------------------ */
+
+static const char *last_comp(const char *module)
+{
+    const char *l = strrchr(module, '.');
+    return l ? l + 1 : module;
+}
+
+static bool is_embedding(const char *module)
+{
+    const char *l = last_comp(module);
+    return strncmp(l, "embed", 5) == 0 || strstr(l, "_embed") || !strcmp(l, "wte") || !strcmp(l, "wpe") ||
+           !strcmp(l, "tok_embeddings");
+}
+
+static bool ends_with(const char *s, const char *suf)
+{
+    size_t n = strlen(s), m = strlen(suf);
+    return n >= m && strcmp(s + n - m, suf) == 0;
+}
+
+/* The module of a 2-D linear weight "MODULE.weight" (into buf), or NULL. */
+static const char *linear_module(const qk_ck_tensor *t, char *buf, size_t cap)
+{
+    size_t n = strlen(t->name);
+    if (t->n_dims != 2 || n <= 7 || strcmp(t->name + n - 7, ".weight") || n - 7 >= cap)
+        return NULL;
+    memcpy(buf, t->name, n - 7);
+    buf[n - 7] = 0;
+    return is_embedding(buf) ? NULL : buf;
+}
+
+/* Default ignore list: lm_head, norms, MoE routers. */
+static bool default_ignored(const char *module)
+{
+    const char *l = last_comp(module);
+    return !strcmp(l, "lm_head") || strstr(l, "norm") || ends_with(module, "mlp.gate") ||
+           ends_with(module, "moe.gate") || !strcmp(l, "router");
+}
+
+static const char *ct_reason(const wctx *w, int64_t n, int64_t k, char *why, size_t cap)
+{
+    const target *t = &w->tg;
+    int g = t->k == K_CT_W4A16 || t->k == K_CT_NVFP4 || t->k == K_CT_MXFP4 || t->k == K_MO_NVFP4 ? t->group : 0;
+    if (g && k % g) {
+        snprintf(why, cap, "%lld input features are not a multiple of the group size %d", (long long)k, g);
+        return why;
+    }
+    if (t->k == K_CT_FP8_BLOCK && (n % t->group || k % t->group)) {
+        snprintf(why, cap, "shape [%lld, %lld] is not a multiple of the %dx%d block", (long long)n, (long long)k,
+                 t->group, t->group);
+        return why;
+    }
+    return NULL;
+}
+
+/* ---- output plan ---------------------------------------------------------------- */
+
+static int add_part(omod *m, const char *module, const char *leaf, const char *dtype, int nd, int64_t a, int64_t b)
+{
+    opart *p = &m->p[m->np++];
+    size_t n = strlen(module) + strlen(leaf) + 2;
+    if (!(p->name = malloc(n)))
+        return -1;
+    snprintf(p->name, n, "%s.%s", module, leaf);
+    p->dtype = dtype;
+    p->nd = nd;
+    p->shape[0] = a;
+    p->shape[1] = b;
+    const qk_st_dtype *d = qk_st_dtype_by_name(dtype);
+    uint64_t ne = nd == 0 ? 1 : nd == 1 ? (uint64_t)a : (uint64_t)a * (uint64_t)b;
+    p->nbytes = ne * (uint64_t)d->bits / 8;
+    m->bytes += p->nbytes;
+    return 0;
+}
+
+static const char *dtype_name(int type) { return qk_st_dtype_by_type(type)->name; }
+
+static bool ck_float_type(int type)
+{
+    return type == QK_F32 || type == QK_F16 || type == QK_BF16 || type == QK_F64 || type == QK_F8_E4M3 ||
+           type == QK_F8_E5M2;
+}
+
+static int plan_module(wctx *w, omod *m, const qk_ck_tensor *t)
+{
+    char module[1024], why[160];
+    const target *tg = &w->tg;
+    const char *sd = dtype_name(w->model_dtype);
+    m->src = t;
+    const char *mod = tg->k == K_DENSE ? NULL : linear_module(t, module, sizeof module);
+    if (mod && (default_ignored(mod) || (w->has_ignore && regexec(&w->ignore_re, mod, 0, NULL, 0) == 0)))
+        mod = NULL;
+    if (mod && tg->k == K_MLX && t->cols % tg->group)
+        mod = NULL; /* mlx.nn.quantize skips it */
+    if (mod && tg->k != K_MLX && ct_reason(w, t->rows, t->cols, why, sizeof why))
+        return qk_errf(w->err, QK_EINPUT,
+                       "%s: %s (%s requires it); leave the module out with --ignore '%s' or choose another --group",
+                       t->name, why, tg->k == K_MO_NVFP4 ? "ModelOpt" : "compressed-tensors", mod);
+    int64_t n = t->rows, k = t->cols, g = tg->group;
+    int rc = 0;
+    if (!mod) {
+        /* not quantized: dense, in its own dtype when stored dense, else the model's */
+        m->raw = t->layout == QK_CK_DENSE &&
+                 (tg->k != K_DENSE || t->w->type < 0 || !ck_float_type(t->w->type) || t->w->type == tg->dtype);
+        const char *dt = m->raw ? t->w->dtype : dtype_name(tg->k == K_DENSE ? tg->dtype : w->model_dtype);
+        opart *p = &m->p[m->np++];
+        if (!(p->name = strdup(t->name)))
+            return oom(w->err);
+        p->dtype = dt;
+        p->nd = -1; /* shape from the source */
+        p->nbytes = m->raw ? t->w->nbytes : t->nelem * (uint64_t)qk_st_dtype_by_name(dt)->bits / 8;
+        m->bytes = p->nbytes;
+        return QK_OK;
+    }
+    m->quant = true;
+    switch (tg->k) {
+    case K_CT_FP8:
+    case K_CT_W8A8:
+        rc = add_part(m, mod, "weight", tg->k == K_CT_FP8 ? "F8_E4M3" : "I8", 2, n, k);
+        rc |= add_part(m, mod, "weight_scale", sd, 2, n, 1);
+        break;
+    case K_CT_FP8_BLOCK:
+        rc = add_part(m, mod, "weight", "F8_E4M3", 2, n, k);
+        rc |= add_part(m, mod, "weight_scale", sd, 2, n / g, k / g);
+        break;
+    case K_CT_W4A16:
+        rc = add_part(m, mod, "weight_packed", "I32", 2, n, (k + 7) / 8);
+        rc |= add_part(m, mod, "weight_scale", sd, 2, n, k / g);
+        if (tg->asym)
+            rc |= add_part(m, mod, "weight_zero_point", "I32", 2, (n + 7) / 8, k / g);
+        rc |= add_part(m, mod, "weight_shape", "I64", 1, 2, 0);
+        break;
+    case K_CT_NVFP4:
+        rc = add_part(m, mod, "weight_packed", "U8", 2, n, k / 2);
+        rc |= add_part(m, mod, "weight_scale", "F8_E4M3", 2, n, k / 16);
+        rc |= add_part(m, mod, "weight_global_scale", "F32", 1, 1, 0);
+        break;
+    case K_CT_MXFP4:
+        rc = add_part(m, mod, "weight_packed", "U8", 2, n, k / 2);
+        rc |= add_part(m, mod, "weight_scale", "U8", 2, n, k / 32);
+        break;
+    case K_MO_NVFP4:
+        rc = add_part(m, mod, "weight", "U8", 2, n, k / 2);
+        rc |= add_part(m, mod, "weight_scale", "F8_E4M3", 2, n, k / 16);
+        rc |= add_part(m, mod, "weight_scale_2", "F32", 0, 0, 0);
+        break;
+    case K_MLX:
+        rc = add_part(m, mod, "weight", "U32", 2, n, k * tg->bits / 32);
+        rc |= add_part(m, mod, "scales", sd, 2, n, k / g);
+        rc |= add_part(m, mod, "biases", sd, 2, n, k / g);
+        break;
+    case K_DENSE: break;
+    }
+    return rc ? oom(w->err) : QK_OK;
+}
+
+/* ---- module data ---------------------------------------------------------------- */
+
+static void scheme_of(const wctx *w, const qk_scheme **s, qk_scheme_opts *so)
+{
+    const target *t = &w->tg;
+    memset(so, 0, sizeof *so);
+    so->scale_type = w->model_dtype;
+    switch (t->k) {
+    case K_CT_FP8: *s = qk_scheme_by_name("fp8_e4m3"), so->gran = QK_GRAN_ROW; break;
+    case K_CT_FP8_BLOCK:
+        *s = qk_scheme_by_name("fp8_e4m3"), so->gran = QK_GRAN_BLOCK;
+        so->block_rows = so->block_cols = t->group;
+        break;
+    case K_CT_W8A8: *s = qk_scheme_by_name("int8"), so->gran = QK_GRAN_ROW; break;
+    case K_CT_W4A16:
+        *s = qk_scheme_by_name(t->asym ? "uint4" : "int4"), so->gran = QK_GRAN_GROUP, so->group = t->group;
+        break;
+    case K_CT_NVFP4: *s = qk_scheme_by_name("nvfp4"), so->nvfp4_ct = true; break;
+    case K_MO_NVFP4: *s = qk_scheme_by_name("nvfp4"); break;
+    case K_CT_MXFP4: *s = qk_scheme_by_name("mxfp4"); break;
+    default: *s = NULL;
+    }
+}
+
+static void put_u32(uint8_t *p, uint64_t i, uint32_t v) { memcpy(p + i * 4, &v, 4); }
+
+static void convert_floats(const float *x, uint64_t n, int type, uint8_t *out)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        if (type == QK_F32) {
+            memcpy(out + i * 4, &x[i], 4);
+        } else {
+            uint16_t h = type == QK_F16 ? qk_f32_to_f16(x[i]) : qk_f32_to_bf16(x[i]);
+            memcpy(out + i * 2, &h, 2);
+        }
+    }
+}
+
+/* LSB-first bit stream of n codes of any width (MLX's packing). */
+static void pack_bits(const uint8_t *codes, int64_t n, int bits, uint8_t *out)
+{
+    memset(out, 0, (size_t)(((uint64_t)n * (uint64_t)bits + 7) / 8));
+    for (int64_t j = 0; j < n; j++) {
+        uint64_t pos = (uint64_t)j * (uint64_t)bits;
+        unsigned v = (unsigned)codes[j] << (pos % 8);
+        out[pos / 8] |= (uint8_t)v;
+        if (v >> 8)
+            out[pos / 8 + 1] |= (uint8_t)(v >> 8);
+    }
+}
+
+/* pack_to_int32 (pack_quantized.py): 4-bit values stored + 8, eight to a word,
+ * value i at bits 4i; rows padded with 0. */
+static void ct_pack_rows(const uint8_t *codes, int64_t n, int64_t k, uint64_t row_bytes, bool sym, uint8_t *out)
+{
+    uint64_t words = (uint64_t)(k + 7) / 8;
+    memset(out, 0, (size_t)((uint64_t)n * words * 4));
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t j = 0; j < k; j++) {
+            uint8_t b = codes[(uint64_t)r * row_bytes + (uint64_t)j / 2];
+            uint32_t u = (j % 2 ? b >> 4 : b & 15u) ^ (sym ? 8u : 0u);
+            uint64_t wi = (uint64_t)r * words + (uint64_t)j / 8;
+            uint32_t v;
+            memcpy(&v, out + wi * 4, 4);
+            put_u32(out, wi, v | u << (4 * (j % 8)));
+        }
+}
+
+/* The bytes of every part of m into bufs[] (owned; raw parts point into the
+ * source mapping and leave bufs[i] NULL). */
+static int make_module(wctx *w, const omod *m, uint8_t **bufs, const uint8_t **data)
+{
+    const qk_ck_tensor *t = m->src;
+    int rc = QK_OK;
+    float *x = NULL;
+    uint8_t *enc = NULL;
+    if (m->raw) {
+        data[0] = t->w->data;
+        return QK_OK;
+    }
+    if (t->nelem > SIZE_MAX / sizeof(float) || !(x = malloc(t->nelem ? t->nelem * sizeof *x : 1)))
+        return oom(w->err);
+    if ((rc = qk_ckpt_read(w->ck, t, x, w->err)))
+        goto done;
+    for (int i = 0; i < m->np; i++)
+        if (!(bufs[i] = calloc(1, m->p[i].nbytes ? m->p[i].nbytes : 1))) {
+            rc = oom(w->err);
+            goto done;
+        }
+    int64_t n = t->rows, k = t->cols;
+    if (!m->quant) {
+        convert_floats(x, t->nelem, qk_st_dtype_by_name(m->p[0].dtype)->type, bufs[0]);
+    } else if (w->tg.k == K_MLX) {
+        int g = w->tg.group, bits = w->tg.bits;
+        uint8_t *codes = malloc((size_t)k);
+        float *sc = malloc((size_t)(k / g) * 2 * sizeof *sc);
+        if (!codes || !sc) {
+            free(codes), free(sc);
+            rc = oom(w->err);
+            goto done;
+        }
+        uint64_t rb = (uint64_t)k * (uint64_t)bits / 8, ng = (uint64_t)(k / g);
+        int st = w->model_dtype, sb = st == QK_F32 ? 4 : 2;
+        for (int64_t r = 0; r < n; r++) {
+            qk_mlx_affine_quantize_row(x + r * k, k, g, bits, codes, sc, sc + ng);
+            pack_bits(codes, k, bits, bufs[0] + (uint64_t)r * rb);
+            convert_floats(sc, ng, st, bufs[1] + (uint64_t)r * ng * (uint64_t)sb);
+            convert_floats(sc + ng, ng, st, bufs[2] + (uint64_t)r * ng * (uint64_t)sb);
+        }
+        free(codes), free(sc);
+    } else {
+        const qk_scheme *s;
+        qk_scheme_opts so;
+        qk_scheme_layout l;
+        scheme_of(w, &s, &so);
+        if ((rc = qk_scheme_layout_of(s, n, k, &so, &l, w->err)))
+            goto done;
+        if (!(enc = malloc((size_t)l.total))) {
+            rc = oom(w->err);
+            goto done;
+        }
+        if ((rc = qk_scheme_encode(s, x, n, k, &so, enc, w->err)))
+            goto done;
+        if (w->tg.k == K_CT_W4A16) {
+            ct_pack_rows(enc + l.codes_off, n, k, l.row_bytes, !w->tg.asym, bufs[0]);
+            memcpy(bufs[1], enc + l.scales_off, (size_t)l.scales_size);
+            int pi = 2;
+            if (w->tg.asym) { /* zero points: packed along the output dimension */
+                uint64_t ng = l.grid_cols;
+                for (uint64_t r = 0; r < (uint64_t)n; r++)
+                    for (uint64_t gi = 0; gi < ng; gi++) {
+                        uint64_t wi = (r / 8) * ng + gi;
+                        uint32_t v;
+                        memcpy(&v, bufs[2] + wi * 4, 4);
+                        put_u32(bufs[2], wi, v | (uint32_t)enc[l.zeros_off + r * ng + gi] << (4 * (r % 8)));
+                    }
+                pi = 3;
+            }
+            int64_t shp[2] = {n, k};
+            memcpy(bufs[pi], shp, 16);
+        } else {
+            memcpy(bufs[0], enc + l.codes_off, (size_t)l.codes_size);
+            memcpy(bufs[1], enc + l.scales_off, (size_t)l.scales_size);
+            if (m->np > 2)
+                memcpy(bufs[2], enc + l.global_off, 4);
+        }
+    }
+    for (int i = 0; i < m->np; i++)
+        data[i] = bufs[i];
+done:
+    free(x);
+    free(enc);
+    return rc;
+}
+
+/* ---- JSON the way Python's json.dump writes it -------------------------------------
+ * indent N, separators (",", ": "), ensure_ascii (non-ASCII as \uXXXX),
+ * sort_keys optional (all levels, or the top level only as mlx_lm does).
+ * Numbers are copied from the text they were parsed from. */
+
+typedef struct jsrc {
+    const qk_jsonv *v;
+    const char *buf;  /* text v was parsed from */
+} jsrc;
+
+typedef struct pyj {
+    FILE *f;
+    int indent;
+    int sort;         /* 0 none, 1 top level, 2 all */
+} pyj;
+
+static void pj_str(FILE *f, const char *s, size_t n)
+{
+    fputc('"', f);
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        uint32_t cp = c;
+        size_t len = 1;
+        if (c >= 0xF0 && i + 3 < n) {
+            cp = (uint32_t)(c & 7) << 18 | (uint32_t)(s[i + 1] & 63) << 12 | (uint32_t)(s[i + 2] & 63) << 6 |
+                 (uint32_t)(s[i + 3] & 63);
+            len = 4;
+        } else if (c >= 0xE0 && i + 2 < n) {
+            cp = (uint32_t)(c & 15) << 12 | (uint32_t)(s[i + 1] & 63) << 6 | (uint32_t)(s[i + 2] & 63);
+            len = 3;
+        } else if (c >= 0xC0 && i + 1 < n) {
+            cp = (uint32_t)(c & 31) << 6 | (uint32_t)(s[i + 1] & 63);
+            len = 2;
+        }
+        i += len;
+        if (cp == '"' || cp == '\\')
+            fprintf(f, "\\%c", (char)cp);
+        else if (cp == '\n')
+            fputs("\\n", f);
+        else if (cp == '\r')
+            fputs("\\r", f);
+        else if (cp == '\t')
+            fputs("\\t", f);
+        else if (cp == '\b')
+            fputs("\\b", f);
+        else if (cp == '\f')
+            fputs("\\f", f);
+        else if (cp < 0x20 || (cp >= 0x7F && cp < 0x10000))
+            fprintf(f, "\\u%04x", (unsigned)cp);
+        else if (cp >= 0x10000)
+            fprintf(f, "\\u%04x\\u%04x", (unsigned)(0xD800 + ((cp - 0x10000) >> 10)),
+                    (unsigned)(0xDC00 + ((cp - 0x10000) & 0x3FF)));
+        else
+            fputc((int)cp, f);
+    }
+    fputc('"', f);
+}
+
+static void pj_nl(pyj *p, int depth)
+{
+    fprintf(p->f, "\n%*s", depth * p->indent, "");
+}
+
+typedef struct kv {
+    const char *key;
+    size_t klen;
+    jsrc v;
+} kv;
+
+static int cmp_kv(const void *a, const void *b)
+{
+    const kv *x = a, *y = b;
+    int c = memcmp(x->key, y->key, x->klen < y->klen ? x->klen : y->klen);
+    return c ? c : (x->klen > y->klen) - (x->klen < y->klen);
+}
+
+static void pj_value(pyj *p, jsrc v, int depth);
+
+/* An object from n members (sorted when asked). */
+static void pj_members(pyj *p, kv *m, size_t n, int depth)
+{
+    if (!n) {
+        fputs("{}", p->f);
+        return;
+    }
+    if (p->sort == 2 || (p->sort == 1 && depth == 0))
+        qsort(m, n, sizeof *m, cmp_kv);
+    fputc('{', p->f);
+    for (size_t i = 0; i < n; i++) {
+        pj_nl(p, depth + 1);
+        pj_str(p->f, m[i].key, m[i].klen);
+        fputs(": ", p->f);
+        pj_value(p, m[i].v, depth + 1);
+        if (i + 1 < n)
+            fputc(',', p->f);
+    }
+    pj_nl(p, depth);
+    fputc('}', p->f);
+}
+
+static void pj_value(pyj *p, jsrc s, int depth)
+{
+    const qk_jsonv *v = s.v;
+    switch (v->type) {
+    case QK_JNULL: fputs("null", p->f); break;
+    case QK_JBOOL: fputs(v->b ? "true" : "false", p->f); break;
+    case QK_JNUM: {
+        size_t k = (size_t)v->off;
+        while (s.buf[k] && strchr("0123456789+-.eE", s.buf[k]))
+            fputc(s.buf[k++], p->f);
+        break;
+    }
+    case QK_JSTR: pj_str(p->f, v->str.s, v->str.len); break;
+    case QK_JARR:
+        if (!v->arr.n) {
+            fputs("[]", p->f);
+            break;
+        }
+        fputc('[', p->f);
+        for (size_t i = 0; i < v->arr.n; i++) {
+            pj_nl(p, depth + 1);
+            pj_value(p, (jsrc){v->arr.items[i], s.buf}, depth + 1);
+            if (i + 1 < v->arr.n)
+                fputc(',', p->f);
+        }
+        pj_nl(p, depth);
+        fputc(']', p->f);
+        break;
+    case QK_JOBJ: {
+        kv *m = malloc((v->obj.n ? v->obj.n : 1) * sizeof *m);
+        if (!m) /* out of memory while printing: the caller sees the stream error */
+            return;
+        for (size_t i = 0; i < v->obj.n; i++)
+            m[i] = (kv){v->obj.m[i].key, v->obj.m[i].key_len, {v->obj.m[i].val, s.buf}};
+        pj_members(p, m, v->obj.n, depth);
+        free(m);
+        break;
+    }
+    }
+}
+
+/* ---- text buffers ------------------------------------------------------------------ */
+
+typedef struct sbuf {
+    char *s;
+    size_t n, cap;
+    bool bad;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...) QK_PRINTF(2, 3);
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    for (;;) {
+        va_start(ap, fmt);
+        int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
+        va_end(ap);
+        if (k < 0) {
+            b->bad = true;
+            return;
+        }
+        if (b->s && b->n + (size_t)k < b->cap) {
+            b->n += (size_t)k;
+            return;
+        }
+        size_t nc = (b->cap ? b->cap * 2 : 256) + (size_t)k;
+        char *ns = realloc(b->s, nc);
+        if (!ns) {
+            b->bad = true;
+            return;
+        }
+        b->s = ns;
+        b->cap = nc;
+    }
+}
+
+/* A JSON string literal (for names in generated text). */
+static void sb_jstr(sbuf *b, const char *s)
+{
+    sb_printf(b, "\"");
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            sb_printf(b, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            sb_printf(b, "\\u%04x", (unsigned char)*s);
+        else
+            sb_printf(b, "%c", *s);
+    }
+    sb_printf(b, "\"");
+}
+
+/* ---- config files ------------------------------------------------------------------- */
+
+static bool tied_without_lm_head(const wctx *w)
+{
+    bool tied = false;
+    qk_jsonv_bool(qk_jsonv_get(w->hf->config, "tie_word_embeddings"), &tied);
+    return tied && !qk_ckpt_find(w->ck, "lm_head.weight");
+}
+
+/* The linear modules left unquantized, in model order, as a JSON array. */
+static void ignore_list(const wctx *w, sbuf *b, const char *sep)
+{
+    char module[1024];
+    int k = 0;
+    sb_printf(b, "[");
+    for (size_t i = 0; i < w->nm; i++) {
+        const char *mod = w->m[i].quant ? NULL : linear_module(w->m[i].src, module, sizeof module);
+        if (mod) {
+            sb_printf(b, "%s", k++ ? sep : "");
+            sb_jstr(b, mod);
+        }
+    }
+    if (tied_without_lm_head(w))
+        sb_printf(b, "%s\"lm_head\"", k ? sep : "");
+    sb_printf(b, "]");
+}
+
+/* compressed-tensors QuantizationArgs.model_dump() (quant_args.py fields). */
+static void ct_args(sbuf *b, int bits, const char *type, bool sym, int group, const char *strategy, int block,
+                    const char *dynamic, const char *observer)
+{
+    sb_printf(b, "{\"actorder\": null, \"block_structure\": ");
+    if (block)
+        sb_printf(b, "[%d, %d]", block, block);
+    else
+        sb_printf(b, "null");
+    sb_printf(b, ", \"dynamic\": %s, \"group_size\": ", dynamic);
+    if (group)
+        sb_printf(b, "%d", group);
+    else
+        sb_printf(b, "null");
+    sb_printf(b, ", \"num_bits\": %d, \"observer\": %s%s%s, \"observer_kwargs\": {}, \"strategy\": \"%s\", "
+                 "\"symmetric\": %s, \"type\": \"%s\"}",
+              bits, observer ? "\"" : "", observer ? observer : "null", observer ? "\"" : "", strategy,
+              sym ? "true" : "false", type);
+}
+
+/* The members to add to config.json (an object, as text). */
+static void gen_config(const wctx *w, sbuf *b)
+{
+    const target *t = &w->tg;
+    static const char *const fmt[] = {"float-quantized", "float-quantized", "int-quantized", "pack-quantized",
+                                      "nvfp4-pack-quantized", "mxfp4-pack-quantized"};
+    sb_printf(b, "{");
+    if (t->k <= K_CT_MXFP4) {
+        sb_printf(b, "\"quantization_config\": {\"config_groups\": {\"group_0\": {\"format\": \"%s\", "
+                     "\"input_activations\": ", fmt[t->k]);
+        switch (t->k) {
+        case K_CT_FP8: ct_args(b, 8, "float", true, 0, "token", 0, "true", NULL); break;
+        case K_CT_FP8_BLOCK: ct_args(b, 8, "float", true, t->group, "group", 0, "true", NULL); break;
+        case K_CT_W8A8: ct_args(b, 8, "int", true, 0, "token", 0, "true", NULL); break;
+        default: sb_printf(b, "null");
+        }
+        sb_printf(b, ", \"output_activations\": null, \"targets\": [\"Linear\"], \"weights\": ");
+        switch (t->k) {
+        case K_CT_FP8: ct_args(b, 8, "float", true, 0, "channel", 0, "false", "minmax"); break;
+        case K_CT_FP8_BLOCK: ct_args(b, 8, "float", true, 0, "block", t->group, "false", "minmax"); break;
+        case K_CT_W8A8: ct_args(b, 8, "int", true, 0, "channel", 0, "false", "minmax"); break;
+        case K_CT_W4A16: ct_args(b, 4, "int", !t->asym, t->group, "group", 0, "false", "minmax"); break;
+        case K_CT_NVFP4: ct_args(b, 4, "float", true, 16, "tensor_group", 0, "false", "minmax"); break;
+        default: ct_args(b, 4, "float", true, 32, "group", 0, "false", "minmax"); break;
+        }
+        sb_printf(b, "}}, \"format\": \"%s\", \"global_compression_ratio\": null, \"ignore\": ", fmt[t->k]);
+        ignore_list(w, b, ", ");
+        sb_printf(b, ", \"kv_cache_scheme\": null, \"quant_method\": \"compressed-tensors\", "
+                     "\"quantization_status\": \"compressed\", \"sparsity_config\": {}, \"transform_config\": {}, "
+                     "\"version\": \"" CT_VERSION "\"}");
+    } else if (t->k == K_MO_NVFP4) {
+        /* modelopt/torch/export/convert_hf_config.py convert_hf_quant_config_format */
+        sb_printf(b, "\"quantization_config\": {\"config_groups\": {\"group_0\": {\"input_activations\": "
+                     "{\"dynamic\": false, \"num_bits\": 4, \"type\": \"float\", \"group_size\": 16}, "
+                     "\"weights\": {\"dynamic\": false, \"num_bits\": 4, \"type\": \"float\", \"group_size\": 16}, "
+                     "\"targets\": [\"Linear\"]}}, \"ignore\": ");
+        ignore_list(w, b, ", ");
+        sb_printf(b, ", \"quant_algo\": \"NVFP4\", \"producer\": {\"name\": \"modelopt\", \"version\": \""
+                     MODELOPT_VERSION "\"}, \"quant_method\": \"modelopt\"}");
+    } else if (t->k == K_MLX) {
+        for (int i = 0; i < 2; i++)
+            sb_printf(b, "%s\"%s\": {\"group_size\": %d, \"bits\": %d, \"mode\": \"affine\"}", i ? ", " : "",
+                      i ? "quantization_config" : "quantization", t->group, t->bits);
+    } else {
+        sb_printf(b, "\"torch_dtype\": \"%s\"",
+                  t->dtype == QK_BF16 ? "bfloat16" : t->dtype == QK_F16 ? "float16" : "float32");
+    }
+    sb_printf(b, "}");
+}
+
+static int parse_text(const char *buf, size_t n, const char *what, qk_jsonv **out, qk_err *err)
+{
+    qk_jsonp_err je;
+    if (qk_jsonp_parse(buf, n, 0, out, &je))
+        return qk_err_at(err, what, "json", je.off, "%s", je.msg);
+    return QK_OK;
+}
+
+static int read_file(const char *path, char **out, size_t *n, qk_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    *out = NULL;
+    if (!f)
+        return errno == ENOENT ? QK_OK : qk_err_sys(err, path, "cannot open");
+    size_t cap = 4096, len = 0;
+    char *b = malloc(cap + 1);
+    size_t k;
+    while (b && (k = fread(b + len, 1, cap - len, f)) > 0) {
+        len += k;
+        if (len == cap) {
+            char *nb = realloc(b, cap * 2 + 1);
+            if (!nb) {
+                free(b);
+                b = NULL;
+                break;
+            }
+            b = nb;
+            cap *= 2;
+        }
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!b)
+        return oom(err);
+    if (bad) {
+        free(b);
+        return qk_err_sys(err, path, "read failed");
+    }
+    b[len] = 0;
+    *out = b;
+    *n = len;
+    return QK_OK;
+}
+
+static char *join(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+/* Write members m[0..n) as a JSON object to dir/name. */
+static int write_json(const wctx *w, const char *name, kv *m, size_t n, int indent, int sort, bool newline)
+{
+    char *path = join(w->tmpdir, name);
+    if (!path)
+        return oom(w->err);
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        int rc = qk_err_sys(w->err, path, "cannot create");
+        free(path);
+        return rc;
+    }
+    pyj p = {.f = f, .indent = indent, .sort = sort};
+    pj_members(&p, m, n, 0);
+    if (newline)
+        fputc('\n', f);
+    int bad = ferror(f);
+    bad |= fclose(f);
+    int rc = bad ? qk_err_sys(w->err, path, "write failed") : QK_OK;
+    free(path);
+    return rc;
+}
+
+static int write_config(wctx *w)
+{
+    char *src_txt = NULL, *path = join(w->hf->dir, "config.json");
+    size_t src_n = 0;
+    sbuf g = {0};
+    qk_jsonv *src = NULL, *gen = NULL;
+    kv *m = NULL;
+    int rc = path ? read_file(path, &src_txt, &src_n, w->err) : oom(w->err);
+    if (rc)
+        goto done;
+    if (!src_txt) {
+        if (!(src_txt = strdup("{}")))
+            goto nomem;
+        src_n = 2;
+    }
+    gen_config(w, &g);
+    if (g.bad)
+        goto nomem;
+    if ((rc = parse_text(src_txt, src_n, path, &src, w->err)) || (rc = parse_text(g.s, g.n, "(generated)", &gen, w->err)))
+        goto done;
+    if (src->type != QK_JOBJ) {
+        rc = qk_err_at(w->err, path, "config", 0, "is not a JSON object");
+        goto done;
+    }
+    size_t n = 0;
+    if (!(m = malloc((src->obj.n + gen->obj.n + 1) * sizeof *m)))
+        goto nomem;
+    static const char *const drop[] = {"quantization_config", "quantization", "compression_config"};
+    for (size_t i = 0; i < src->obj.n; i++) {
+        const qk_jsonm *s = &src->obj.m[i];
+        bool skip = false;
+        for (size_t d = 0; d < 3; d++)
+            skip |= strcmp(s->key, drop[d]) == 0;
+        if (skip)
+            continue;
+        m[n++] = (kv){s->key, s->key_len, {s->val, src_txt}};
+        for (size_t j = 0; j < gen->obj.n; j++) /* replaced in place, as dict assignment does */
+            if (strcmp(gen->obj.m[j].key, s->key) == 0)
+                m[n - 1].v = (jsrc){gen->obj.m[j].val, g.s};
+    }
+    for (size_t j = 0; j < gen->obj.n; j++) {
+        bool have = false;
+        for (size_t i = 0; i < n; i++)
+            have |= strcmp(m[i].key, gen->obj.m[j].key) == 0;
+        if (!have)
+            m[n++] = (kv){gen->obj.m[j].key, gen->obj.m[j].key_len, {gen->obj.m[j].val, g.s}};
+    }
+    kind k = w->tg.k;
+    rc = write_json(w, "config.json", m, n, k == K_MO_NVFP4 || k == K_MLX ? 4 : 2,
+                    k == K_MO_NVFP4 ? 0 : k == K_MLX ? 1 : 2, k == K_DENSE);
+    if (!rc && k == K_MO_NVFP4) { /* hf_quant_config.json, json.dump(indent=4) */
+        sbuf h = {0};
+        qk_jsonv *hv = NULL;
+        sb_printf(&h, "{\"producer\": {\"name\": \"modelopt\", \"version\": \"" MODELOPT_VERSION "\"}, "
+                      "\"quantization\": {\"quant_algo\": \"NVFP4\", \"kv_cache_quant_algo\": null, "
+                      "\"group_size\": 16, \"exclude_modules\": ");
+        ignore_list(w, &h, ", ");
+        sb_printf(&h, "}}");
+        if (h.bad)
+            rc = oom(w->err);
+        else if (!(rc = parse_text(h.s, h.n, "(generated)", &hv, w->err))) {
+            kv hm[2];
+            for (int i = 0; i < 2; i++)
+                hm[i] = (kv){hv->obj.m[i].key, hv->obj.m[i].key_len, {hv->obj.m[i].val, h.s}};
+            rc = write_json(w, "hf_quant_config.json", hm, 2, 4, 0, false);
+        }
+        qk_jsonv_free(hv);
+        free(h.s);
+    }
+    goto done;
+nomem:
+    rc = oom(w->err);
+done:
+    free(m);
+    qk_jsonv_free(src);
+    qk_jsonv_free(gen);
+    free(g.s);
+    free(src_txt);
+    free(path);
+    return rc;
+}
+
+/* ---- weights --------------------------------------------------------------------------- */
+
+static void shard_name(const wctx *w, int s, char *buf, size_t cap)
+{
+    if (w->nshards == 1)
+        snprintf(buf, cap, "model.safetensors");
+    else
+        snprintf(buf, cap, "model-%05d-of-%05d.safetensors", s + 1, w->nshards);
+}
+
+static int write_shard(wctx *w, int s, qk_progress *pr)
+{
+    char name[64];
+    shard_name(w, s, name, sizeof name);
+    char *path = join(w->tmpdir, name);
+    qk_st_writer *sw = qk_st_writer_new(0);
+    int rc = path && sw ? QK_OK : oom(w->err);
+    if (!rc)
+        rc = qk_st_w_meta(sw, "format", w->tg.k == K_MLX ? "mlx" : "pt", w->err);
+    for (size_t i = 0; !rc && i < w->nm; i++) {
+        const omod *m = &w->m[i];
+        if (m->shard != s)
+            continue;
+        for (int j = 0; !rc && j < m->np; j++) {
+            const opart *p = &m->p[j];
+            if (p->nd < 0)
+                rc = qk_st_w_tensor(sw, p->name, p->dtype, m->src->n_dims, m->src->shape, NULL, w->err);
+            else
+                rc = qk_st_w_tensor(sw, p->name, p->dtype, p->nd, p->shape, NULL, w->err);
+        }
+    }
+    if (!rc)
+        rc = qk_st_w_begin(sw, path, w->err);
+    for (size_t i = 0; !rc && i < w->nm; i++) {
+        const omod *m = &w->m[i];
+        if (m->shard != s)
+            continue;
+        uint8_t *bufs[5] = {0};
+        const uint8_t *data[5] = {0};
+        rc = make_module(w, m, bufs, data);
+        for (int j = 0; !rc && j < m->np; j++)
+            if (m->p[j].nbytes)
+                rc = qk_st_w_data(sw, data[j], (size_t)m->p[j].nbytes, w->err);
+        for (int j = 0; j < 5; j++)
+            free(bufs[j]);
+        qk_progress_add(pr, 1);
+    }
+    if (!rc)
+        rc = qk_st_writer_finish(sw, w->err);
+    qk_st_writer_free(sw);
+    free(path);
+    return rc;
+}
+
+static int write_index(wctx *w)
+{
+    sbuf b = {0};
+    qk_jsonv *v = NULL;
+    uint64_t total = 0;
+    for (size_t i = 0; i < w->nm; i++)
+        total += w->m[i].bytes;
+    sb_printf(&b, "{\"metadata\": {\"total_size\": %llu}, \"weight_map\": {", (unsigned long long)total);
+    int k = 0;
+    for (size_t i = 0; i < w->nm; i++)
+        for (int j = 0; j < w->m[i].np; j++) {
+            char name[64];
+            shard_name(w, w->m[i].shard, name, sizeof name);
+            sb_printf(&b, "%s", k++ ? ", " : "");
+            sb_jstr(&b, w->m[i].p[j].name);
+            sb_printf(&b, ": \"%s\"", name);
+        }
+    sb_printf(&b, "}}");
+    int rc = b.bad ? oom(w->err) : parse_text(b.s, b.n, "(index)", &v, w->err);
+    if (!rc) {
+        kv m[2];
+        for (int i = 0; i < 2; i++)
+            m[i] = (kv){v->obj.m[i].key, v->obj.m[i].key_len, {v->obj.m[i].val, b.s}};
+        rc = write_json(w, "model.safetensors.index.json", m, 2, 2, 2, true);
+    }
+    qk_jsonv_free(v);
+    free(b.s);
+    return rc;
+}
+
+/* ---- other files, the directory ---------------------------------------------------------- */
+
+static int copy_file(const wctx *w, const char *name)
+{
+    char *src = join(w->hf->dir, name), *dst = join(w->tmpdir, name);
+    FILE *in = NULL, *out = NULL;
+    int rc = src && dst ? QK_OK : oom(w->err);
+    if (!rc && !(in = fopen(src, "rb"))) {
+        if (errno != ENOENT)
+            rc = qk_err_sys(w->err, src, "cannot open");
+        goto done;
+    }
+    if (!rc && !(out = fopen(dst, "wb")))
+        rc = qk_err_sys(w->err, dst, "cannot create");
+    char buf[65536];
+    size_t k;
+    while (!rc && (k = fread(buf, 1, sizeof buf, in)) > 0)
+        if (fwrite(buf, 1, k, out) != k)
+            rc = qk_err_sys(w->err, dst, "write failed");
+    if (!rc && ferror(in))
+        rc = qk_err_sys(w->err, src, "read failed");
+done:
+    if (in)
+        fclose(in);
+    if (out && fclose(out) && !rc)
+        rc = qk_err_sys(w->err, dst, "write failed");
+    free(src);
+    free(dst);
+    return rc;
+}
+
+static void remove_tree(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char *p = join(dir, e->d_name);
+        if (p)
+            unlink(p);
+        free(p);
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+static bool empty_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    bool empty = d != NULL;
+    while (d && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            empty = false;
+    if (d)
+        closedir(d);
+    return empty;
+}
+
+static int model_dtype(const wctx *w)
+{
+    const char *td = qk_jsonv_get_str(w->hf->config, "torch_dtype", qk_jsonv_get_str(w->hf->config, "dtype", NULL));
+    if (td)
+        return !strcmp(td, "bfloat16") ? QK_BF16 : !strcmp(td, "float16") ? QK_F16 : QK_F32;
+    for (size_t i = 0; i < w->ck->n; i++) {
+        const qk_ck_tensor *t = &w->ck->t[i];
+        if (t->layout == QK_CK_DENSE && (t->w->type == QK_BF16 || t->w->type == QK_F16 || t->w->type == QK_F32))
+            return t->w->type;
+    }
+    return QK_F32;
+}
+
+static const char *const copied[] = {"generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                                     "tokenizer.model", "special_tokens_map.json", "added_tokens.json",
+                                     "vocab.json", "merges.txt", "chat_template.jinja", "chat_template.json",
+                                     "preprocessor_config.json", NULL};
+
+int qk_ckpt_quantize(const char *src_dir, const char *out_dir, const char *scheme, const qk_ckpt_opts *o,
+                     qk_err *err)
+{
+    static const qk_ckpt_opts dflt;
+    wctx w = {.o = o ? o : &dflt, .err = err};
+    char *dst = NULL;
+    int rc = parse_target(scheme, w.o, &w.tg, err);
+    if (rc)
+        return rc;
+    if (w.o->ignore) {
+        int e = regcomp(&w.ignore_re, w.o->ignore, REG_EXTENDED | REG_NOSUB);
+        if (e) {
+            char msg[128];
+            regerror(e, &w.ignore_re, msg, sizeof msg);
+            return qk_errf(err, QK_EINPUT, "--ignore: bad regular expression '%s': %s", w.o->ignore, msg);
+        }
+        w.has_ignore = true;
+    }
+    /* the output: OUT_DIR without trailing slashes; must not exist, or be an empty directory */
+    size_t dl = strlen(out_dir);
+    while (dl > 1 && out_dir[dl - 1] == '/')
+        dl--;
+    if (!dl || !(dst = strndup(out_dir, dl))) {
+        rc = dl ? oom(err) : qk_errf(err, QK_EINPUT, "empty output directory name");
+        goto done;
+    }
+    struct stat st;
+    bool exists = stat(dst, &st) == 0;
+    if (exists && !(S_ISDIR(st.st_mode) && empty_dir(dst))) {
+        rc = qk_errf(err, QK_EINPUT, "%s: exists and is not an empty directory (refusing to overwrite)", dst);
+        goto done;
+    }
+    if ((rc = qk_hf_open(&w.hf, src_dir, err)) || (rc = qk_ckpt_open(&w.ck, w.hf, err)))
+        goto done;
+    w.model_dtype = model_dtype(&w);
+    if (!(w.m = calloc(w.ck->n ? w.ck->n : 1, sizeof *w.m))) {
+        rc = oom(err);
+        goto done;
+    }
+    for (size_t i = 0; i < w.ck->n && !rc; i++, w.nm++)
+        rc = plan_module(&w, &w.m[i], &w.ck->t[i]);
+    if (rc)
+        goto done;
+    uint64_t max = w.o->shard_size ? w.o->shard_size : DEFAULT_SHARD, cur = 0;
+    w.nshards = 1;
+    for (size_t i = 0; i < w.nm; i++) {
+        if (cur && cur + w.m[i].bytes > max) {
+            w.nshards++;
+            cur = 0;
+        }
+        w.m[i].shard = w.nshards - 1;
+        cur += w.m[i].bytes;
+    }
+    size_t tl = dl + 16;
+    if (!(w.tmpdir = malloc(tl))) {
+        rc = oom(err);
+        goto done;
+    }
+    snprintf(w.tmpdir, tl, "%s.tmp.XXXXXX", dst);
+    if (!mkdtemp(w.tmpdir)) {
+        rc = qk_err_sys(err, w.tmpdir, "cannot create");
+        free(w.tmpdir);
+        w.tmpdir = NULL;
+        goto done;
+    }
+    qk_progress pr;
+    qk_progress_init(&pr, "quantize", w.nm, w.o->quiet);
+    for (int s = 0; s < w.nshards && !rc; s++)
+        rc = write_shard(&w, s, &pr);
+    qk_progress_end(&pr);
+    if (!rc && w.nshards > 1)
+        rc = write_index(&w);
+    if (!rc)
+        rc = write_config(&w);
+    for (int i = 0; !rc && copied[i]; i++)
+        rc = copy_file(&w, copied[i]);
+    if (!rc) {
+        if (exists && rmdir(dst) != 0)
+            rc = qk_err_sys(err, dst, "cannot replace the empty directory");
+        else if (rename(w.tmpdir, dst) != 0)
+            rc = qk_err_sys(err, dst, "cannot rename the finished output into place");
+        else {
+            free(w.tmpdir);
+            w.tmpdir = NULL;
+        }
+    }
+done:
+    if (w.tmpdir) {
+        remove_tree(w.tmpdir);
+        free(w.tmpdir);
+    }
+    for (size_t i = 0; w.m && i < w.ck->n; i++)
+        for (int j = 0; j < w.m[i].np; j++)
+            free(w.m[i].p[j].name);
+    free(w.m);
+    if (w.has_ignore)
+        regfree(&w.ignore_re);
+    qk_ckpt_close(w.ck);
+    qk_hf_close(w.hf);
+    free(dst);
+    return rc;
+}

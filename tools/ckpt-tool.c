@@ -1,0 +1,101 @@
+/* ckpt-tool.c - drives formats/ckpt.h for tools/crosscheck.py (make
+ * crosscheck) until qk-quant --to is wired: not installed, not a command.
+ *
+ *   ckpt-tool --to SCHEME [--asym] [--group N] [--ignore RE] [--shard-size BYTES] SRC OUT_DIR
+ *   ckpt-tool --list DIR      logical tensors: name layout scheme shape
+ *   ckpt-tool --elements      decode table of every element format: NAME CODE F32-BITS (hex)
+ *   ckpt-tool --encode NAME   raw F32 on stdin -> one code byte each on stdout (QK_ENC_NONSAT)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt.h"
+#include "elements.h"
+#include "half.h"
+
+static int list(const char *dir)
+{
+    qk_err err = {0};
+    qk_hfdir *hf = NULL;
+    qk_ckpt *c = NULL;
+    if (qk_hf_open(&hf, dir, &err) || qk_ckpt_open(&c, hf, &err)) {
+        qk_hf_close(hf);
+        return qk_err_report("ckpt-tool", &err);
+    }
+    for (size_t i = 0; i < c->n; i++) {
+        const qk_ck_tensor *t = &c->t[i];
+        printf("%s\t%s\t%s\t", t->name, qk_ck_layout_name(t->layout), t->scheme);
+        for (int d = 0; d < t->n_dims; d++)
+            printf(d ? "x%lld" : "%lld", (long long)t->shape[d]);
+        putchar('\n');
+    }
+    qk_ckpt_close(c);
+    qk_hf_close(hf);
+    return 0;
+}
+
+static int elements(void)
+{
+    for (int e = 0; e < QK_ELEM_COUNT; e++) {
+        const qk_elem_info *in = qk_elem_get((qk_elem)e);
+        for (int c = 0; c < 1 << in->bits; c++)
+            printf("%s %d %08x\n", in->name, c, qk_f32_bits(qk_elem_decode((qk_elem)e, (uint8_t)c)));
+    }
+    return 0;
+}
+
+static int encode(const char *name)
+{
+    const qk_elem_info *in = qk_elem_by_name(name);
+    if (!in)
+        return 2;
+    qk_elem e = QK_ELEM_COUNT;
+    for (int i = 0; i < QK_ELEM_COUNT; i++)
+        if (qk_elem_get((qk_elem)i) == in)
+            e = (qk_elem)i;
+    float x[4096];
+    uint8_t c[4096];
+    size_t n;
+    while ((n = fread(x, 4, 4096, stdin)) > 0) {
+        qk_elem_encode_n(e, x, c, (int64_t)n, QK_ENC_NONSAT);
+        fwrite(c, 1, n, stdout);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    qk_ckpt_opts o = {.quiet = true};
+    const char *to = NULL;
+    int i = 1;
+    if (argc == 3 && strcmp(argv[1], "--list") == 0)
+        return list(argv[2]);
+    if (argc == 2 && strcmp(argv[1], "--elements") == 0)
+        return elements();
+    if (argc == 3 && strcmp(argv[1], "--encode") == 0)
+        return encode(argv[2]);
+    for (; i < argc - 2; i++) {
+        if (!strcmp(argv[i], "--to") && i + 1 < argc - 2)
+            to = argv[++i];
+        else if (!strcmp(argv[i], "--asym"))
+            o.asym = true;
+        else if (!strcmp(argv[i], "--group") && i + 1 < argc - 2)
+            o.group = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--ignore") && i + 1 < argc - 2)
+            o.ignore = argv[++i];
+        else if (!strcmp(argv[i], "--shard-size") && i + 1 < argc - 2)
+            o.shard_size = strtoull(argv[++i], NULL, 10);
+        else
+            break;
+    }
+    if (!to || i != argc - 2) {
+        fprintf(stderr, "usage: ckpt-tool --to SCHEME [--asym] [--group N] [--ignore RE] [--shard-size B] SRC OUT\n"
+                        "       ckpt-tool --list DIR\n");
+        return 2;
+    }
+    qk_err err = {0};
+    if (qk_ckpt_quantize(argv[i], argv[i + 1], to, &o, &err))
+        return qk_err_report("ckpt-tool", &err);
+    return 0;
+}

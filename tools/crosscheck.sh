@@ -1,0 +1,27 @@
+#!/bin/sh
+# crosscheck.sh - check qk's datacenter formats against the reference Python
+# packages (make crosscheck; not part of make check: it needs PyPI).
+#
+#   tools/crosscheck.sh [BUILD]      (BUILD defaults to build)
+#
+# Creates BUILD/crosscheck-venv with ml_dtypes, safetensors, numpy and,
+# unless QK_CROSSCHECK_NO_TORCH=1, torch + compressed-tensors (PyPI's torch
+# for Linux x86-64 is the CUDA build: a few GB to download once), then runs
+# tools/crosscheck.py, which drives BUILD/tools/ckpt-tool (make crosscheck
+# builds it first).
+set -eu
+B=${1:-build}
+VENV=$B/crosscheck-venv
+PY=${PYTHON:-python3}
+if [ ! -x "$VENV/bin/python" ]; then
+    "$PY" -m venv "$VENV"
+fi
+stamp=$VENV/.qk-installed
+if [ ! -f "$stamp" ]; then
+    "$VENV/bin/pip" install -q --disable-pip-version-check numpy ml_dtypes safetensors
+    if [ "${QK_CROSSCHECK_NO_TORCH:-0}" != 1 ]; then
+        "$VENV/bin/pip" install -q --disable-pip-version-check torch compressed-tensors
+    fi
+    touch "$stamp"
+fi
+exec "$VENV/bin/python" tools/crosscheck.py --build "$B"
