@@ -1,36 +1,40 @@
-# bash completion for qk and its qk-* links
-_qk_types() { qk quant --list-types 2>/dev/null | awk 'NR>1 {print $1}'; }
-_qk()
-{
-    local cur prev cmd
-    cur=${COMP_WORDS[COMP_CWORD]}
-    prev=${COMP_WORDS[COMP_CWORD-1]}
-    cmd=${COMP_WORDS[0]##*/}
-    local shift=0
-    if [ "$cmd" = qk ]; then
-        if [ "$COMP_CWORD" = 1 ]; then
-            COMPREPLY=($(compgen -W "inspect quant help --help --version" -- "$cur")); return
-        fi
-        cmd=qk-${COMP_WORDS[1]}
-    fi
-    case "$cmd" in
-    qk-inspect)
-        case "$prev" in --tensors|--meta|--max-rmse|--min-snr|-t|--threads) return;; esac
-        if [[ $cur == -* ]]; then
-            COMPREPLY=($(compgen -W "--tensors --meta --meta-full --stats --diff --max-rmse --min-snr --json --threads --quiet --help" -- "$cur"))
-        else
-            COMPREPLY=($(compgen -f -- "$cur"))
-        fi;;
-    qk-quant)
-        case "$prev" in
-        --raw-encode|--raw-decode) COMPREPLY=($(compgen -W "$(_qk_types)" -- "$cur")); return;;
-        --shape|-t|--threads) return;;
-        esac
-        if [[ $cur == -* ]]; then
-            COMPREPLY=($(compgen -W "--list-types --raw-encode --raw-decode --shape --imatrix --json --threads --quiet --help" -- "$cur"))
-        else
-            COMPREPLY=($(compgen -f -- "$cur"))
-        fi;;
+# bash completion for qk and its qk-* links.
+# Options come from each command's own --help, so they never go stale;
+# option values that are fixed lists are completed below.
+_qk_words_after() { # print the words of a list-valued option
+    case "$1" in
+    --raw-encode|--raw-decode|--output-tensor-type|--token-embedding-type)
+        qk quant --list-types 2>/dev/null | awk 'NR > 1 && $2 ~ /^[0-9]+$/ {print $1}';;
+    --to) echo "ct-fp8 ct-fp8-block ct-w8a8 ct-w4a16 ct-nvfp4 ct-mxfp4 modelopt-nvfp4 mlx-q2 mlx-q3 mlx-q4 mlx-q5 mlx-q6 mlx-q8 bf16 f16 f32";;
+    --kv-type|--logits-dtype) echo "f16 f32";;
+    --granularity) echo "tensor channel token group:32 group:64 group:128 block:128x128 none";;
+    --kld-base-format) echo "llama qk";;
+    -o|--output) echo "md csv json";;
     esac
 }
-complete -o filenames -F _qk qk qk-inspect qk-quant
+_qk()
+{
+    local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
+    local prog=${COMP_WORDS[0]##*/} sub
+    if [ "$prog" = qk ]; then
+        if [ "$COMP_CWORD" = 1 ]; then
+            COMPREPLY=($(compgen -W "$(qk --help 2>/dev/null | awk '/^commands:/ {f = 1; next} f && NF == 0 {f = 0} f {print $1}') --help --version" -- "$cur"))
+            return
+        fi
+        sub=${COMP_WORDS[1]}
+    else
+        sub=${prog#qk-}
+    fi
+    local vals
+    vals=$(_qk_words_after "$prev")
+    if [ -n "$vals" ]; then
+        COMPREPLY=($(compgen -W "$vals" -- "$cur"))
+        return
+    fi
+    if [[ $cur == -* ]]; then
+        COMPREPLY=($(compgen -W "$(qk "$sub" --help 2>/dev/null | grep -oE -- '--[a-zA-Z][-a-zA-Z0-9]*' | sort -u)" -- "$cur"))
+    else
+        COMPREPLY=($(compgen -f -- "$cur"))
+    fi
+}
+complete -o filenames -F _qk qk qk-inspect qk-quant qk-run qk-kld qk-bench

@@ -1,45 +1,28 @@
-# fish completion for qk and its qk-* links
+# fish completion for qk and its qk-* links.  Options come from each
+# command's own --help; fixed value lists are below.
+function __qk_commands
+    qk --help 2>/dev/null | awk '/^commands:/ {f = 1; next} f && NF == 0 {f = 0} f {print $1}'
+end
+function __qk_options --argument-names sub
+    qk $sub --help 2>/dev/null | string match -r -a -- '--[a-zA-Z][-a-zA-Z0-9]*' | sort -u
+end
 function __qk_types
-    qk quant --list-types 2>/dev/null | awk 'NR>1 {print $1}'
+    qk quant --list-types 2>/dev/null | awk 'NR > 1 && $2 ~ /^[0-9]+$/ {print $1}'
 end
-complete -c qk -n __fish_use_subcommand -f -a inspect -d 'look inside checkpoints'
-complete -c qk -n __fish_use_subcommand -f -a quant -d 'encode/decode tensors'
-# inspect
-for cmd in qk-inspect
-    complete -c $cmd -l tensors -r -d 'only tensors matching GLOB'
-    complete -c $cmd -l meta -r -d 'only metadata keys matching GLOB'
-    complete -c $cmd -l meta-full -d 'every metadata value in full'
-    complete -c $cmd -l stats -d 'per-tensor statistics'
-    complete -c $cmd -l diff -d 'compare two checkpoints'
-    complete -c $cmd -l max-rmse -r -d 'exit 1 above this RMSE'
-    complete -c $cmd -l min-snr -r -d 'exit 1 below this SNR (dB)'
-    complete -c $cmd -l json -d 'JSON output'
-    complete -c $cmd -s t -l threads -r -d threads
-    complete -c $cmd -s q -l quiet -d 'no progress bar'
-    complete -c $cmd -s h -l help -d help
+
+complete -c qk -n __fish_use_subcommand -f -a '(__qk_commands)'
+for sub in inspect quant run kld bench
+    complete -c qk-$sub -a "(__qk_options $sub)"
+    complete -c qk -n "__fish_seen_subcommand_from $sub" -a "(__qk_options $sub)"
 end
-complete -c qk -n '__fish_seen_subcommand_from inspect' -l stats -d 'per-tensor statistics'
-complete -c qk -n '__fish_seen_subcommand_from inspect' -l diff -d 'compare two checkpoints'
-complete -c qk -n '__fish_seen_subcommand_from inspect' -l json -d 'JSON output'
-complete -c qk -n '__fish_seen_subcommand_from inspect' -l tensors -r -d 'only tensors matching GLOB'
-complete -c qk -n '__fish_seen_subcommand_from inspect' -l meta -r -d 'only metadata keys matching GLOB'
-complete -c qk -n '__fish_seen_subcommand_from inspect' -l meta-full -d 'every metadata value in full'
-complete -c qk -n '__fish_seen_subcommand_from inspect' -l max-rmse -r -d 'exit 1 above this RMSE'
-complete -c qk -n '__fish_seen_subcommand_from inspect' -l min-snr -r -d 'exit 1 below this SNR (dB)'
-# quant
-for cmd in qk-quant
-    complete -c $cmd -l list-types -d 'print the format table'
-    complete -c $cmd -l raw-encode -x -a '(__qk_types)' -d 'encode float32 rows'
-    complete -c $cmd -l raw-decode -x -a '(__qk_types)' -d 'decode rows to float32'
-    complete -c $cmd -l shape -x -d ROWSxCOLS
-    complete -c $cmd -l imatrix -r -d 'importance weights'
-    complete -c $cmd -l json -d 'JSON output'
-    complete -c $cmd -s t -l threads -r -d threads
-    complete -c $cmd -s q -l quiet -d quiet
-    complete -c $cmd -s h -l help -d help
+for c in qk qk-quant
+    complete -c $c -l raw-encode -x -a '(__qk_types)'
+    complete -c $c -l raw-decode -x -a '(__qk_types)'
+    complete -c $c -l output-tensor-type -x -a '(__qk_types)'
+    complete -c $c -l token-embedding-type -x -a '(__qk_types)'
+    complete -c $c -l to -x -a 'ct-fp8 ct-fp8-block ct-w8a8 ct-w4a16 ct-nvfp4 ct-mxfp4 modelopt-nvfp4 mlx-q2 mlx-q3 mlx-q4 mlx-q5 mlx-q6 mlx-q8 bf16 f16 f32'
 end
-complete -c qk -n '__fish_seen_subcommand_from quant' -l list-types -d 'print the format table'
-complete -c qk -n '__fish_seen_subcommand_from quant' -l raw-encode -x -a '(__qk_types)'
-complete -c qk -n '__fish_seen_subcommand_from quant' -l raw-decode -x -a '(__qk_types)'
-complete -c qk -n '__fish_seen_subcommand_from quant' -l shape -x
-complete -c qk -n '__fish_seen_subcommand_from quant' -l imatrix -r
+for c in qk qk-run qk-kld
+    complete -c $c -l kv-type -x -a 'f16 f32'
+end
+complete -c qk-run -l logits-dtype -x -a 'f16 f32'

@@ -57,6 +57,16 @@ elif ! command -v python3 >/dev/null; then ok; else bad "--list-types --json is 
 ln -sf "$(cd "$(dirname "$QK")" && pwd)/qk" "$T/qk-quant"
 expect 0 "$T/qk-quant" --list-types
 
+# --- every command has a man page naming each option its --help lists
+for c in $("$QK" --help | awk '/^commands:/ {f = 1; next} f && NF == 0 {f = 0} f {print $1}'); do
+    m=man/qk-$c.1
+    if [ ! -f "$m" ]; then bad "no man page for $c"; continue; fi
+    sed 's/\\-/-/g; s/\\f[BIRP]//g' "$m" >"$T/man.txt"
+    for o in $("$QK" "$c" --help | grep -oE -- '--[a-zA-Z][-a-zA-Z0-9]*' | sort -u); do
+        grep -q -- "$o" "$T/man.txt" && ok || bad "man/qk-$c.1 does not document $o"
+    done
+done
+
 # per-command checks: tests/cli_NAME.sh, sourced with the helpers above
 for f in tests/cli_*.sh; do [ -f "$f" ] && . "./$f"; done
 
