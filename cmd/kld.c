@@ -1,0 +1,708 @@
+/* kld.c - qk-kld: perplexity and KL-divergence runs, llama-perplexity's
+ * numbers (lib/ppl.h, lib/kldstats.h), base files in llama.cpp's format or
+ * qk's compressed one (lib/kldbase.h), CI thresholds, and sharding through
+ * partial-results files merged into the statistics of one run. */
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "forward.h"
+#include <sys/stat.h>
+
+#include "gguf.h"
+#include "hfmodel.h"
+#include "json.h"
+#include "kldbase.h"
+#include "kldstats.h"
+#include "mapfile.h"
+#include "model.h"
+#include "ppl.h"
+#include "progress.h"
+#include "tokenizer.h"
+
+static const char usage_text[] =
+    "usage: qk-kld -m MODEL -f TEXT [-c N_CTX] [--chunks N] [-b N] [-t N] [--kld-base-out FILE]\n"
+    "       qk-kld -m MODEL --kld-base FILE [-f TEXT] [thresholds]\n"
+    "       qk-kld -m MODEL --base MODEL_B -f TEXT [thresholds]\n"
+    "       qk-kld ... --chunk-range A:B --partial-out PART.qkpart\n"
+    "       qk-kld --merge PART.qkpart... [--json] [thresholds]\n"
+    "\n"
+    "Perplexity and KL divergence as llama-perplexity computes them: the text is cut into\n"
+    "windows of N_CTX tokens (BOS first), the second half of each window is scored.\n"
+    "\n"
+    "  -m, --model MODEL       the model: GGUF, or a Hugging Face directory (then --base is GGUF)\n"
+    "  -f, --file TEXT         evaluation text\n"
+    "  -c, --ctx-size N        window size in tokens (default 512)\n"
+    "      --chunks N          at most N windows\n"
+    "  -b, --batch-size N      tokens per forward call (default 128)\n"
+    "      --kv-type f16|f32   KV cache type (default f16, llama.cpp's numerics)\n"
+    "      --kld-base FILE     compare against base log-probs (llama.cpp or qk format)\n"
+    "      --base MODEL_B      compare against MODEL_B (GGUF or HF directory) in the same pass\n"
+    "      --kld-base-out FILE write the model's log-probs as a base file\n"
+    "      --kld-base-format F llama (default: llama-perplexity's --kl-divergence-base) or qk\n"
+    "      --chunk-range A:B   only chunks A..B-1 (0-based; B may be omitted: to the end)\n"
+    "      --partial-out FILE  write the partial results of these chunks (.qkpart)\n"
+    "      --merge             the arguments are .qkpart files: print their merged statistics\n"
+    "      --max-kld-mean X    exit 1 when Mean KLD > X\n"
+    "      --max-kld-p99 X     exit 1 when the 99.0% KLD > X\n"
+    "      --max-ppl-ratio X   exit 1 when Mean PPL(Q)/PPL(base) > X\n"
+    "      --min-same-top X    exit 1 when Same top p < X percent\n"
+    "  -t, --threads N         threads (0 = all CPUs; results do not depend on N)\n"
+    "      --json              one JSON document on stdout instead of the text report\n"
+    "  -q, --quiet             no progress or timing on stderr\n"
+    "  -h, --help              this text\n"
+    "\n"
+    "Exit codes: 0 ok, 1 a threshold was exceeded, 2 usage or input error, 3 I/O error.\n";
+
+typedef struct {
+    const char *prog;
+    const char *model, *text, *base_file, *base_model, *base_out, *part_out;
+    int base_format;
+    int n_ctx, n_chunks, n_batch, threads, kv_type;
+    bool have_ctx, have_range, json, quiet, merge;
+    int range_a, range_b; /* range_b < 0: to the end */
+    double max_kld_mean, max_kld_p99, max_ppl_ratio, min_same_top;
+    bool has_max_kld_mean, has_max_kld_p99, has_max_ppl_ratio, has_min_same_top;
+} args;
+
+/* A model from a GGUF file or a Hugging Face directory (lib/hfmodel.h). */
+typedef struct {
+    qk_gguf *g;
+    qk_model gm;
+    qk_hfmodel *hf;
+    const qk_model *m;
+} model_file;
+
+static bool is_hf(const char *path)
+{
+    struct stat st;
+    const size_t n = strlen(path);
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return true;
+    return (n > 12 && !strcmp(path + n - 12, ".safetensors")) ||
+           (n > 5 && !strcmp(path + n - 5, ".json"));
+}
+
+static int load_model(model_file *mf, const char *path, qk_err *err)
+{
+    int rc;
+    if (is_hf(path)) {
+        if ((rc = qk_hfmodel_open(&mf->hf, path, err)))
+            return rc;
+        mf->m = &mf->hf->m;
+        return 0;
+    }
+    if ((rc = qk_gguf_open(&mf->g, path, 0, err)))
+        return rc;
+    if ((rc = qk_model_load(&mf->gm, mf->g, err))) {
+        qk_gguf_close(mf->g);
+        mf->g = NULL;
+        return rc;
+    }
+    mf->m = &mf->gm;
+    return 0;
+}
+
+static void unload_model(model_file *mf)
+{
+    if (mf->hf)
+        qk_hfmodel_close(mf->hf);
+    if (mf->g) {
+        qk_model_free(&mf->gm);
+        qk_gguf_close(mf->g);
+    }
+}
+
+static int read_text(const char *path, char **out, size_t *n, qk_err *err)
+{
+    qk_map m;
+    int rc = qk_map_open(&m, path, err);
+    if (rc)
+        return rc;
+    *out = malloc(m.size + 1);
+    if (!*out) {
+        qk_map_close(&m);
+        return qk_errf(err, QK_EIO, "out of memory");
+    }
+    if (m.size)
+        memcpy(*out, m.data, m.size);
+    (*out)[m.size] = 0;
+    *n = m.size;
+    qk_map_close(&m);
+    return 0;
+}
+
+/* ---- output ------------------------------------------------------------------ */
+
+typedef struct {
+    const args *a;
+    bool header_done;
+} print_ctx;
+
+static void on_chunk(void *ud, int chunk_no, const qk_kld_acc *acc)
+{
+    print_ctx *p = ud;
+    if (p->a->json)
+        return;
+    if (acc->mode == QK_KLD_MODE_KLD && !p->header_done) {
+        qk_kld_print_table_header(stdout);
+        p->header_done = true;
+    }
+    qk_kld_print_chunk(stdout, acc, chunk_no);
+}
+
+static void json_ve(qk_json *j, const char *key, qk_kld_ve v)
+{
+    qk_json_key(j, key);
+    qk_json_obj(j);
+    qk_json_key(j, "value"), qk_json_f64(j, v.v);
+    qk_json_key(j, "error"), qk_json_f64(j, v.e);
+    qk_json_end_obj(j);
+}
+
+typedef struct {
+    const char *option, *what;
+    double limit, value;
+    bool ok;
+} bound;
+
+static void json_report(const args *a, const qk_kld_acc *acc, const qk_kld_summary *s, bool ppl_ok,
+                        double ppl, double ppl_err, int n_ctx, int n_vocab, int first, int last,
+                        int total, const bound *b, int nb)
+{
+    qk_json j;
+    qk_json_init(&j, stdout, true);
+    qk_json_obj(&j);
+    qk_json_key(&j, "mode"), qk_json_str(&j, acc->mode == QK_KLD_MODE_KLD ? "kld" : "ppl");
+    qk_json_key(&j, "model"), qk_json_str(&j, a->merge ? NULL : a->model);
+    qk_json_key(&j, "base");
+    qk_json_str(&j, a->base_model ? a->base_model : a->base_file);
+    qk_json_key(&j, "n_ctx"), qk_json_int(&j, n_ctx);
+    qk_json_key(&j, "n_vocab"), qk_json_int(&j, n_vocab);
+    qk_json_key(&j, "chunks");
+    qk_json_obj(&j);
+    qk_json_key(&j, "first"), qk_json_int(&j, first);
+    qk_json_key(&j, "last"), qk_json_int(&j, last);
+    qk_json_key(&j, "total"), qk_json_int(&j, total);
+    qk_json_end_obj(&j);
+    qk_json_key(&j, "tokens_scored"), qk_json_uint(&j, acc->count);
+    if (acc->mode == QK_KLD_MODE_PPL) {
+        qk_json_key(&j, "ppl");
+        qk_json_obj(&j);
+        qk_json_key(&j, "value"), qk_json_f64(&j, ppl);
+        qk_json_key(&j, "error");
+        if (ppl_ok)
+            qk_json_f64(&j, ppl_err);
+        else
+            qk_json_null(&j);
+        qk_json_end_obj(&j);
+    } else {
+        qk_json_key(&j, "perplexity");
+        qk_json_obj(&j);
+        json_ve(&j, "ppl_q", s->ppl);
+        json_ve(&j, "ppl_base", s->ppl_base);
+        qk_json_key(&j, "cor_ln_ppl_pct"), qk_json_f64(&j, 100.0 * s->cor);
+        json_ve(&j, "ln_ppl_ratio", s->ln_ratio);
+        json_ve(&j, "ppl_ratio", s->ratio);
+        json_ve(&j, "ppl_diff", s->diff);
+        qk_json_end_obj(&j);
+        static const char *const kn[] = {"max", "p99_9", "p99", "p95", "p90", "median",
+                                         "p10", "p5", "p1", "p0_1", "min"};
+        qk_json_key(&j, "kld");
+        qk_json_obj(&j);
+        qk_json_key(&j, "mean"), qk_json_f64(&j, s->kld.v);
+        qk_json_key(&j, "error"), qk_json_f64(&j, s->kld.e);
+        for (int i = 0; i < 11; i++)
+            qk_json_key(&j, kn[i]), qk_json_f64(&j, s->kld_pct[i]);
+        qk_json_end_obj(&j);
+        static const char *const pn[] = {"max", "p99_9", "p99", "p95", "p90", "p75", "median",
+                                         "p25", "p10", "p5", "p1", "p0_1", "min"};
+        qk_json_key(&j, "delta_p_pct");
+        qk_json_obj(&j);
+        qk_json_key(&j, "mean"), qk_json_f64(&j, s->dp.v);
+        qk_json_key(&j, "error"), qk_json_f64(&j, s->dp.e);
+        for (int i = 0; i < 13; i++)
+            qk_json_key(&j, pn[i]), qk_json_f64(&j, s->dp_pct[i]);
+        qk_json_end_obj(&j);
+        json_ve(&j, "rms_delta_p_pct", s->rms_dp);
+        json_ve(&j, "same_top_p_pct", s->same_top);
+    }
+    qk_json_key(&j, "thresholds");
+    qk_json_arr(&j);
+    bool all = true;
+    for (int i = 0; i < nb; i++) {
+        qk_json_obj(&j);
+        qk_json_key(&j, "option"), qk_json_str(&j, b[i].option);
+        qk_json_key(&j, "limit"), qk_json_f64(&j, b[i].limit);
+        qk_json_key(&j, "value"), qk_json_f64(&j, b[i].value);
+        qk_json_key(&j, "ok"), qk_json_bool(&j, b[i].ok);
+        qk_json_end_obj(&j);
+        all = all && b[i].ok;
+    }
+    qk_json_end_arr(&j);
+    qk_json_key(&j, "ok"), qk_json_bool(&j, all);
+    qk_json_end_obj(&j);
+    qk_json_done(&j);
+}
+
+static int thresholds(const args *a, const qk_kld_summary *s, bound *b)
+{
+    int n = 0;
+    if (a->has_max_kld_mean)
+        b[n++] = (bound){"--max-kld-mean", "Mean KLD", a->max_kld_mean, s->kld.v,
+                         s->kld.v <= a->max_kld_mean};
+    if (a->has_max_kld_p99)
+        b[n++] = (bound){"--max-kld-p99", "99.0% KLD", a->max_kld_p99, s->kld_pct[2],
+                         s->kld_pct[2] <= a->max_kld_p99};
+    if (a->has_max_ppl_ratio)
+        b[n++] = (bound){"--max-ppl-ratio", "Mean PPL(Q)/PPL(base)", a->max_ppl_ratio, s->ratio.v,
+                         s->ratio.v <= a->max_ppl_ratio};
+    if (a->has_min_same_top)
+        b[n++] = (bound){"--min-same-top", "Same top p (%)", a->min_same_top, s->same_top.v,
+                         s->same_top.v >= a->min_same_top};
+    return n;
+}
+
+static bool any_threshold(const args *a)
+{
+    return a->has_max_kld_mean || a->has_max_kld_p99 || a->has_max_ppl_ratio || a->has_min_same_top;
+}
+
+/* Final report (text or JSON) and the thresholds' verdict. */
+static int finish(const args *a, qk_kld_acc *acc, int n_ctx, int n_vocab, int first, int last,
+                  int total)
+{
+    qk_kld_summary s = {0};
+    double ppl = 0, ppl_err = 0;
+    bool ppl_ok = false;
+    if (acc->mode == QK_KLD_MODE_KLD)
+        qk_kld_summarize(acc, &s);
+    else
+        ppl_ok = qk_kld_final_ppl(acc, &ppl, &ppl_err);
+    bound b[4];
+    const int nb = acc->mode == QK_KLD_MODE_KLD ? thresholds(a, &s, b) : 0;
+    if (a->json) {
+        json_report(a, acc, &s, ppl_ok, ppl, ppl_err, n_ctx, n_vocab, first, last, total, b, nb);
+    } else if (acc->mode == QK_KLD_MODE_PPL) {
+        fputc('\n', stdout);
+        if (ppl_ok)
+            printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, ppl_err);
+        else
+            printf("Final estimate: PPL = %.4f (no error estimate: variance not positive)\n", ppl);
+    } else {
+        fputc('\n', stdout);
+        qk_kld_print_summary(stdout, &s);
+    }
+    fflush(stdout);
+    int rc = 0;
+    for (int i = 0; i < nb; i++) {
+        if (b[i].ok)
+            continue;
+        fprintf(stderr, "%s: %s %g violated: %s = %.8g\n", a->prog, b[i].option, b[i].limit,
+                b[i].what, b[i].value);
+        rc = 1;
+    }
+    return rc;
+}
+
+/* ---- merge ------------------------------------------------------------------- */
+
+static int cmp_part(const void *x, const void *y)
+{
+    const qk_part_info *a = x, *b = y;
+    return (a->chunk_a > b->chunk_a) - (a->chunk_a < b->chunk_a);
+}
+
+static int merge(const args *a, char **paths, int n, qk_err *err)
+{
+    if (n < 1 || n > (1 << 20))
+        return qk_errf(err, QK_EINPUT, "--merge needs .qkpart files");
+    qk_part_info *info = calloc((size_t)n, sizeof *info);
+    int *order = calloc((size_t)n, sizeof *order);
+    qk_kld_acc acc;
+    int rc = 0;
+    memset(&acc, 0, sizeof acc);
+    if (!info || !order) {
+        rc = qk_errf(err, QK_EIO, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        if ((rc = qk_part_read_info(paths[i], &info[i], err)))
+            goto done;
+    }
+    /* sort a copy by first chunk, remembering each part's path */
+    qk_part_info *sorted = malloc((size_t)n * sizeof *sorted);
+    if (!sorted) {
+        rc = qk_errf(err, QK_EIO, "out of memory");
+        goto done;
+    }
+    memcpy(sorted, info, (size_t)n * sizeof *sorted);
+    qsort(sorted, (size_t)n, sizeof *sorted, cmp_part);
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < n; k++)
+            if (info[k].chunk_a == sorted[i].chunk_a && info[k].chunk_b == sorted[i].chunk_b &&
+                info[k].tokens_hash == sorted[i].tokens_hash) {
+                order[i] = k;
+                break;
+            }
+    for (int i = 0; i < n; i++) {
+        const qk_part_info *p = &sorted[i], *q = &sorted[0];
+        const char *path = paths[order[i]];
+        if (p->mode != q->mode || p->n_ctx != q->n_ctx || p->n_vocab != q->n_vocab ||
+            p->n_chunk != q->n_chunk || p->tokens_hash != q->tokens_hash) {
+            rc = qk_errf(err, QK_EINPUT, "%s: another run than %s (mode, n_ctx, vocabulary or tokens differ)",
+                         path, paths[order[0]]);
+            break;
+        }
+        if (i > 0 && p->chunk_a != sorted[i - 1].chunk_b) {
+            rc = qk_errf(err, QK_EINPUT, "%s: chunks %d..%d %s chunks %d..%d of %s", path,
+                         p->chunk_a, p->chunk_b - 1,
+                         p->chunk_a < sorted[i - 1].chunk_b ? "overlap" : "leave a gap after",
+                         sorted[i - 1].chunk_a, sorted[i - 1].chunk_b - 1, paths[order[i - 1]]);
+            break;
+        }
+    }
+    if (!rc) {
+        qk_kld_acc_init(&acc, sorted[0].mode, false);
+        print_ctx pc = {a, false};
+        for (int i = 0; i < n && !rc; i++)
+            rc = qk_part_replay(paths[order[i]], &sorted[i], &acc, on_chunk, &pc, err);
+        if (!rc) {
+            if (acc.mode == QK_KLD_MODE_PPL && any_threshold(a))
+                rc = qk_errf(err, QK_EINPUT, "thresholds need a KL-divergence run (parts have no base)");
+            else
+                rc = -finish(a, &acc, sorted[0].n_ctx, sorted[0].n_vocab, sorted[0].chunk_a + 1,
+                             sorted[n - 1].chunk_b, sorted[0].n_chunk);
+        }
+    }
+    free(sorted);
+done:
+    qk_kld_acc_free(&acc);
+    free(info), free(order);
+    return rc;
+}
+
+/* ---- a run ------------------------------------------------------------------- */
+
+static int same_as_input(const args *a, const char *out, qk_err *err)
+{
+    const char *in[] = {a->model, a->text, a->base_file, a->base_model};
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)
+        if (in[i] && qk_same_file(in[i], out))
+            return qk_errf(err, QK_EINPUT, "%s: output is the same file as input %s", out, in[i]);
+    return 0;
+}
+
+static int run(const args *a, qk_err *err)
+{
+    model_file mq = {0}, mb = {0};
+    qk_tokenizer *tok = NULL;
+    qk_kldb_reader *bin = NULL;
+    qk_kldb_writer *bout = NULL;
+    char *text = NULL;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    qk_kld_acc acc;
+    memset(&acc, 0, sizeof acc);
+    int rc;
+    if ((a->base_out && (rc = same_as_input(a, a->base_out, err))) ||
+        (a->part_out && (rc = same_as_input(a, a->part_out, err))))
+        return rc;
+    if ((rc = load_model(&mq, a->model, err)))
+        goto done;
+    if (a->base_model && (rc = load_model(&mb, a->base_model, err)))
+        goto done;
+    /* the tokenizer of whichever model is a GGUF file */
+    const qk_gguf *tg = mq.g ? mq.g : mb.g;
+    if (!tg) {
+        rc = qk_errf(err, QK_EINPUT, "%s: a Hugging Face directory has no GGUF tokenizer: give a GGUF "
+                     "model as -m or --base", a->model);
+        goto done;
+    }
+    if (!(tok = qk_tok_from_gguf(tg, err))) {
+        rc = err->code ? err->code : QK_EINPUT;
+        goto done;
+    }
+    const int nv = mq.m->hp.n_vocab;
+    if ((int)qk_tok_n_vocab(tok) != nv) {
+        rc = qk_errf(err, QK_EINPUT, "%s: the tokenizer has %u tokens, the output layer %d", a->model,
+                     qk_tok_n_vocab(tok), nv);
+        goto done;
+    }
+    if (a->text) {
+        size_t n = 0;
+        if ((rc = read_text(a->text, &text, &n, err)) ||
+            (rc = qk_ppl_tokenize(tok, text, n, &ids, &n_ids, err)))
+            goto done;
+    }
+    int n_ctx = a->n_ctx, n_chunk;
+    const int32_t *tokens;
+    if (a->base_file) {
+        if ((rc = qk_kldb_open(&bin, a->base_file, err)))
+            goto done;
+        const qk_kldb_info *bi = qk_kldb_reader_info(bin);
+        if (bi->n_vocab != nv) {
+            rc = qk_errf(err, QK_EINPUT, "%s: base log-probs for a vocabulary of %d tokens, %s has %d",
+                         a->base_file, bi->n_vocab, a->model, nv);
+            goto done;
+        }
+        if (a->have_ctx && a->n_ctx != bi->n_ctx) {
+            rc = qk_errf(err, QK_EINPUT, "%s: made with -c %d, not %d", a->base_file, bi->n_ctx, a->n_ctx);
+            goto done;
+        }
+        n_ctx = bi->n_ctx;
+        n_chunk = bi->n_chunk;
+        tokens = bi->tokens;
+        if (ids) {
+            const size_t need = (size_t)n_ctx * (size_t)n_chunk;
+            for (size_t i = 0; i < need; i++)
+                if (i >= n_ids || ids[i] != tokens[i]) {
+                    rc = qk_errf(err, QK_EINPUT, "%s: another token sequence than %s: token %zu is %d in "
+                                 "the base file, %s in the text", a->base_file, a->text, i, (int)tokens[i],
+                                 i >= n_ids ? "absent" : "different");
+                    goto done;
+                }
+        }
+    } else {
+        if (!ids) {
+            rc = qk_errf(err, QK_EINPUT, "need -f TEXT (or --kld-base FILE); see --help");
+            goto done;
+        }
+        if (n_ids < 2 * (size_t)n_ctx) {
+            rc = qk_errf(err, QK_EINPUT, "%s: too short: %zu tokens, at least %d needed for -c %d",
+                         a->text, n_ids, 2 * n_ctx, n_ctx);
+            goto done;
+        }
+        n_chunk = (int)(n_ids / (size_t)n_ctx);
+        tokens = ids;
+    }
+    if (a->n_chunks > 0 && a->n_chunks < n_chunk)
+        n_chunk = a->n_chunks;
+    int ca = 0, cb = n_chunk;
+    if (a->have_range) {
+        ca = a->range_a;
+        cb = a->range_b < 0 || a->range_b > n_chunk ? n_chunk : a->range_b;
+        if (ca >= cb) {
+            rc = qk_errf(err, QK_EINPUT, "--chunk-range %d:%d: no chunk of the %d in this run", a->range_a,
+                         a->range_b, n_chunk);
+            goto done;
+        }
+    }
+    if (a->base_model && mb.m->hp.n_vocab != nv) {
+        rc = qk_errf(err, QK_EINPUT, "%s: a vocabulary of %d tokens, %s has %d", a->base_model,
+                     mb.m->hp.n_vocab, a->model, nv);
+        goto done;
+    }
+    const bool kld = bin || a->base_model;
+    if (!kld && any_threshold(a)) {
+        rc = qk_errf(err, QK_EINPUT, "thresholds need a base: --kld-base FILE or --base MODEL_B");
+        goto done;
+    }
+    if (a->base_out) {
+        if (ca != 0 || cb != n_chunk) {
+            rc = qk_errf(err, QK_EINPUT, "--kld-base-out writes whole runs, not a --chunk-range");
+            goto done;
+        }
+        /* qk: the factored encoding when it is the smaller one */
+        const uint64_t rows_total = (uint64_t)n_chunk * (uint64_t)(n_ctx - 1 - n_ctx / 2);
+        const qk_kldb_head head = {&mq.m->output, mq.m->output_bias};
+        const bool fact = a->base_format == QK_KLDB_QK && qk_kldb_factored_pays(rows_total, &mq.m->output);
+        if ((rc = qk_kldb_create(&bout, a->base_out, a->base_format, n_ctx, nv, n_chunk, tokens, 9,
+                                 fact ? &head : NULL, err)))
+            goto done;
+    }
+    qk_kld_acc_init(&acc, kld ? QK_KLD_MODE_KLD : QK_KLD_MODE_PPL, a->part_out != NULL);
+    qk_progress prog;
+    qk_progress_init(&prog, "qk-kld", (uint64_t)(cb - ca), a->quiet);
+    print_ctx pc = {a, false};
+    qk_ppl_job job = {
+        .model = mq.m, .base_model = a->base_model ? mb.m : NULL, .base_in = bin, .base_out = bout,
+        .tokens = tokens, .n_ctx = n_ctx, .chunk_a = ca, .chunk_b = cb, .bos = qk_tok_bos(tok),
+        .add_bos = qk_tok_add_bos(tok), .n_batch = a->n_batch, .nthreads = a->threads,
+        .kv_type = a->kv_type, .acc = &acc, .on_chunk = on_chunk, .ud = &pc,
+        .progress = prog.on ? &prog : NULL};
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    rc = qk_ppl_run(&job, err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (prog.on)
+        qk_progress_end(&prog);
+    if (rc)
+        goto done;
+    if (bout && (rc = qk_kldb_finish(bout, err)))
+        goto done;
+    if (a->part_out) {
+        qk_part_info pi = {.mode = acc.mode, .n_ctx = n_ctx, .n_vocab = nv, .n_chunk = n_chunk,
+                           .chunk_a = ca, .chunk_b = cb, .rows = n_ctx - 1 - n_ctx / 2,
+                           .tokens_hash = qk_tokens_hash(tokens, (size_t)n_chunk * (size_t)n_ctx)};
+        if ((rc = qk_part_write(a->part_out, &pi, &acc, err)))
+            goto done;
+    }
+    rc = -finish(a, &acc, n_ctx, nv, ca + 1, cb, n_chunk);
+    if (!a->quiet) {
+        const double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        fprintf(stderr, "%s: %d chunks, %llu tokens evaluated in %.2f s (%.1f tokens/s per model)\n",
+                a->prog, cb - ca, (unsigned long long)job.tokens_evaluated, s,
+                s > 0 ? (double)job.tokens_evaluated / s : 0.0);
+    }
+done:
+    qk_kld_acc_free(&acc);
+    qk_kldb_free(bout);
+    qk_kldb_close(bin);
+    qk_tok_free(tok);
+    unload_model(&mq);
+    unload_model(&mb);
+    free(text), free(ids);
+    return rc;
+}
+
+/* ---- options ----------------------------------------------------------------- */
+
+static int parse_range(const char *s, args *a, qk_err *err)
+{
+    char *end;
+    long x = strtol(s, &end, 10);
+    if (end == s || *end != ':' || x < 0 || x > (1L << 28))
+        return qk_errf(err, QK_EINPUT, "--chunk-range '%s': expected A:B (0-based chunks A..B-1)", s);
+    a->range_a = (int)x;
+    a->range_b = -1;
+    if (end[1]) {
+        const char *b = end + 1;
+        long y = strtol(b, &end, 10);
+        if (end == b || *end || y <= x || y > (1L << 28))
+            return qk_errf(err, QK_EINPUT, "--chunk-range '%s': expected A:B with B > A", s);
+        a->range_b = (int)y;
+    }
+    a->have_range = true;
+    return 0;
+}
+
+static int parse_num(const char *opt, const char *s, double *v, bool *has, qk_err *err)
+{
+    char buf[64];
+    size_t n = strlen(s);
+    if (n > 0 && n < sizeof buf && s[n - 1] == '%') { /* "99.5%" */
+        memcpy(buf, s, n - 1);
+        buf[n - 1] = 0;
+        s = buf;
+    }
+    if (qk_cli_double(opt, s, v, err))
+        return err->code;
+    *has = true;
+    return 0;
+}
+
+int cmd_kld(int argc, char **argv)
+{
+    enum { O_CHUNKS = 256, O_KV, O_BASEF, O_BASEM, O_BOUT, O_BFMT, O_RANGE, O_POUT, O_MERGE,
+           O_MKM, O_MKP, O_MPR, O_MST, O_JSON };
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'}, {"file", required_argument, 0, 'f'},
+        {"ctx-size", required_argument, 0, 'c'}, {"chunks", required_argument, 0, O_CHUNKS},
+        {"batch-size", required_argument, 0, 'b'}, {"kv-type", required_argument, 0, O_KV},
+        {"kld-base", required_argument, 0, O_BASEF}, {"base", required_argument, 0, O_BASEM},
+        {"kld-base-out", required_argument, 0, O_BOUT},
+        {"kld-base-format", required_argument, 0, O_BFMT},
+        {"chunk-range", required_argument, 0, O_RANGE}, {"partial-out", required_argument, 0, O_POUT},
+        {"merge", no_argument, 0, O_MERGE}, {"max-kld-mean", required_argument, 0, O_MKM},
+        {"max-kld-p99", required_argument, 0, O_MKP}, {"max-ppl-ratio", required_argument, 0, O_MPR},
+        {"min-same-top", required_argument, 0, O_MST}, {"json", no_argument, 0, O_JSON},
+        {"threads", required_argument, 0, 't'}, {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    args a = {.prog = argv[0], .n_ctx = 512, .threads = 1, .kv_type = QK_F16,
+              .base_format = QK_KLDB_LLAMA};
+    qk_err err = {0};
+    int64_t v;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "m:f:c:b:t:qh", opts, NULL)) != -1) {
+        int rc = 0;
+        switch (c) {
+        case 'm': a.model = optarg; break;
+        case 'f': a.text = optarg; break;
+        case 'c':
+            if (!(rc = qk_cli_int("-c", optarg, 4, 1 << 24, &v, &err)))
+                a.n_ctx = (int)v, a.have_ctx = true;
+            break;
+        case O_CHUNKS:
+            if (!(rc = qk_cli_int("--chunks", optarg, 1, 1 << 28, &v, &err)))
+                a.n_chunks = (int)v;
+            break;
+        case 'b':
+            if (!(rc = qk_cli_int("-b", optarg, 1, 1 << 20, &v, &err)))
+                a.n_batch = (int)v;
+            break;
+        case O_KV:
+            if (!strcmp(optarg, "f16"))
+                a.kv_type = QK_F16;
+            else if (!strcmp(optarg, "f32"))
+                a.kv_type = QK_F32;
+            else
+                rc = qk_errf(&err, QK_EINPUT, "--kv-type '%s': expected f16 or f32", optarg);
+            break;
+        case O_BASEF: a.base_file = optarg; break;
+        case O_BASEM: a.base_model = optarg; break;
+        case O_BOUT: a.base_out = optarg; break;
+        case O_BFMT:
+            if (!strcmp(optarg, "llama"))
+                a.base_format = QK_KLDB_LLAMA;
+            else if (!strcmp(optarg, "qk"))
+                a.base_format = QK_KLDB_QK;
+            else
+                rc = qk_errf(&err, QK_EINPUT, "--kld-base-format '%s': expected llama or qk", optarg);
+            break;
+        case O_RANGE: rc = parse_range(optarg, &a, &err); break;
+        case O_POUT: a.part_out = optarg; break;
+        case O_MERGE: a.merge = true; break;
+        case O_MKM: rc = parse_num("--max-kld-mean", optarg, &a.max_kld_mean, &a.has_max_kld_mean, &err); break;
+        case O_MKP: rc = parse_num("--max-kld-p99", optarg, &a.max_kld_p99, &a.has_max_kld_p99, &err); break;
+        case O_MPR: rc = parse_num("--max-ppl-ratio", optarg, &a.max_ppl_ratio, &a.has_max_ppl_ratio, &err); break;
+        case O_MST: rc = parse_num("--min-same-top", optarg, &a.min_same_top, &a.has_min_same_top, &err); break;
+        case O_JSON: a.json = true; break;
+        case 't': rc = qk_cli_threads(optarg, &a.threads, &err); break;
+        case 'q': a.quiet = true; break;
+        case 'h': fputs(usage_text, stdout); return 0;
+        default: return qk_cli_bad_option(argv[0], argv, optind);
+        }
+        if (rc)
+            return qk_err_report(argv[0], &err);
+    }
+    int rc;
+    if (a.merge) {
+        if (optind >= argc || a.model || a.text || a.base_file || a.base_model || a.base_out ||
+            a.part_out || a.have_range) {
+            fprintf(stderr, "%s: --merge takes only .qkpart files (and --json, thresholds); see --help\n",
+                    argv[0]);
+            return 2;
+        }
+        rc = merge(&a, argv + optind, argc - optind, &err);
+    } else {
+        if (optind < argc) {
+            fprintf(stderr, "%s: unexpected argument '%s'; see --help\n", argv[0], argv[optind]);
+            return 2;
+        }
+        if (!a.model) {
+            fprintf(stderr, "%s: need -m MODEL; see --help\n", argv[0]);
+            return 2;
+        }
+        if (a.base_file && a.base_model) {
+            fprintf(stderr, "%s: give --kld-base FILE or --base MODEL_B, not both\n", argv[0]);
+            return 2;
+        }
+        if (a.part_out && !a.have_range) {
+            a.have_range = true; /* the whole run is one part */
+            a.range_a = 0;
+            a.range_b = -1;
+        }
+        rc = run(&a, &err);
+    }
+    if (rc > 0)
+        return qk_err_report(argv[0], &err);
+    return -rc;
+}

@@ -1,0 +1,272 @@
+/* ppl.c - llama-perplexity's chunking and scoring (perplexity.cpp:
+ * perplexity(), kl_divergence(), the log_softmax variants). */
+#include "ppl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "forward.h"
+#include "matmul.h"
+#include "threads.h"
+
+int qk_ppl_tokenize(const qk_tokenizer *t, const char *text, size_t n, int32_t **ids,
+                    size_t *n_ids, qk_err *err)
+{
+    if (n > 0 && text[n - 1] == '\n')
+        n--; /* common/arg.cpp, -f: "params.prompt.pop_back()" */
+    return qk_tok_encode(t, text, n, true, false, ids, n_ids, err);
+}
+
+static float row_max(const float *l, int nv, int *imax)
+{
+    float m = l[0];
+    int im = 0;
+    for (int i = 1; i < nv; i++)
+        if (l[i] > m) {
+            m = l[i];
+            im = i;
+        }
+    if (imax)
+        *imax = im;
+    return m;
+}
+
+static double row_sum_exp(const float *l, int nv, float max)
+{
+    double s = 0.0;
+    for (int i = 0; i < nv; i++)
+        s += expf(l[i] - max);
+    return s;
+}
+
+double qk_ppl_nll(const float *logits, int n_vocab, int tok, bool file_formula)
+{
+    const float max = row_max(logits, n_vocab, NULL);
+    const double sum = row_sum_exp(logits, n_vocab, max);
+    if (file_formula) {
+        const float lse = (float)log(sum);
+        return max + lse - logits[tok];
+    }
+    return -(logits[tok] - max - log(sum));
+}
+
+void qk_ppl_logprobs(const float *logits, int n_vocab, float *lp)
+{
+    qk_kldb_logprobs(logits, n_vocab, lp);
+}
+
+void qk_kld_score(const float *logits, const float *base_lp, int n_vocab, int tok, qk_kld_tok *out)
+{
+    int imax;
+    float max_logit = row_max(logits, n_vocab, &imax);
+    const float log_sum_exp = (float)log(row_sum_exp(logits, n_vocab, max_logit));
+    const float nll = max_logit + log_sum_exp - logits[tok];
+    const float nll_base = -base_lp[tok];
+    max_logit += log_sum_exp;
+    double sum = 0;
+    int imax_base = -1;
+    float lp_max = 0;
+    for (int i = 0; i < n_vocab; i++) {
+        const float lpb = base_lp[i];
+        if (i == 0 || lpb > lp_max) {
+            lp_max = lpb;
+            imax_base = i;
+        }
+        if (lpb > -16.f) {
+            const float p_base = expf(lpb);
+            sum += p_base * (lpb - logits[i] + max_logit);
+        }
+    }
+    out->nll = nll;
+    out->nll_base = nll_base;
+    out->kld = sum;
+    out->same_top = imax == imax_base;
+    const float p_base = expf(-nll_base), p = expf(-nll);
+    out->p_diff = p - p_base;
+}
+
+/* Per-row scoring of one batch, spread over threads (each row independent). */
+typedef struct {
+    const float *la, *blp;
+    const int32_t *target;
+    int nv;
+    bool kld, file_formula;
+    qk_kld_tok *rec;
+} score_ctx;
+
+static void score_rows(void *vctx, size_t begin, size_t end)
+{
+    const score_ctx *s = vctx;
+    for (size_t r = begin; r < end; r++) {
+        const float *l = s->la + r * (size_t)s->nv;
+        if (s->kld) {
+            qk_kld_score(l, s->blp + r * (size_t)s->nv, s->nv, s->target[r], &s->rec[r]);
+        } else {
+            memset(&s->rec[r], 0, sizeof s->rec[r]);
+            s->rec[r].nll = qk_ppl_nll(l, s->nv, s->target[r], s->file_formula);
+        }
+    }
+}
+
+typedef struct {
+    const float *lb;
+    float *blp;
+    int nv;
+} lp_ctx;
+
+static void lp_rows(void *vctx, size_t begin, size_t end)
+{
+    const lp_ctx *c = vctx;
+    for (size_t r = begin; r < end; r++)
+        qk_ppl_logprobs(c->lb + r * (size_t)c->nv, c->nv, c->blp + r * (size_t)c->nv);
+}
+
+typedef struct {
+    qk_ctx *a, *b;
+    float *la, *lb, *blp;
+    float *hid;            /* factored base output: normalised hidden states */
+    qk_matmul_ws ws;
+    int32_t *win;
+    qk_kld_tok *rec;
+} run_bufs;
+
+static void free_bufs(run_bufs *r)
+{
+    qk_ctx_free(r->a);
+    qk_ctx_free(r->b);
+    qk_matmul_ws_free(&r->ws);
+    free(r->la), free(r->lb), free(r->blp), free(r->hid), free(r->win), free(r->rec);
+}
+
+/* The engine's output block (forward.c: rmsnorm of the residual stream times
+ * output_norm, then the output layer and its bias), done here so that the
+ * normalised hidden states are kept for a factored base file.  The forward
+ * pass ran without logits, leaving the n rows' residual stream in c->x.
+ * Bit-identical to qk_forward's logits (tests/test_kld.c checks it). */
+static int logits_and_hidden(qk_ctx *c, const int32_t *tok, int n, float *hid, float *logits,
+                             qk_matmul_ws *ws, qk_err *err)
+{
+    const qk_model *m = c->m;
+    const int e = m->hp.n_embd, nv = m->hp.n_vocab;
+    if (qk_forward(c, tok, n, NULL, false, err))
+        return err->code;
+    for (int t = 0; t < n; t++) {
+        const float *x = c->x + (size_t)t * e;
+        float *y = hid + (size_t)t * e;
+        double sum = 0.0; /* ggml_compute_forward_rms_norm_f32 */
+        for (int i = 0; i < e; i++)
+            sum += (double)(x[i] * x[i]);
+        const float mean = (float)(sum / e);
+        const float scale = 1.0f / sqrtf(mean + m->hp.rms_eps);
+        for (int i = 0; i < e; i++)
+            y[i] = x[i] * scale * m->output_norm[i];
+    }
+    if (qk_matmul(&m->output, hid, n, logits, ws, c->nthreads, err))
+        return err->code;
+    if (m->output_bias)
+        for (int t = 0; t < n; t++)
+            for (int i = 0; i < nv; i++)
+                logits[(size_t)t * nv + i] += m->output_bias[i];
+    return 0;
+}
+
+/* One window: first half without logits, second half batch by batch. */
+static int run_chunk(qk_ppl_job *j, run_bufs *r, int c, qk_err *err)
+{
+    const int n_ctx = j->n_ctx, first = n_ctx / 2, nv = j->model->hp.n_vocab;
+    const bool kld = j->base_model || j->base_in;
+    memcpy(r->win, j->tokens + (size_t)c * n_ctx, (size_t)n_ctx * sizeof *r->win);
+    if (j->add_bos)
+        r->win[0] = j->bos;
+    qk_ctx_reset(r->a);
+    if (qk_forward(r->a, r->win, first, NULL, false, err))
+        return err->code;
+    if (r->b) {
+        qk_ctx_reset(r->b);
+        if (qk_forward(r->b, r->win, first, NULL, false, err))
+            return err->code;
+    }
+    j->tokens_evaluated += (uint64_t)first;
+    if (j->base_in && qk_kldb_seek_chunk(j->base_in, c, err))
+        return err->code;
+    const int nb = j->n_batch;
+    /* the last position's logits score nothing: it is never evaluated */
+    for (int p = first; p < n_ctx - 1; p += nb) {
+        const int n = n_ctx - 1 - p < nb ? n_ctx - 1 - p : nb;
+        if (r->hid ? logits_and_hidden(r->a, r->win + p, n, r->hid, r->la, &r->ws, err)
+                   : qk_forward(r->a, r->win + p, n, r->la, true, err))
+            return err->code;
+        j->tokens_evaluated += (uint64_t)n;
+        if (r->b) {
+            if (qk_forward(r->b, r->win + p, n, r->lb, true, err))
+                return err->code;
+            lp_ctx lc = {r->lb, r->blp, nv};
+            qk_parallel_for(j->nthreads, (size_t)n, 1, lp_rows, &lc);
+        }
+        if (j->base_in && qk_kldb_read_rows(j->base_in, n, r->blp, err))
+            return err->code;
+        const int e = j->model->hp.n_embd;
+        for (int k = 0; k < n && j->base_out; k++)
+            if (qk_kldb_write_row(j->base_out, r->la + (size_t)k * nv,
+                                  r->hid ? r->hid + (size_t)k * e : NULL, err))
+                return err->code;
+        score_ctx sc = {r->la, r->blp, r->win + p + 1, nv, kld, j->base_out != NULL, r->rec};
+        qk_parallel_for(j->nthreads, (size_t)n, 1, score_rows, &sc);
+        for (int k = 0; k < n; k++)
+            if (qk_kld_acc_add(j->acc, &r->rec[k], err))
+                return err->code;
+    }
+    return 0;
+}
+
+int qk_ppl_run(qk_ppl_job *j, qk_err *err)
+{
+    const int nv = j->model->hp.n_vocab;
+    if (j->n_ctx < 4)
+        return qk_errf(err, QK_EINPUT, "-c %d: the context must hold at least 4 tokens", j->n_ctx);
+    if (j->base_model && j->base_model->hp.n_vocab != nv)
+        return qk_errf(err, QK_EINPUT, "the base model's vocabulary has %d tokens, the model's %d",
+                       j->base_model->hp.n_vocab, nv);
+    if (j->n_batch <= 0)
+        j->n_batch = 128;
+    if (j->n_batch > j->n_ctx)
+        j->n_batch = j->n_ctx;
+    run_bufs r = {0};
+    qk_ctx_params cp = {.n_ctx = j->n_ctx, .n_batch = j->n_batch, .nthreads = j->nthreads,
+                        .kv_type = j->kv_type};
+    int rc = qk_ctx_new(&r.a, j->model, &cp, err);
+    if (!rc && j->base_model)
+        rc = qk_ctx_new(&r.b, j->base_model, &cp, err);
+    if (rc)
+        goto done;
+    const size_t rows = (size_t)j->n_batch * (size_t)nv;
+    r.la = malloc(rows * sizeof *r.la);
+    r.win = malloc((size_t)j->n_ctx * sizeof *r.win);
+    r.rec = malloc((size_t)j->n_batch * sizeof *r.rec);
+    if (j->base_model)
+        r.lb = malloc(rows * sizeof *r.lb);
+    if (j->base_model || j->base_in)
+        r.blp = malloc(rows * sizeof *r.blp);
+    if (j->base_out && qk_kldb_wants_hidden(j->base_out))
+        r.hid = malloc((size_t)j->n_batch * (size_t)j->model->hp.n_embd * sizeof *r.hid);
+    if (j->base_in)
+        qk_kldb_set_threads(j->base_in, j->nthreads);
+    if (!r.la || !r.win || !r.rec || (j->base_model && !r.lb) ||
+        (j->base_out && qk_kldb_wants_hidden(j->base_out) && !r.hid) ||
+        ((j->base_model || j->base_in) && !r.blp)) {
+        rc = qk_errf(err, QK_EIO, "out of memory (%zu logits per batch)", rows);
+        goto done;
+    }
+    for (int c = j->chunk_a; c < j->chunk_b; c++) {
+        if ((rc = run_chunk(j, &r, c, err)))
+            goto done;
+        if (j->on_chunk)
+            j->on_chunk(j->ud, c + 1, j->acc);
+        if (j->progress)
+            qk_progress_add(j->progress, 1);
+    }
+done:
+    free_bufs(&r);
+    return rc;
+}

@@ -1,0 +1,81 @@
+# qk-kld behaviour (sourced by tests/cli.sh: uses its expect/ok/bad helpers)
+KM=goldens/models/stories260K/stories260K-f32.gguf
+KT=goldens/stories260K-eval/eval-64k.txt
+KB=goldens/kld/stories260K-f32-c256-4chunks.kld
+
+# perplexity: llama-perplexity's progress line and final estimate
+expect 0 "$QK" kld -q -m "$KM" -f "$KT" -c 256 --chunks 2 -t 2
+grep -q '^\[1\]4\.0448,\[2\]3\.645[23],$' "$T/out" && ok || bad "kld progress line: $(head -1 "$T/out")"
+grep -q '^Final estimate: PPL = [0-9.]* +/- [0-9.]*$' "$T/out" && ok || bad "kld final estimate"
+# KL divergence against llama.cpp's base file, with passing thresholds
+expect 0 "$QK" kld -q -m "$KM" --kld-base "$KB" --chunks 2 -t 2 --max-kld-mean 1e-5 --min-same-top 99.9 --max-ppl-ratio 1.001 --max-kld-p99 0.001
+grep -q '^Same top p: 100\.000 ± 0\.000 %$' "$T/out" && ok || bad "kld same top p"
+grep -q '^====== KL divergence statistics ======$' "$T/out" && ok || bad "kld statistics block"
+# a violated bound: exit 1, one line naming it and the measured value
+expect 1 "$QK" kld -q -m "$KM" --kld-base "$KB" --chunks 1 --max-kld-mean -1
+grep -q "^qk-kld: --max-kld-mean -1 violated: Mean KLD = " "$T/err" && [ "$(wc -l <"$T/err")" = 1 ] && ok || bad "threshold message: $(cat "$T/err")"
+expect 1 "$QK" kld -q -m "$KM" --kld-base "$KB" --chunks 1 --min-same-top 100.5%
+# --json
+expect 0 "$QK" kld -q -m "$KM" --kld-base "$KB" --chunks 1 --json --max-kld-mean 1
+if command -v python3 >/dev/null; then
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["mode"]=="kld" and d["tokens_scored"]==127 and d["ok"] and d["kld"]["mean"]<1e-5 and d["same_top_p_pct"]["value"]==100 and d["chunks"]=={"first":1,"last":1,"total":1}' "$T/out" && ok || bad "kld --json"
+fi
+# thread count does not change the output
+"$QK" kld -q -m "$KM" --kld-base "$KB" --chunks 2 -t 1 >"$T/k1"
+"$QK" kld -q -m "$KM" --kld-base "$KB" --chunks 2 -t 3 -b 50 >"$T/k3"
+cmp -s "$T/k1" "$T/k3" && ok || bad "kld output depends on threads or batch size"
+# base files: llama.cpp's layout (size formula) and the qk format, read back
+expect 0 "$QK" kld -q -m "$KM" -f "$KT" -c 256 --chunks 2 --kld-base-out "$T/b.kld"
+[ "$(wc -c <"$T/b.kld")" = $((20 + 2 * 256 * 4 + 2 * 127 * 1032)) ] && ok || bad "llama base file size"
+cmp -s -n 12 "$T/b.kld" "$KB" && ok || bad "llama base file header"
+expect 0 "$QK" kld -q -m "$KM" -f "$KT" -c 256 --chunks 2 --kld-base-out "$T/b.qkb" --kld-base-format qk
+[ "$(wc -c <"$T/b.qkb")" -lt $(( $(wc -c <"$T/b.kld") / 2 )) ] && ok || bad "qk base file not under half the llama size"
+expect 0 "$QK" kld -q -m "$KM" --kld-base "$T/b.qkb" -f "$KT" --max-kld-mean 1e-6 --min-same-top 100
+expect 0 "$QK" kld -q -m "$KM" --kld-base "$T/b.kld" --max-kld-mean 1e-6 --min-same-top 100
+# --base: the model against itself in one pass is exactly zero
+expect 0 "$QK" kld -q -m "$KM" --base "$KM" -f "$KT" -c 256 --chunks 1 --max-kld-mean 1e-9 --max-ppl-ratio 1.000001
+# sharding: two parts merged (given in any order) print the bytes of one run
+"$QK" kld -q -m "$KM" --kld-base "$KB" --chunks 3 >"$T/whole"
+expect 0 "$QK" kld -q -m "$KM" --kld-base "$KB" --chunks 3 --chunk-range 1: --partial-out "$T/p2.qkpart"
+expect 0 "$QK" kld -q -m "$KM" --kld-base "$KB" --chunks 3 --chunk-range 0:1 --partial-out "$T/p1.qkpart"
+expect 0 "$QK" kld --merge "$T/p2.qkpart" "$T/p1.qkpart"
+cmp -s "$T/out" "$T/whole" && ok || bad "merged parts differ from one run"
+expect 1 "$QK" kld --merge "$T/p1.qkpart" "$T/p2.qkpart" --max-kld-mean -1
+expect 2 "$QK" kld --merge "$T/p1.qkpart" "$T/p1.qkpart"
+grep -q 'overlap' "$T/err" && ok || bad "overlap message: $(cat "$T/err")"
+expect 0 "$QK" kld -q -m "$KM" -f "$KT" -c 256 --chunks 3 --chunk-range 2:3 --partial-out "$T/q.qkpart"
+expect 2 "$QK" kld --merge "$T/p1.qkpart" "$T/q.qkpart"
+head -c 70 "$T/p2.qkpart" >"$T/cut.qkpart"
+expect 2 "$QK" kld --merge "$T/p1.qkpart" "$T/cut.qkpart"
+# bad input: exit 2 with one line
+head -c 100000 "$KB" >"$T/cut.kld"
+expect 2 "$QK" kld -q -m "$KM" --kld-base "$T/cut.kld"
+grep -q 'truncated' "$T/err" && ok || bad "truncated base message: $(cat "$T/err")"
+tail -c 30000 "$KT" >"$T/other.txt"
+expect 2 "$QK" kld -q -m "$KM" --kld-base "$KB" -f "$T/other.txt"
+grep -q 'another token sequence' "$T/err" && ok || bad "token sequence message: $(cat "$T/err")"
+head -c 300 "$KT" >"$T/short.txt"
+expect 2 "$QK" kld -q -m "$KM" -f "$T/short.txt" -c 256
+grep -q 'too short' "$T/err" && ok || bad "short text message: $(cat "$T/err")"
+if command -v python3 >/dev/null; then
+    python3 -c 'import struct,sys; n_ctx,nv,nch=8,100,2; r=n_ctx-1-n_ctx//2; open(sys.argv[1],"wb").write(b"_logits_"+struct.pack("<iii",n_ctx,nv,nch)+bytes(4*n_ctx*nch)+bytes(nch*r*(2*((nv+1)//2)+4)*2))' "$T/v100.kld"
+    expect 2 "$QK" kld -q -m "$KM" --kld-base "$T/v100.kld"
+    grep -q 'vocabulary of 100 tokens' "$T/err" && ok || bad "vocabulary message: $(cat "$T/err")"
+fi
+expect 2 "$QK" kld -q -m "$KM" --kld-base "$KB" -c 128
+expect 2 "$QK" kld -q -m "$KM" -f "$KT" -c 256 --max-kld-mean 1
+expect 2 "$QK" kld -q -m "$KM" -f "$KT" --kld-base-out "$KT"
+expect 2 "$QK" kld -q -m "$KM" -f "$KT" --chunk-range 3:2
+expect 2 "$QK" kld -q -m "$KM" -f "$KT" --kld-base-format zip
+expect 2 "$QK" kld -q -f "$KT"
+expect 2 "$QK" kld --merge
+expect 2 "$QK" kld --bogus
+expect 3 "$QK" kld -q -m "$KM" --kld-base "$T/missing.kld"
+expect 0 "$QK" kld --help
+# a Hugging Face directory against its GGUF conversion: the same logits
+expect 0 "$QK" kld -q -m goldens/models/stories260K/hf-f32 --base "$KM" -f "$KT" -c 256 --chunks 1 --max-kld-mean 1e-7 --max-ppl-ratio 1.000001 --min-same-top 100
+expect 2 "$QK" kld -q -m goldens/models/stories260K/hf-f32 --base goldens/models/stories260K/hf-bf16 -f "$KT"
+# the F16 model qk-quant makes, against llama.cpp's F32 base (when qk-quant writes GGUF models)
+if "$QK" quant "$KM" "$T/f16.gguf" F16 >/dev/null 2>&1; then
+    expect 0 "$QK" kld -q -m "$T/f16.gguf" --kld-base "$KB" --chunks 2 --max-kld-mean 1e-5 --min-same-top 99.5
+fi
