@@ -99,6 +99,14 @@ bench-kernels: $(B)/tools/bench-kernels
 	$(B)/tools/bench-kernels
 .PHONY: bench-kernels
 
+# a short fixed suite -> $(B)/bench.md (LLAMA_BENCH=/path/llama-bench adds a side-by-side table)
+bench: all
+	sh tools/bench-suite.sh $(B)/qk $(B)/bench.md
+# qk-quant vs llama-quantize (LLAMA_QUANTIZE=/path/llama-quantize) on bench250m
+bench-quant: all
+	sh tools/bench-quant.sh
+.PHONY: bench bench-quant
+
 # reference Python packages (ml_dtypes, safetensors, compressed-tensors, torch) in a venv; not part of check
 crosscheck: $(B)/tools/ckpt-tool
 	sh tools/crosscheck.sh $(B)

@@ -15,7 +15,7 @@ static const struct command {
 } commands[] = {
     {"help", NULL, "list the commands"},
     {"inspect", cmd_inspect, "look inside GGUF and safetensors checkpoints; compare two"},
-    {"quant", cmd_quant, "encode/decode tensors through the format table"},
+    {"quant", cmd_quant, "quantize GGUF models like llama-quantize (same bytes); encode/decode tensors"},
     {"run", cmd_run, "run a model: generate text, write logits, tokenize"},
     {"kld", cmd_kld, "perplexity and KL-divergence against a reference"},
     {"bench", cmd_bench, "speed and numerics benchmarks"},

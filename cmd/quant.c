@@ -1,9 +1,13 @@
-/* quant.c - qk-quant: encode and decode tensors through the format table.
+/* quant.c - qk-quant: quantize GGUF models as llama-quantize does (same
+ * command line, byte-identical files), and encode/decode raw tensors through
+ * the format table (--list-types, --raw-encode, --raw-decode).
  *
- * Implemented now: --list-types, --raw-encode, --raw-decode.
- * Not yet implemented: GGUF model quantization (llama-quantize's
- * `IN.gguf OUT.gguf TYPE` form) -- the help text says so. */
+ * The model path: options -> imatrix (lib/imatrix.h) -> plan (per-tensor
+ * types and every input check, lib/quant_model.h) -> streamed output ->
+ * report (text, or --json). */
+#include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,32 +16,72 @@
 #include "ckd.h"
 #include "cli.h"
 #include "commands.h"
+#include "gguf.h"
+#include "imatrix.h"
 #include "json.h"
 #include "mapfile.h"
 #include "outfile.h"
+#include "progress.h"
+#include "quant_model.h"
 #include "quantize.h"
+#include "threads.h"
 #include "types.h"
 
 static const char usage_text[] =
-    "usage: qk-quant --list-types [--json]\n"
+    "usage: qk-quant [options] IN.gguf [OUT.gguf] TYPE [NTHREADS]\n"
+    "       qk-quant --list-types [--json]\n"
     "       qk-quant --raw-encode TYPE --shape ROWSxCOLS [--imatrix FILE.f32] [-t N] IN.f32 OUT.bin\n"
     "       qk-quant --raw-decode TYPE --shape ROWSxCOLS [-t N] IN.bin OUT.f32\n"
     "\n"
-    "Encode raw little-endian float32 rows into a tensor type of the format table, or decode\n"
-    "them back, byte-exact with ggml's quantizers.\n"
+    "Quantize a GGUF model the way llama-quantize (llama.cpp d32676d) does: the same presets,\n"
+    "per-tensor type rules, options and metadata, and a byte-identical output file.  Without\n"
+    "OUT.gguf the output is ggml-model-TYPE.gguf beside the input.\n"
     "\n"
-    "  --list-types        the format table: name, id, block, bytes, bits/weight, importance, activation type\n"
-    "  --raw-encode TYPE   encode IN.f32 (ROWS x COLS float32) into OUT.bin\n"
-    "  --raw-decode TYPE   decode IN.bin (ROWS x COLS elements of TYPE) into OUT.f32\n"
-    "  --shape ROWSxCOLS   tensor shape; COLS must be a multiple of the type's block size\n"
-    "  --imatrix FILE      importance weights: COLS float32 values (required by iq2_xxs, iq2_xs, iq1_s)\n"
-    "  -t, --threads N     threads (0 = all CPUs; output bytes do not depend on N)\n"
-    "  --json              machine-readable output (with --list-types)\n"
-    "  -q, --quiet         no progress output\n"
-    "  -h, --help          this text\n"
+    "llama-quantize options:\n"
+    "  --allow-requantize         allow re-encoding tensors that are already quantized\n"
+    "  --leave-output-tensor      leave output.weight in its type\n"
+    "  --pure                     no k-quant mixture: every quantized tensor gets TYPE's type\n"
+    "  --imatrix FILE             importance matrix (llama-imatrix's GGUF or legacy .dat)\n"
+    "  --include-weights NAME     use the imatrix only for tensors whose name contains NAME\n"
+    "  --exclude-weights NAME     do not use the imatrix for tensors whose name contains NAME\n"
+    "  --output-tensor-type T     ggml type for output.weight\n"
+    "  --token-embedding-type T   ggml type for token_embd.weight\n"
+    "  --tensor-type REGEX=T      type for tensors whose name matches REGEX (repeatable)\n"
+    "  --tensor-type-file FILE    REGEX=T entries separated by spaces or newlines\n"
+    "  --prune-layers L0,L1,...   drop these blocks and renumber the rest\n"
+    "  --keep-split               one output shard per input shard (OUT-0000i-of-0000n.gguf)\n"
+    "  --override-kv KEY=TYPE:V   set metadata in the output (TYPE int, float, bool, str)\n"
+    "  --dry-run                  show the types and sizes, write nothing\n"
+    "qk options:\n"
+    "  --measure                  per-tensor SNR and NMSE of the encoded data against its source\n"
+    "  --json                     one JSON report on stdout (schema in qk-quant(1))\n"
+    "  -t, --threads N            threads (0 = all CPUs, the default; same as NTHREADS)\n"
+    "  -q, --quiet                no progress bar and no per-tensor report\n"
+    "  -h, --help                 this text\n"
+    "raw tensors:\n"
+    "  --list-types               the format table: name, id, block, bytes, bits/weight, importance,\n"
+    "                             activation type\n"
+    "  --raw-encode TYPE          encode IN.f32 (ROWS x COLS float32) into OUT.bin\n"
+    "  --raw-decode TYPE          decode IN.bin (ROWS x COLS elements of TYPE) into OUT.f32\n"
+    "  --shape ROWSxCOLS          tensor shape; COLS must be a multiple of the type's block size\n"
+    "  --imatrix FILE.f32         with --raw-encode: COLS float32 importance weights\n"
     "\n"
-    "Not yet implemented: quantizing a GGUF model (llama-quantize's IN.gguf OUT.gguf TYPE form).\n"
-    "Exit codes: 0 ok, 2 usage or input error, 3 I/O error.\n";
+    "Exit codes: 0 ok, 2 usage or input error, 3 I/O error.\n"
+    "\n"
+    "TYPE (name or number):\n";
+
+static void print_usage(void)
+{
+    fputs(usage_text, stdout);
+    size_t n;
+    const qk_quant_preset *p = qk_quant_presets(&n);
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(p[i].name, "COPY") != 0)
+            printf("  %2d  or  %-9s :%s\n", p[i].ftype, p[i].name, p[i].desc);
+        else
+            printf("          %-9s : %s\n", p[i].name, p[i].desc);
+    }
+}
 
 static void list_types(bool json)
 {
@@ -161,50 +205,448 @@ done:
     return rc;
 }
 
+/* ---- GGUF model quantization ------------------------------------------------ */
+
+typedef struct model_args {
+    qk_quant_opts o;
+    const char *imatrix_path;
+    const char **include, **exclude;
+    size_t n_include, n_exclude;
+    qk_quant_tt *tt;
+    qk_quant_kvo *kvo;
+    int *prune;
+    bool json, quiet, threads_set;
+} model_args;
+
+static void free_args(model_args *a)
+{
+    for (size_t i = 0; i < a->o.n_tt; i++)
+        free(a->tt[i].pattern);
+    free(a->tt);
+    free(a->kvo);
+    free(a->prune);
+    free(a->include);
+    free(a->exclude);
+}
+
+static int push_str(const char ***v, size_t *n, const char *s, qk_err *err)
+{
+    const char **p = realloc(*v, (*n + 1) * sizeof *p);
+    if (!p)
+        return qk_errf(err, QK_EIO, "out of memory");
+    p[(*n)++] = s;
+    *v = p;
+    return 0;
+}
+
+static int push_tt(model_args *a, const char *s, qk_err *err)
+{
+    qk_quant_tt *p = realloc(a->tt, (a->o.n_tt + 1) * sizeof *p);
+    if (!p)
+        return qk_errf(err, QK_EIO, "out of memory");
+    a->tt = p;
+    int rc = qk_quant_parse_tt(s, &p[a->o.n_tt], err);
+    if (!rc)
+        a->o.n_tt++;
+    return rc;
+}
+
+static int read_tt_file(model_args *a, const char *path, qk_err *err)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return qk_err_sys(err, path, "cannot open --tensor-type-file");
+    char tok[1024];
+    int rc = 0;
+    while (!rc && fscanf(f, "%1023s", tok) == 1)
+        rc = push_tt(a, tok, err);
+    if (!rc && ferror(f))
+        rc = qk_err_sys(err, path, "read failed");
+    fclose(f);
+    return rc;
+}
+
+static int cmp_int(const void *x, const void *y)
+{
+    int a = *(const int *)x, b = *(const int *)y;
+    return (a > b) - (a < b);
+}
+
+/* --prune-layers L0,L1,...: sorted, duplicates removed. */
+static int parse_prune(model_args *a, const char *s, qk_err *err)
+{
+    size_t n = 0;
+    for (const char *p = s; *p; p++)
+        n += *p == ',';
+    int *v = realloc(a->prune, (a->o.n_prune + n + 1) * sizeof *v);
+    if (!v)
+        return qk_errf(err, QK_EIO, "out of memory");
+    a->prune = v;
+    const char *p = s;
+    for (;;) {
+        char *end;
+        errno = 0;
+        long id = strtol(p, &end, 10);
+        if (end == p || errno || id < 0 || id > 1023 || (*end && *end != ','))
+            return qk_errf(err, QK_EINPUT, "--prune-layers: invalid layer id in '%s'", s);
+        v[a->o.n_prune++] = (int)id;
+        if (!*end)
+            break;
+        p = end + 1;
+    }
+    qsort(v, a->o.n_prune, sizeof *v, cmp_int);
+    size_t k = 0;
+    for (size_t i = 0; i < a->o.n_prune; i++)
+        if (k == 0 || v[k - 1] != v[i])
+            v[k++] = v[i];
+    a->o.n_prune = k;
+    return 0;
+}
+
+static int parse_ggml_type(const char *opt, const char *s, int *out, qk_err *err)
+{
+    const qk_type_traits *t = qk_type_by_name(s);
+    if (!t || !t->in_gguf || t->id >= QK_GGML_TYPE_COUNT)
+        return qk_errf(err, QK_EINPUT, "%s: invalid ggml type '%s' (see --list-types)", opt, s);
+    *out = t->id;
+    return 0;
+}
+
+/* llama-quantize's default output: ggml-model-TYPE.gguf beside the input
+ * (no .gguf with --keep-split, whose shard names add it). */
+static char *default_output(const char *in, const char *preset, bool keep_split)
+{
+    const char *slash = strrchr(in, '/');
+    size_t dir = slash ? (size_t)(slash - in) + 1 : 0;
+    size_t n = dir + strlen(preset) + 32;
+    char *s = malloc(n);
+    if (s)
+        snprintf(s, n, "%.*sggml-model-%s%s", (int)dir, in, preset, keep_split ? "" : ".gguf");
+    return s;
+}
+
+static double bpw(uint64_t bytes, uint64_t elems) { return elems ? (double)bytes * 8.0 / (double)elems : 0.0; }
+
+static double snr_db(const qk_quant_item *it)
+{
+    return it->err2 > 0 ? 10.0 * log10(it->ref2 / it->err2) : INFINITY;
+}
+
+static void shape_str(const qk_gguf_tensor *t, char *buf, size_t n)
+{
+    int nd = 1;
+    for (int i = 3; i >= 1; i--)
+        if (t->ne[i] > 1) {
+            nd = i + 1;
+            break;
+        }
+    size_t k = 0;
+    for (int i = 0; i < nd && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? "x" : "", (long long)t->ne[i]);
+}
+
+static void report_text(const qk_quant_plan *p, const char *preset)
+{
+    for (size_t i = 0; i < p->n; i++) {
+        const qk_quant_item *it = &p->t[i];
+        char shape[96];
+        shape_str(it->src, shape, sizeof shape);
+        printf("[%4zu/%4zu] %-36s %-16s %-7s -> %-7s %10llu -> %10llu bytes  (%s%s)", i + 1, p->n,
+               it->name, shape, qk_type_get(it->src->type)->name, qk_type_get(it->type)->name,
+               (unsigned long long)it->src->nbytes, (unsigned long long)it->bytes, it->why,
+               it->imatrix ? ", imatrix" : "");
+        if (it->measured)
+            printf("  snr %.2f dB nmse %.3g", snr_db(it), it->ref2 > 0 ? it->err2 / it->ref2 : 0.0);
+        putchar('\n');
+    }
+    printf("%s: %zu tensors, %.2f MiB (%.2f bpw) -> %.2f MiB (%.2f bpw)%s\n", preset, p->n,
+           (double)p->bytes_in / 1048576.0, bpw(p->bytes_in, p->n_elements),
+           (double)p->bytes_out / 1048576.0, bpw(p->bytes_out, p->n_elements),
+           p->o.dry_run ? " (dry run: nothing written)" : "");
+    if (p->n_fallback)
+        printf("%d of %zu tensors needed a fallback type\n", p->n_fallback, p->n);
+    if (p->would_need_imatrix)
+        printf("note: the real run of this quantization requires an importance matrix (--imatrix)\n");
+}
+
+static void report_json(const qk_quant_plan *p, const char *in, const char *out, const char *preset)
+{
+    qk_json j;
+    qk_json_init(&j, stdout, true);
+    qk_json_obj(&j);
+    qk_json_key(&j, "input"), qk_json_str(&j, in);
+    qk_json_key(&j, "outputs");
+    qk_json_arr(&j);
+    for (int s = 0; out && s < p->n_shards; s++) {
+        char *path = qk_quant_shard_path(p, out, s);
+        qk_json_str(&j, path);
+        free(path);
+    }
+    qk_json_end_arr(&j);
+    qk_json_key(&j, "preset"), qk_json_str(&j, preset);
+    qk_json_key(&j, "file_type"), qk_json_uint(&j, p->file_type);
+    qk_json_key(&j, "dry_run"), qk_json_bool(&j, p->o.dry_run);
+    qk_json_key(&j, "imatrix");
+    if (p->o.imatrix) {
+        const qk_imatrix *im = p->o.imatrix;
+        qk_json_obj(&j);
+        qk_json_key(&j, "file"), qk_json_str(&j, p->o.imatrix_file);
+        qk_json_key(&j, "format"), qk_json_str(&j, im->legacy ? "legacy" : "gguf");
+        qk_json_key(&j, "entries"), qk_json_uint(&j, im->n);
+        qk_json_key(&j, "chunks"), qk_json_int(&j, im->chunk_count);
+        qk_json_key(&j, "datasets");
+        qk_json_arr(&j);
+        for (size_t i = 0; i < im->n_datasets; i++)
+            qk_json_str(&j, im->datasets[i]);
+        qk_json_end_arr(&j);
+        qk_json_key(&j, "tensors_using_it"), qk_json_int(&j, p->n_imatrix_used);
+        qk_json_end_obj(&j);
+    } else {
+        qk_json_null(&j);
+    }
+    qk_json_key(&j, "tensors");
+    qk_json_arr(&j);
+    double e2 = 0, r2 = 0;
+    bool measured = false;
+    for (size_t i = 0; i < p->n; i++) {
+        const qk_quant_item *it = &p->t[i];
+        qk_json_obj(&j);
+        qk_json_key(&j, "name"), qk_json_str(&j, it->name);
+        qk_json_key(&j, "shape");
+        qk_json_arr(&j);
+        for (int d = 0; d < (int)it->src->n_dims; d++)
+            qk_json_int(&j, it->src->ne[d]);
+        qk_json_end_arr(&j);
+        qk_json_key(&j, "source_type"), qk_json_str(&j, qk_type_get(it->src->type)->name);
+        qk_json_key(&j, "type"), qk_json_str(&j, qk_type_get(it->type)->name);
+        qk_json_key(&j, "reason"), qk_json_str(&j, it->why);
+        qk_json_key(&j, "imatrix"), qk_json_bool(&j, it->imatrix != NULL);
+        qk_json_key(&j, "shard"), qk_json_int(&j, it->shard);
+        qk_json_key(&j, "bytes_in"), qk_json_uint(&j, it->src->nbytes);
+        qk_json_key(&j, "bytes"), qk_json_uint(&j, it->bytes);
+        if (it->measured) {
+            qk_json_key(&j, "snr_db"), qk_json_f64(&j, snr_db(it));
+            qk_json_key(&j, "nmse"), qk_json_f64(&j, it->ref2 > 0 ? it->err2 / it->ref2 : 0.0);
+            e2 += it->err2;
+            r2 += it->ref2;
+            measured = true;
+        }
+        qk_json_end_obj(&j);
+    }
+    qk_json_end_arr(&j);
+    qk_json_key(&j, "total");
+    qk_json_obj(&j);
+    qk_json_key(&j, "tensors"), qk_json_uint(&j, p->n);
+    qk_json_key(&j, "elements"), qk_json_uint(&j, p->n_elements);
+    qk_json_key(&j, "bytes_in"), qk_json_uint(&j, p->bytes_in);
+    qk_json_key(&j, "bytes"), qk_json_uint(&j, p->bytes_out);
+    qk_json_key(&j, "bpw_in"), qk_json_f64(&j, bpw(p->bytes_in, p->n_elements));
+    qk_json_key(&j, "bpw"), qk_json_f64(&j, bpw(p->bytes_out, p->n_elements));
+    qk_json_key(&j, "fallbacks"), qk_json_int(&j, p->n_fallback);
+    qk_json_key(&j, "needs_imatrix"), qk_json_bool(&j, p->would_need_imatrix);
+    if (measured) {
+        qk_json_key(&j, "snr_db"), qk_json_f64(&j, e2 > 0 ? 10.0 * log10(r2 / e2) : INFINITY);
+        qk_json_key(&j, "nmse"), qk_json_f64(&j, r2 > 0 ? e2 / r2 : 0.0);
+    }
+    qk_json_end_obj(&j);
+    qk_json_end_obj(&j);
+    qk_json_done(&j);
+}
+
+static void on_progress(void *ctx, uint64_t n) { qk_progress_add(ctx, n); }
+
+static int quantize_model(model_args *a, char **pos, int npos, const char *prog)
+{
+    qk_err err = {0};
+    if (npos < 2) {
+        fprintf(stderr, "%s: need IN.gguf [OUT.gguf] TYPE [NTHREADS]; see --help\n", prog);
+        return 2;
+    }
+    if (a->n_include && a->n_exclude) {
+        fprintf(stderr, "%s: --include-weights and --exclude-weights cannot be used together\n", prog);
+        return 2;
+    }
+    const char *in = pos[0], *out_arg = NULL;
+    const qk_quant_preset *pr = qk_quant_preset_find(pos[1]);
+    int k = 2;
+    if (!pr) {
+        out_arg = pos[1];
+        if (npos < 3) {
+            fprintf(stderr, "%s: unknown quantization type '%s' (or missing TYPE); see --help\n", prog, pos[1]);
+            return 2;
+        }
+        pr = qk_quant_preset_find(pos[2]);
+        if (!pr) {
+            fprintf(stderr, "%s: unknown quantization type '%s'; see --help for the list\n", prog, pos[2]);
+            return 2;
+        }
+        k = 3;
+    }
+    if (npos > k + 1) {
+        fprintf(stderr, "%s: unexpected argument '%s'; see --help\n", prog, pos[k + 1]);
+        return 2;
+    }
+    if (npos == k + 1) {
+        int64_t nt;
+        if (qk_cli_int("NTHREADS", pos[k], -1024, 1024, &nt, &err))
+            return qk_err_report(prog, &err);
+        if (!a->threads_set)
+            a->o.nthreads = nt <= 0 ? qk_cpu_count() : (int)nt;
+    }
+    a->o.ftype = pr->ftype;
+    a->o.only_copy = !strcmp(pr->name, "COPY");
+
+    char *out = NULL;
+    if (!a->o.dry_run) {
+        if (out_arg) {
+            out = strdup(out_arg);
+            /* llama-quantize: with --keep-split a ".gguf" is cut off the output name */
+            if (out && a->o.keep_split && strstr(out, ".gguf") && strlen(out) >= 5)
+                out[strlen(out) - 5] = 0;
+        } else {
+            out = default_output(in, pr->name, a->o.keep_split);
+        }
+        if (!out)
+            return qk_err_report(prog, &(qk_err){QK_EIO, "out of memory"});
+        if (!a->o.keep_split && qk_same_file(in, out)) {
+            fprintf(stderr, "%s: %s: output is the same file as the input\n", prog, out);
+            free(out);
+            return 2;
+        }
+    }
+
+    qk_imatrix *im = NULL;
+    qk_gguf *g = NULL;
+    qk_quant_plan *plan = NULL;
+    int rc = 0;
+    if (a->imatrix_path) {
+        if ((rc = qk_imatrix_load(&im, a->imatrix_path, &err)))
+            goto done;
+        qk_imatrix_filter(im, a->include, a->n_include, a->exclude, a->n_exclude);
+        a->o.imatrix = im;
+        a->o.imatrix_file = a->imatrix_path;
+    }
+    a->o.tt = a->tt;
+    a->o.kvo = a->kvo;
+    a->o.prune = a->prune;
+    if ((rc = qk_gguf_open(&g, in, 0, &err)) || (rc = qk_quant_plan_make(&plan, g, &a->o, &err)))
+        goto done;
+    if (!a->o.dry_run) {
+        qk_progress pg;
+        qk_progress_init(&pg, "quantizing", plan->n_elements, a->quiet || a->json);
+        rc = qk_quant_run(plan, out, on_progress, &pg, &err);
+        qk_progress_end(&pg);
+        if (rc)
+            goto done;
+    }
+    if (a->json)
+        report_json(plan, in, out, pr->name);
+    else if (!a->quiet)
+        report_text(plan, pr->name);
+done:
+    if (rc)
+        qk_err_report(prog, &err);
+    qk_quant_plan_free(plan);
+    qk_gguf_close(g);
+    qk_imatrix_free(im);
+    free(out);
+    return rc;
+}
+
 int cmd_quant(int argc, char **argv)
 {
-    enum { O_LIST = 256, O_ENC, O_DEC, O_SHAPE, O_IMATRIX, O_JSON };
+    enum {
+        O_LIST = 256, O_ENC, O_DEC, O_SHAPE, O_IMATRIX, O_JSON, O_REQUANT, O_LEAVE_OUT, O_PURE,
+        O_INCLUDE, O_EXCLUDE, O_OUT_TYPE, O_EMB_TYPE, O_TT, O_TT_FILE, O_PRUNE, O_KEEP_SPLIT,
+        O_KVO, O_DRY, O_MEASURE
+    };
     static const struct option opts[] = {
         {"list-types", no_argument, 0, O_LIST}, {"raw-encode", required_argument, 0, O_ENC},
         {"raw-decode", required_argument, 0, O_DEC}, {"shape", required_argument, 0, O_SHAPE},
         {"imatrix", required_argument, 0, O_IMATRIX}, {"json", no_argument, 0, O_JSON},
+        {"allow-requantize", no_argument, 0, O_REQUANT},
+        {"leave-output-tensor", no_argument, 0, O_LEAVE_OUT}, {"pure", no_argument, 0, O_PURE},
+        {"include-weights", required_argument, 0, O_INCLUDE},
+        {"exclude-weights", required_argument, 0, O_EXCLUDE},
+        {"output-tensor-type", required_argument, 0, O_OUT_TYPE},
+        {"token-embedding-type", required_argument, 0, O_EMB_TYPE},
+        {"tensor-type", required_argument, 0, O_TT}, {"tensor-type-file", required_argument, 0, O_TT_FILE},
+        {"prune-layers", required_argument, 0, O_PRUNE}, {"keep-split", no_argument, 0, O_KEEP_SPLIT},
+        {"override-kv", required_argument, 0, O_KVO}, {"dry-run", no_argument, 0, O_DRY},
+        {"measure", no_argument, 0, O_MEASURE},
         {"threads", required_argument, 0, 't'}, {"quiet", no_argument, 0, 'q'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     raw_args a = {.prog = argv[0], .threads = 1};
-    bool list = false, json = false, have_shape = false;
+    model_args m = {.o = {.output_tensor_type = -1, .token_embedding_type = -1, .nthreads = qk_cpu_count()}};
+    bool list = false, have_shape = false;
     const char *enc = NULL, *dec = NULL;
     qk_err err = {0};
-    int c;
+    int c, rc = 0;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "t:qh", opts, NULL)) != -1) {
+    while (!rc && (c = getopt_long(argc, argv, "t:qh", opts, NULL)) != -1) {
         switch (c) {
         case O_LIST: list = true; break;
         case O_ENC: enc = optarg; break;
         case O_DEC: dec = optarg; break;
         case O_SHAPE:
-            if (qk_cli_shape(optarg, &a.rows, &a.cols, &err))
-                return qk_err_report(argv[0], &err);
+            rc = qk_cli_shape(optarg, &a.rows, &a.cols, &err);
             have_shape = true;
             break;
-        case O_IMATRIX: a.imatrix = optarg; break;
-        case O_JSON: json = true; break;
-        case 't':
-            if (qk_cli_threads(optarg, &a.threads, &err))
-                return qk_err_report(argv[0], &err);
+        case O_IMATRIX: a.imatrix = m.imatrix_path = optarg; break;
+        case O_JSON: m.json = true; break;
+        case O_REQUANT: m.o.allow_requantize = true; break;
+        case O_LEAVE_OUT: m.o.leave_output = true; break;
+        case O_PURE: m.o.pure = true; break;
+        case O_INCLUDE: rc = push_str(&m.include, &m.n_include, optarg, &err); break;
+        case O_EXCLUDE: rc = push_str(&m.exclude, &m.n_exclude, optarg, &err); break;
+        case O_OUT_TYPE: rc = parse_ggml_type("--output-tensor-type", optarg, &m.o.output_tensor_type, &err); break;
+        case O_EMB_TYPE: rc = parse_ggml_type("--token-embedding-type", optarg, &m.o.token_embedding_type, &err); break;
+        case O_TT: rc = push_tt(&m, optarg, &err); break;
+        case O_TT_FILE: rc = read_tt_file(&m, optarg, &err); break;
+        case O_PRUNE: rc = parse_prune(&m, optarg, &err); break;
+        case O_KEEP_SPLIT: m.o.keep_split = true; break;
+        case O_KVO: {
+            qk_quant_kvo *p = realloc(m.kvo, (m.o.n_kvo + 1) * sizeof *p);
+            if (!p) {
+                rc = qk_errf(&err, QK_EIO, "out of memory");
+                break;
+            }
+            m.kvo = p;
+            if (!(rc = qk_quant_parse_kvo(optarg, &p[m.o.n_kvo], &err)))
+                m.o.n_kvo++;
             break;
-        case 'q': break;
-        case 'h': fputs(usage_text, stdout); return 0;
-        default: return qk_cli_bad_option(argv[0], argv, optind);
+        }
+        case O_DRY: m.o.dry_run = true; break;
+        case O_MEASURE: m.o.measure = true; break;
+        case 't':
+            if (!(rc = qk_cli_threads(optarg, &a.threads, &err))) {
+                m.o.nthreads = a.threads;
+                m.threads_set = true;
+            }
+            break;
+        case 'q': m.quiet = true; break;
+        case 'h': print_usage(); free_args(&m); return 0;
+        default: free_args(&m); return qk_cli_bad_option(argv[0], argv, optind);
         }
     }
+    if (rc) {
+        free_args(&m);
+        return qk_err_report(argv[0], &err);
+    }
     if (list) {
-        list_types(json);
+        list_types(m.json);
+        free_args(&m);
         return 0;
     }
-    if ((enc != NULL) + (dec != NULL) != 1) {
-        fprintf(stderr, "%s: give one of --list-types, --raw-encode TYPE, --raw-decode TYPE "
-                        "(quantizing GGUF models is not implemented yet); see --help\n", argv[0]);
+    if (!enc && !dec) {
+        rc = quantize_model(&m, argv + optind, argc - optind, argv[0]);
+        free_args(&m);
+        return rc;
+    }
+    free_args(&m);
+    if (enc && dec) {
+        fprintf(stderr, "%s: give one of --raw-encode TYPE and --raw-decode TYPE; see --help\n", argv[0]);
         return 2;
     }
     const char *tname = enc ? enc : dec;
@@ -217,6 +659,6 @@ int cmd_quant(int argc, char **argv)
         fprintf(stderr, "%s: need --shape ROWSxCOLS, IN and OUT; see --help\n", argv[0]);
         return 2;
     }
-    int rc = raw(&a, enc != NULL, argv[optind], argv[optind + 1], &err);
+    rc = raw(&a, enc != NULL, argv[optind], argv[optind + 1], &err);
     return rc ? qk_err_report(argv[0], &err) : 0;
 }

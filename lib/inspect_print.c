@@ -208,9 +208,9 @@ int qk_inspect_run(const char *path, const qk_inspect_opts *o, FILE *out, qk_err
     }
     for (int id = 0; id <= QK_TYPE_MAX; id++) { /* id order; QK_TYPE_MAX: "other", last */
         const census_row *c = &census[id];
-        const char *tname = id < QK_TYPE_MAX ? qk_type_get(id)->name : "other";
         if (!c->tensors)
-            continue;
+            continue; /* also skips ids without a row: no tensor can have them */
+        const char *tname = id < QK_TYPE_MAX ? qk_type_get(id)->name : "other";
         double share = s->file_bytes ? 100.0 * (double)c->bytes / (double)s->file_bytes : 0;
         double bpw = c->params ? 8.0 * (double)c->bytes / (double)c->params : 0;
         if (o->json) {

@@ -1,0 +1,50 @@
+/* bench_roofline.h - the machine's ceilings: how fast memory can be read and
+ * how many floating-point operations the cores can do.
+ *
+ * Read bandwidth: a buffer much larger than the last-level cache is split into
+ * one contiguous slice per thread (each thread first touches its own slice);
+ * all threads start each pass together at a barrier and the pass ends when the
+ * last one has read its slice with wide loads.  The best pass counts (the
+ * machine can do at least that; slower passes are interference).
+ *
+ * FMA peak: each thread runs a loop of independent fused multiply-add chains
+ * (enough chains to cover the FMA latency on two pipes) on the widest vector
+ * unit the CPU has, chosen at run time (__builtin_cpu_supports): AVX-512F,
+ * AVX2+FMA, or a plain multiply-add loop without FMA.  Best of three. */
+#ifndef QK_BENCH_ROOFLINE_H
+#define QK_BENCH_ROOFLINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "bench_report.h"
+#include "err.h"
+
+/* Best read bandwidth in bytes/s of nthreads threads over a buffer of
+ * `bytes` bytes, `passes` passes.  Returns 0, or 3 (memory, threads). */
+int qk_roofline_bandwidth(int nthreads, size_t bytes, int passes, double *bytes_per_s,
+                          qk_err *err);
+
+/* Peak FMA rate in FLOP/s (a fused multiply-add counts 2) of nthreads threads,
+ * each running for about `seconds`.  *isa: "avx512f", "avx2+fma" or "scalar". */
+int qk_roofline_fma(int nthreads, double seconds, double *flops_per_s, const char **isa,
+                    qk_err *err);
+
+typedef struct qk_roofline_opts {
+    int threads;       /* measure 1..threads */
+    size_t bytes;      /* bandwidth buffer */
+    int passes;
+    double fma_seconds;/* per thread count */
+    bool quiet;
+} qk_roofline_opts;
+
+/* qk-bench roofline: one row per thread count. */
+int qk_bench_roofline(const qk_roofline_opts *o, qk_report *r, qk_err *err);
+
+/* Size in bytes of the largest cache sysfs lists for CPU 0, or 0 when unknown. */
+size_t qk_bench_llc_bytes(void);
+
+/* The CPU's model name (/proc/cpuinfo), or "unknown", into buf. */
+void qk_bench_cpu_name(char *buf, size_t n);
+
+#endif
