@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "ckd.h"
+#include "ckpt.h"
 #include "cli.h"
 #include "commands.h"
 #include "gguf.h"
@@ -23,6 +24,7 @@
 #include "outfile.h"
 #include "progress.h"
 #include "quant_model.h"
+#include "quant_raw.h"
 #include "quantize.h"
 #include "threads.h"
 #include "types.h"
@@ -32,6 +34,7 @@ static const char usage_text[] =
     "       qk-quant --list-types [--json]\n"
     "       qk-quant --raw-encode TYPE --shape ROWSxCOLS [--imatrix FILE.f32] [-t N] IN.f32 OUT.bin\n"
     "       qk-quant --raw-decode TYPE --shape ROWSxCOLS [-t N] IN.bin OUT.f32\n"
+    "       qk-quant --to SCHEME [--asym] [--group N] [--ignore REGEX] [--shard-size BYTES] SRC OUT_DIR\n"
     "\n"
     "Quantize a GGUF model the way llama-quantize (llama.cpp d32676d) does: the same presets,\n"
     "per-tensor type rules, options and metadata, and a byte-identical output file.  Without\n"
@@ -52,6 +55,18 @@ static const char usage_text[] =
     "  --keep-split               one output shard per input shard (OUT-0000i-of-0000n.gguf)\n"
     "  --override-kv KEY=TYPE:V   set metadata in the output (TYPE int, float, bool, str)\n"
     "  --dry-run                  show the types and sizes, write nothing\n"
+    "Hugging Face checkpoints (--to):\n"
+    "  --to SCHEME SRC OUT_DIR    write a quantized HF directory as the producing tool would: ct-fp8\n"
+    "                             ct-fp8-block ct-w8a8 ct-w4a16 ct-nvfp4 ct-mxfp4 modelopt-nvfp4\n"
+    "                             mlx-q2..mlx-q8; or dequantize any recognised scheme: bf16 f16 f32\n"
+    "  --asym                     ct-w4a16 with zero points\n"
+    "  --group N                  group (block) size instead of the scheme's default\n"
+    "  --ignore REGEX             leave modules matching REGEX (POSIX ERE) unquantized\n"
+    "  --shard-size BYTES         shard the weights past BYTES (default 5 GB)\n"
+    "raw encode/decode of datacenter schemes (see --list-types):\n"
+    "  --granularity G            tensor|channel|token|group:G|block:RxC|none (int8, int4, fp8, ...)\n"
+    "  --global-scale S|auto      NVFP4 global scale (mxfp4/nvfp4 then mean the OCP/NVIDIA schemes)\n"
+    "  --ct                       NVFP4 in compressed-tensors' convention (global scale 2688/amax)\n"
     "qk options:\n"
     "  --measure                  per-tensor SNR and NMSE of the encoded data against its source\n"
     "  --json                     one JSON report on stdout (schema in qk-quant(1))\n"
@@ -81,128 +96,6 @@ static void print_usage(void)
         else
             printf("          %-9s : %s\n", p[i].name, p[i].desc);
     }
-}
-
-static void list_types(bool json)
-{
-    qk_json j;
-    qk_json_init(&j, stdout, true);
-    if (json) {
-        qk_json_obj(&j);
-        qk_json_key(&j, "types");
-        qk_json_arr(&j);
-    } else {
-        printf("%-9s %4s %6s %6s %8s %10s %-8s %s\n", "name", "id", "block", "bytes", "bpw",
-               "importance", "dot_with", "kernels");
-    }
-    for (int id = qk_type_next(-1); id >= 0; id = qk_type_next(id)) {
-        const qk_type_traits *t = qk_type_get(id);
-        const qk_type_traits *vd = t->vec_dot_type >= 0 ? qk_type_get(t->vec_dot_type) : NULL;
-        if (!json) {
-            printf("%-9s %4d %6d %6zu %8.4f %10s %-8s %s%s%s%s\n", t->name, t->id, t->blck,
-                   t->type_size, qk_type_bpw(id), t->needs_imatrix ? "required" : "-",
-                   vd ? vd->name : "-", t->to_float ? "decode " : "", t->quantize ? "encode " : "",
-                   t->vec_dot ? "dot " : "", t->from_float ? "activation" : "");
-            continue;
-        }
-        qk_json_obj(&j);
-        qk_json_key(&j, "name"), qk_json_str(&j, t->name);
-        qk_json_key(&j, "id"), qk_json_int(&j, t->id);
-        qk_json_key(&j, "block"), qk_json_int(&j, t->blck);
-        qk_json_key(&j, "bytes"), qk_json_uint(&j, t->type_size);
-        qk_json_key(&j, "bpw"), qk_json_f64(&j, qk_type_bpw(id));
-        qk_json_key(&j, "gguf"), qk_json_bool(&j, t->in_gguf);
-        qk_json_key(&j, "needs_importance"), qk_json_bool(&j, t->needs_imatrix);
-        qk_json_key(&j, "activation_type"), qk_json_str(&j, vd ? vd->name : NULL);
-        qk_json_key(&j, "decode"), qk_json_bool(&j, t->to_float != NULL);
-        qk_json_key(&j, "encode"), qk_json_bool(&j, t->quantize != NULL);
-        qk_json_key(&j, "dot"), qk_json_bool(&j, t->vec_dot != NULL);
-        qk_json_end_obj(&j);
-    }
-    if (json) {
-        qk_json_end_arr(&j);
-        qk_json_end_obj(&j);
-        qk_json_done(&j);
-    }
-}
-
-typedef struct {
-    const char *prog;
-    const qk_type_traits *t;
-    int64_t rows, cols;
-    const char *imatrix;
-    int threads;
-} raw_args;
-
-/* Map `path` and check it holds exactly `want` bytes. */
-static int map_exact(qk_map *m, const char *path, uint64_t want, const char *what, qk_err *err)
-{
-    int rc = qk_map_open(m, path, err);
-    if (rc)
-        return rc;
-    if (m->size != want) {
-        qk_map_close(m);
-        return qk_err_at(err, path, what, 0, "size is %zu bytes, expected %llu", m->size,
-                         (unsigned long long)want);
-    }
-    return 0;
-}
-
-static int raw(const raw_args *a, bool encode, const char *in, const char *out, qk_err *err)
-{
-    size_t rs = qk_row_size(a->t->id, a->cols);
-    if (rs == 0)
-        return qk_errf(err, QK_EINPUT, "--shape: %lld columns is not a multiple of %s's block size %d",
-                       (long long)a->cols, a->t->name, a->t->blck);
-    if (encode ? !a->t->quantize : !a->t->to_float)
-        return qk_errf(err, QK_EINPUT, "%s: no %s for this type", a->t->name,
-                       encode ? "encoder" : "decoder");
-    if (encode && a->t->needs_imatrix && !a->imatrix)
-        return qk_errf(err, QK_EINPUT, "%s requires an importance matrix (--imatrix FILE.f32)",
-                       a->t->name);
-    if (qk_same_file(in, out))
-        return qk_errf(err, QK_EINPUT, "%s: output is the same file as the input", out);
-    uint64_t nf, nq;
-    if (qk_ckd_mul(&nf, (uint64_t)a->rows, (uint64_t)a->cols) || qk_ckd_mul(&nf, nf, 4) ||
-        qk_ckd_mul(&nq, (uint64_t)a->rows, rs))
-        return qk_errf(err, QK_EINPUT, "--shape: too large");
-
-    qk_map src, im = {0};
-    im.fd = -1;
-    int rc = map_exact(&src, in, encode ? nf : nq, encode ? "float32 input" : "encoded input", err);
-    if (rc)
-        return rc;
-    if (encode && a->imatrix &&
-        (rc = map_exact(&im, a->imatrix, (uint64_t)a->cols * 4, "importance matrix", err))) {
-        qk_map_close(&src);
-        return rc;
-    }
-    size_t n_out = encode ? (size_t)nq : (size_t)nf;
-    void *buf = malloc(n_out ? n_out : 1);
-    if (!buf) {
-        rc = qk_errf(err, QK_EIO, "out of memory (%zu bytes)", n_out);
-        goto done;
-    }
-    if (encode) {
-        /* the mapping is only 4-byte aligned by page alignment: fine for float */
-        rc = qk_quantize_rows(a->t->id, (const float *)src.data, buf, a->rows, a->cols,
-                              im.data ? (const float *)im.data : NULL, a->threads, err);
-    } else {
-        rc = qk_dequantize_rows(a->t->id, src.data, buf, a->rows, a->cols, a->threads, err);
-    }
-    if (rc)
-        goto done;
-    qk_out o;
-    if ((rc = qk_out_open(&o, out, err)))
-        goto done;
-    if ((rc = qk_out_write(&o, buf, n_out, err)) || (rc = qk_out_commit(&o, err)))
-        qk_out_abort(&o);
-done:
-    free(buf);
-    qk_map_close(&src);
-    if (im.data || im.fd >= 0)
-        qk_map_close(&im);
-    return rc;
 }
 
 /* ---- GGUF model quantization ------------------------------------------------ */
@@ -558,7 +451,7 @@ int cmd_quant(int argc, char **argv)
     enum {
         O_LIST = 256, O_ENC, O_DEC, O_SHAPE, O_IMATRIX, O_JSON, O_REQUANT, O_LEAVE_OUT, O_PURE,
         O_INCLUDE, O_EXCLUDE, O_OUT_TYPE, O_EMB_TYPE, O_TT, O_TT_FILE, O_PRUNE, O_KEEP_SPLIT,
-        O_KVO, O_DRY, O_MEASURE
+        O_KVO, O_DRY, O_MEASURE, O_GRAN, O_GSCALE, O_CT, O_TO, O_ASYM, O_IGNORE, O_GROUP, O_SHARD
     };
     static const struct option opts[] = {
         {"list-types", no_argument, 0, O_LIST}, {"raw-encode", required_argument, 0, O_ENC},
@@ -574,12 +467,18 @@ int cmd_quant(int argc, char **argv)
         {"prune-layers", required_argument, 0, O_PRUNE}, {"keep-split", no_argument, 0, O_KEEP_SPLIT},
         {"override-kv", required_argument, 0, O_KVO}, {"dry-run", no_argument, 0, O_DRY},
         {"measure", no_argument, 0, O_MEASURE},
+        {"granularity", required_argument, 0, O_GRAN}, {"global-scale", required_argument, 0, O_GSCALE},
+        {"ct", no_argument, 0, O_CT}, {"to", required_argument, 0, O_TO},
+        {"asym", no_argument, 0, O_ASYM}, {"ignore", required_argument, 0, O_IGNORE},
+        {"group", required_argument, 0, O_GROUP}, {"shard-size", required_argument, 0, O_SHARD},
         {"threads", required_argument, 0, 't'}, {"quiet", no_argument, 0, 'q'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    raw_args a = {.prog = argv[0], .threads = 1};
+    qk_raw_req a = {.threads = 1};
     model_args m = {.o = {.output_tensor_type = -1, .token_embedding_type = -1, .nthreads = qk_cpu_count()}};
     bool list = false, have_shape = false;
-    const char *enc = NULL, *dec = NULL;
+    const char *enc = NULL, *dec = NULL, *to = NULL;
+    qk_ckpt_opts co = {0};
+    int64_t v;
     qk_err err = {0};
     int c, rc = 0;
     optind = 1;
@@ -619,6 +518,29 @@ int cmd_quant(int argc, char **argv)
         }
         case O_DRY: m.o.dry_run = true; break;
         case O_MEASURE: m.o.measure = true; break;
+        case O_GRAN: rc = qk_gran_parse(optarg, &a.so, &err), a.scheme = true; break;
+        case O_GSCALE:
+            a.scheme = true;
+            if (strcmp(optarg, "auto") != 0) {
+                double g;
+                if (!(rc = qk_cli_double("--global-scale", optarg, &g, &err)) && !(g > 0 && g < 3.4e38))
+                    rc = qk_errf(&err, QK_EINPUT, "--global-scale: '%s' is not a positive float or auto", optarg);
+                a.so.global_scale = (float)g;
+                a.so.has_global_scale = true;
+            }
+            break;
+        case O_CT: a.so.nvfp4_ct = a.scheme = true; break;
+        case O_TO: to = optarg; break;
+        case O_ASYM: co.asym = true; break;
+        case O_IGNORE: co.ignore = optarg; break;
+        case O_GROUP:
+            if (!(rc = qk_cli_int("--group", optarg, 1, 1 << 20, &v, &err)))
+                co.group = (int)v;
+            break;
+        case O_SHARD:
+            if (!(rc = qk_cli_int("--shard-size", optarg, 1, INT64_MAX, &v, &err)))
+                co.shard_size = (uint64_t)v;
+            break;
         case 't':
             if (!(rc = qk_cli_threads(optarg, &a.threads, &err))) {
                 m.o.nthreads = a.threads;
@@ -635,9 +557,19 @@ int cmd_quant(int argc, char **argv)
         return qk_err_report(argv[0], &err);
     }
     if (list) {
-        list_types(m.json);
+        qk_raw_list(stdout, m.json);
         free_args(&m);
         return 0;
+    }
+    if (to) {
+        free_args(&m);
+        if (enc || dec || argc - optind != 2) {
+            fprintf(stderr, "%s: usage: qk-quant --to SCHEME SRC OUT_DIR; see --help\n", argv[0]);
+            return 2;
+        }
+        co.quiet = m.quiet;
+        rc = qk_ckpt_quantize(argv[optind], argv[optind + 1], to, &co, &err);
+        return rc ? qk_err_report(argv[0], &err) : 0;
     }
     if (!enc && !dec) {
         rc = quantize_model(&m, argv + optind, argc - optind, argv[0]);
@@ -649,16 +581,12 @@ int cmd_quant(int argc, char **argv)
         fprintf(stderr, "%s: give one of --raw-encode TYPE and --raw-decode TYPE; see --help\n", argv[0]);
         return 2;
     }
-    const char *tname = enc ? enc : dec;
-    a.t = qk_type_by_name(tname);
-    if (!a.t) {
-        fprintf(stderr, "%s: unknown type '%s' (see --list-types)\n", argv[0], tname);
-        return 2;
-    }
+    a.type = enc ? enc : dec;
+    a.encode = enc != NULL;
     if (!have_shape || argc - optind != 2) {
         fprintf(stderr, "%s: need --shape ROWSxCOLS, IN and OUT; see --help\n", argv[0]);
         return 2;
     }
-    rc = raw(&a, enc != NULL, argv[optind], argv[optind + 1], &err);
+    rc = qk_raw_convert(&a, argv[optind], argv[optind + 1], &err);
     return rc ? qk_err_report(argv[0], &err) : 0;
 }

@@ -81,3 +81,34 @@ for _ in range(struct.unpack_from("<Q",b,16)[0]):
     else: o+={0:1,1:1,2:2,3:2,5:4,6:4,7:1,10:8,11:8,12:8}[ty]
 assert kv["general.name"]=="renamed" and kv["llama.context_length"]==512 and kv["llama.block_count"]==2, kv' "$T/out" "$T/o.gguf" && ok || bad "quant overrides not in the output"
 fi
+
+# --- datacenter schemes through --raw-encode/--raw-decode (kernels/scaled.h)
+G=goldens/ggml
+expect 0 "$QK" quant --raw-encode fp8_e4m3 --shape 8x4096 $G/input.f32 "$T/e4m3.bin"
+[ "$(wc -c <"$T/e4m3.bin")" = 32768 ] && ok || bad "fp8_e4m3: one byte per element"
+expect 0 "$QK" quant --raw-encode mxfp4 --granularity group:32 --shape 8x4096 $G/input.f32 "$T/mx.bin"
+expect 0 "$QK" quant --raw-decode mxfp4 --granularity group:32 --shape 8x4096 "$T/mx.bin" "$T/mx.f32"
+# OCP MXFP4 and ggml's MXFP4 are the same mathematics: equal decoded values on the golden input
+"$QK" quant --raw-decode mxfp4 --shape 8x4096 $G/mxfp4.plain.q "$T/gg.f32"
+python3 - "$T/mx.f32" "$T/gg.f32" <<'PY' 2>/dev/null && ok || { command -v python3 >/dev/null && bad "OCP and GGUF MXFP4 decode differently beyond ties"; }
+import struct, sys
+a = open(sys.argv[1], 'rb').read(); b = open(sys.argv[2], 'rb').read()
+x = struct.unpack('%df' % (len(a) // 4), a); y = struct.unpack('%df' % (len(b) // 4), b)
+diff = sum(1 for p, q in zip(x, y) if p != q and not (p == 0 and q == 0))
+assert diff < len(x) // 500, diff  # only exact E2M1 midpoints may round differently
+PY
+expect 0 "$QK" quant --raw-encode int4 --granularity group:128 --shape 8x4096 $G/input.f32 "$T/i4.bin"
+expect 0 "$QK" quant --raw-encode nvfp4 --global-scale auto --shape 8x4096 $G/input.f32 "$T/nv.bin"
+expect 2 "$QK" quant --raw-encode int4 --granularity group:100 --shape 8x4096 $G/input.f32 "$T/x.bin"
+expect 2 "$QK" quant --raw-encode nosuch --granularity tensor --shape 8x4096 $G/input.f32 "$T/x.bin"
+expect 2 "$QK" quant --raw-decode fp8_e4m3 --shape 8x4096 $G/input.f32 "$T/x.bin"
+
+# --- Hugging Face checkpoints: --to
+expect 0 "$QK" quant -q --to ct-fp8 goldens/models/stories260K/hf-f32 "$T/ct-fp8"
+[ -f "$T/ct-fp8/config.json" ] && grep -q '"quant_method": *"compressed-tensors"' "$T/ct-fp8/config.json" && ok || bad "--to ct-fp8: config.json"
+expect 0 "$QK" inspect --diff --min-snr 25 "$T/ct-fp8" goldens/models/stories260K/hf-f32
+expect 2 "$QK" quant --to ct-fp8 goldens/models/stories260K/hf-f32 "$T/ct-fp8"
+expect 2 "$QK" quant --to nosuch goldens/models/stories260K/hf-f32 "$T/ct-x"
+[ ! -e "$T/ct-x" ] && ok || bad "--to left a partial directory"
+expect 0 "$QK" quant -q --to f32 "$T/ct-fp8" "$T/deq"
+expect 0 "$QK" inspect --diff --min-snr 25 "$T/deq" goldens/models/stories260K/hf-f32
