@@ -107,6 +107,11 @@ bench-quant: all
 	sh tools/bench-quant.sh
 .PHONY: bench bench-quant
 
+# the numerics studies of docs/studies.md (scorecard, wire sweep, KV sweep) on stories260K
+studies: $(B)/tools/study-run
+	sh tools/studies.sh $(B)
+.PHONY: studies
+
 # reference Python packages (ml_dtypes, safetensors, compressed-tensors, torch) in a venv; not part of check
 crosscheck: $(B)/tools/ckpt-tool
 	sh tools/crosscheck.sh $(B)

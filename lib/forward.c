@@ -34,6 +34,12 @@
  *   ranges of (token, head) pairs.
  * - rope angles come from libm (powf, cosf, sinf) per position; the
  *   elementwise ops (biases, SwiGLU's expf, residual adds) have no order.
+ * - studies (qk_ctx_params.layer_hook, .kvq): the hook runs on the calling
+ *   thread and changes each token row on its own (lib/wire.c); the KV codec
+ *   quantizes each token's rows as they are stored, on the calling thread,
+ *   and a KIVI key group (fixed positions gG .. gG+G-1) once it is complete;
+ *   a query at position p reads a key from the quantized group copy exactly
+ *   when that group ends at or before p, so what it sees depends on p alone.
  */
 #include "forward.h"
 
@@ -129,6 +135,7 @@ static void prepare_heads(qk_ctx *c, float *rows, int n_tok, int n_heads, const 
 typedef struct {
     qk_ctx *c;
     const void *kc, *vc; /* this layer's cache */
+    const float *kqc;    /* KIVI: this layer's quantized key groups, or NULL */
     int pos0;
 } attn_job;
 
@@ -161,6 +168,8 @@ static void attend_f32acc(const attn_job *j, const float *q, int kvh, int pos, f
     const qk_ctx *c = j->c;
     const int hd = c->m->hp.head_dim, hdv = c->m->hp.head_dim_v;
     const bool half = c->kv_type == QK_F16;
+    /* KIVI: keys of the groups complete at pos come from the quantized copy */
+    const int kq_end = j->kqc ? (pos + 1) / qk_kvq_group(&c->kvq) * qk_kvq_group(&c->kvq) : 0;
     online o = {-INFINITY, 0.0f};
     memset(out, 0, (size_t)hdv * sizeof *out);
     for (int p = 0; p <= pos; p++) {
@@ -172,7 +181,7 @@ static void attend_f32acc(const attn_job *j, const float *q, int kvh, int pos, f
             for (int i = 0; i < hd; i++)
                 s += q[i] * qk_f16_to_f32(k[i]);
         } else {
-            const float *k = (const float *)j->kc + ko;
+            const float *k = (p < kq_end ? j->kqc : (const float *)j->kc) + ko;
             for (int i = 0; i < hd; i++)
                 s += q[i] * k[i];
         }
@@ -257,18 +266,38 @@ static int mm(qk_ctx *c, const qk_weight *w, const float *x, int n_tok, float *y
     return qk_matmul(w, x, n_tok, y, &c->ws, c->nthreads, err);
 }
 
-/* Rows of n floats into the cache at row `first` (converted for F16). */
-static void cache_store(const qk_ctx *c, void *cache, int first, const float *rows, int n_tok,
-                        int n)
+/* Rows of n floats into the cache at row `first` (converted for F16; with
+ * a KV codec, quantized and dequantized per token in place unless `raw`). */
+static int cache_store(const qk_ctx *c, void *cache, int first, const float *rows, int n_tok,
+                       int n, int hd, bool raw, qk_err *err)
 {
     const size_t count = (size_t)n_tok * n;
     if (c->kv_type == QK_F16) {
         uint16_t *dst = (uint16_t *)cache + (size_t)first * n;
         for (size_t i = 0; i < count; i++)
             dst[i] = qk_f32_to_f16(rows[i]);
-    } else {
-        memcpy((float *)cache + (size_t)first * n, rows, count * sizeof *rows);
+        return 0;
     }
+    float *dst = (float *)cache + (size_t)first * n;
+    memcpy(dst, rows, count * sizeof *rows);
+    if (c->has_kvq && !raw)
+        return qk_kvq_rows(&c->kvq, dst, n_tok, n / hd, hd, err);
+    return 0;
+}
+
+/* KIVI: copy every key group that the rows [first, first+n_tok) complete
+ * from the full-precision cache kc into kqc and quantize it per channel. */
+static int key_groups(const qk_ctx *c, const float *kc, float *kqc, int first, int n_tok,
+                      qk_err *err)
+{
+    const int g = qk_kvq_group(&c->kvq);
+    for (int end = (first / g + 1) * g; end <= first + n_tok; end += g) {
+        const size_t off = (size_t)(end - g) * c->kv_dim, n = (size_t)g * c->kv_dim;
+        memcpy(kqc + off, kc + off, n * sizeof *kqc);
+        if (qk_kvq_key_group(&c->kvq, kqc + off, c->kv_dim, err))
+            return err->code;
+    }
+    return 0;
 }
 
 static int attention_block(qk_ctx *c, int il, int n_tok, qk_err *err)
@@ -291,10 +320,13 @@ static int attention_block(qk_ctx *c, int il, int n_tok, qk_err *err)
     add_bias(c->v, L->bv, n_tok, c->kv_dim_v);
     prepare_heads(c, c->q, n_tok, hp->n_head, L->q_norm);
     prepare_heads(c, c->k, n_tok, hp->n_head_kv, L->k_norm);
-    cache_store(c, kc, c->n_past, c->k, n_tok, c->kv_dim);
-    cache_store(c, vc, c->n_past, c->v, n_tok, c->kv_dim_v);
+    float *kqc = c->kq_cache ? c->kq_cache + (size_t)il * c->n_ctx * c->kv_dim : NULL;
+    if (cache_store(c, kc, c->n_past, c->k, n_tok, c->kv_dim, hp->head_dim, kqc != NULL, err) ||
+        cache_store(c, vc, c->n_past, c->v, n_tok, c->kv_dim_v, hp->head_dim_v, false, err) ||
+        (kqc && key_groups(c, kc, kqc, c->n_past, n_tok, err)))
+        return err->code;
 
-    attn_job j = {.c = c, .kc = kc, .vc = vc, .pos0 = c->n_past};
+    attn_job j = {.c = c, .kc = kc, .vc = vc, .kqc = kqc, .pos0 = c->n_past};
     qk_parallel_for(c->nthreads, (size_t)n_tok * hp->n_head, 1, attend_range, &j);
 
     if (mm(c, &L->wo, c->att, n_tok, c->proj, err))
@@ -346,9 +378,12 @@ static int forward_batch(qk_ctx *c, const int32_t *tokens, int n_tok, float *log
             return err->code;
         rope_cache(c->rope + (size_t)t * m->hp.n_rot, c->n_past + t, m);
     }
-    for (int il = 0; il < m->hp.n_layer; il++)
+    for (int il = 0; il < m->hp.n_layer; il++) {
         if (attention_block(c, il, n_tok, err) || ffn_block(c, il, n_tok, err))
             return err->code;
+        if (c->layer_hook && c->layer_hook(c->hook_user, il, c->x, n_tok, e, err))
+            return err->code;
+    }
     if (logits && output_block(c, all ? 0 : n_tok - 1, n_tok, logits, err))
         return err->code;
     c->n_past += n_tok;
@@ -405,6 +440,10 @@ int qk_ctx_new(qk_ctx **out, const qk_model *m, const qk_ctx_params *p, qk_err *
         return qk_errf(err, QK_EINPUT, "n_ctx and n_batch must not be negative");
     if (p->kv_type != QK_F32 && p->kv_type != QK_F16)
         return qk_errf(err, QK_EINPUT, "KV cache type must be f32 or f16");
+    if (p->kvq && p->kv_type != QK_F32)
+        return qk_errf(err, QK_EINPUT, "a KV-cache codec needs the F32 cache");
+    if (p->kvq && qk_kvq_check(p->kvq, hp->n_head_kv, hp->head_dim, hp->head_dim_v, err))
+        return err->code;
     if (hp->head_dim > QK_MAX_HEAD_DIM || hp->head_dim_v > QK_MAX_HEAD_DIM)
         return qk_errf(err, QK_EINPUT, "head size %d is larger than %d",
                        hp->head_dim > hp->head_dim_v ? hp->head_dim : hp->head_dim_v,
@@ -419,6 +458,12 @@ int qk_ctx_new(qk_ctx **out, const qk_model *m, const qk_ctx_params *p, qk_err *
         c->n_batch = c->n_ctx;
     c->nthreads = p->nthreads;
     c->kv_type = p->kv_type;
+    c->layer_hook = p->layer_hook;
+    c->hook_user = p->hook_user;
+    if (p->kvq) {
+        c->has_kvq = true;
+        c->kvq = *p->kvq;
+    }
     /* llama.cpp (AVX-512 build) runs a prompt batch of 64 or more tokens
      * through its tiled kernel (F32 accumulator) when the value head size is
      * a multiple of 16 (GGML_F32_EPR), and everything else through the
@@ -434,6 +479,8 @@ int qk_ctx_new(qk_ctx **out, const qk_model *m, const qk_ctx_params *p, qk_err *
     bool fail = false;
     c->k_cache = alloc_array(LN, (uint64_t)c->kv_dim * elt, 1, &fail);
     c->v_cache = alloc_array(LN, (uint64_t)c->kv_dim_v * elt, 1, &fail);
+    if (c->has_kvq && c->kvq.key_per_channel)
+        c->kq_cache = alloc_array(LN, (uint64_t)c->kv_dim, f, &fail);
     c->x = alloc_array(B, (uint64_t)hp->n_embd, f, &fail);
     c->xb = alloc_array(B, (uint64_t)hp->n_embd, f, &fail);
     c->proj = alloc_array(B, (uint64_t)hp->n_embd, f, &fail);
@@ -456,10 +503,23 @@ void qk_ctx_free(qk_ctx *c)
 {
     if (!c)
         return;
-    free(c->k_cache), free(c->v_cache), free(c->x), free(c->xb), free(c->proj);
+    free(c->k_cache), free(c->v_cache), free(c->kq_cache), free(c->x), free(c->xb), free(c->proj);
     free(c->q), free(c->k), free(c->v), free(c->att), free(c->gate), free(c->up), free(c->rope);
     qk_matmul_ws_free(&c->ws);
     free(c);
 }
 
 void qk_ctx_reset(qk_ctx *c) { c->n_past = 0; }
+
+double qk_ctx_kv_bytes(const qk_ctx *c)
+{
+    const qk_hparams *hp = &c->m->hp;
+    double kb, vb;
+    if (c->has_kvq) {
+        qk_kvq_token_bytes(&c->kvq, hp->n_head_kv, hp->head_dim, hp->head_dim_v, &kb, &vb);
+    } else {
+        const double elt = c->kv_type == QK_F16 ? 2 : 4;
+        kb = elt * c->kv_dim, vb = elt * c->kv_dim_v;
+    }
+    return (double)c->n_past * hp->n_layer * (kb + vb);
+}

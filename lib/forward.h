@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "kvquant.h"
 #include "matmul.h"
 #include "model.h"
 #include "types.h"
@@ -35,6 +36,18 @@ typedef struct qk_ctx_params {
     int n_batch;  /* most tokens per internal batch; 0: 512 */
     int nthreads; /* <= 1: run on the calling thread */
     int kv_type;  /* QK_F32 (default, 0) or QK_F16: llama.cpp's default cache, see below */
+    /* Numerics studies (docs/studies.md); zero: off.
+     * layer_hook: called on the calling thread after each layer `layer`
+     * (0-based) with the batch's residual stream x (n_tok rows of n_embd),
+     * which it may change in place, one row independently of the others
+     * (lib/wire.h's qk_wire_layer_hook simulates a pipeline-wire codec).
+     * A non-zero return fails the forward pass with that code.
+     * kvq: a KV-cache codec (lib/kvquant.h, copied): keys and values are
+     * quantized and dequantized as they are written into the cache, which
+     * must then be F32. */
+    int (*layer_hook)(void *user, int layer, float *x, int n_tok, int n_embd, qk_err *err);
+    void *hook_user;
+    const qk_kvq *kvq;
 } qk_ctx_params;
 
 typedef struct qk_ctx {
@@ -45,6 +58,11 @@ typedef struct qk_ctx {
     bool f16_acc;              /* attention accumulates values in F16 (see qk_ctx_new) */
     int kv_dim, kv_dim_v;      /* n_head_kv * head_dim (_v) */
     void *k_cache, *v_cache;   /* [n_layer][n_ctx][kv_dim(_v)] of kv_type */
+    int (*layer_hook)(void *user, int layer, float *x, int n_tok, int n_embd, qk_err *err);
+    void *hook_user;
+    bool has_kvq;              /* kvq is applied to the cache */
+    qk_kvq kvq;
+    float *kq_cache;           /* KIVI: complete key groups quantized per channel, [n_layer][n_ctx][kv_dim] */
     /* activations, n_batch rows each */
     float *x;                  /* residual stream [n_embd] */
     float *xb;                 /* normalised input of a sub-layer [n_embd] */
@@ -68,5 +86,9 @@ void qk_ctx_reset(qk_ctx *c);
  * a full cache (code 2; nothing is appended), out of memory (code 3). */
 int qk_forward(qk_ctx *c, const int32_t *tokens, int n, float *logits, bool all_logits,
                qk_err *err);
+
+/* Bytes the cached tokens would take in the cache's storage type (the KV
+ * codec's, scales included, when one is set), all layers. */
+double qk_ctx_kv_bytes(const qk_ctx *c);
 
 #endif
