@@ -3,6 +3,9 @@
  *   qk-bench model     prompt processing and generation tokens/s (llama-bench's semantics)
  *   qk-bench kernels   per-type encode/decode/dot throughput at each SIMD level, vs OpenBLAS
  *   qk-bench roofline  read bandwidth and FMA peak for 1..N threads
+ *   qk-bench error     quantization-error scorecard (docs/studies.md)
+ *   qk-bench wire      pipeline-wire activation compression sweep (docs/studies.md)
+ *   qk-bench kv        KV-cache quantization sweep (docs/studies.md)
  *
  * Each subcommand builds a qk_report (lib/bench_report.h) and prints it as a
  * markdown table (default), CSV or JSON, on stdout or atomically into --out. */
@@ -21,6 +24,7 @@
 #include "cpu.h"
 #include "mapfile.h"
 #include "outfile.h"
+#include "study_cmd.h"
 #include "threads.h"
 #include "types.h"
 
@@ -33,6 +37,10 @@ static const char usage_text[] =
     "  kernels    encode / decode / dot / gemm throughput of each type at each SIMD level,\n"
     "             against OpenBLAS sgemm\n"
     "  roofline   read bandwidth and peak FMA rate for 1..N threads\n"
+    "  error      quantization error (SNR, NMSE, bytes/element) of every format x granularity\n"
+    "             on a checkpoint's weights or a synthetic matrix\n"
+    "  wire       KL divergence and bytes of pipeline-wire codecs on the hidden state\n"
+    "  kv         KL divergence and bytes per token of KV-cache codecs\n"
     "\n"
     "'qk-bench SUBCOMMAND --help' lists its options; man qk-bench has the details.\n"
     "Exit codes: 0 ok, 2 usage or input error, 3 I/O or system error.\n";
@@ -99,9 +107,70 @@ static const char roofline_usage[] =
     "  -q, --quiet            no progress bar\n"
     "  -h, --help             this text\n";
 
+static const char error_usage[] =
+    "usage: qk-bench error (-m CHECKPOINT [--tensors GLOB] | --synthetic DIST [--shape RxC]\n"
+    "                      [--seed N]) [options]\n"
+    "\n"
+    "Quantize and dequantize every 2-D weight (or one synthetic matrix) with each format x\n"
+    "granularity; report SNR, NMSE, max error and bytes/element per format (docs/studies.md).\n"
+    "\n"
+    "  -m, --model CKPT       GGUF file, split set, .safetensors or Hugging Face directory\n"
+    "      --tensors GLOB     only the tensors whose names match (fnmatch)\n"
+    "      --synthetic DIST   gaussian, laplace, student-t:NU or outlier-channels\n"
+    "      --shape RxC        synthetic matrix shape (default 256x4096)\n"
+    "      --seed N           synthetic seed (default 1)\n"
+    "      --formats LIST     only these labels or families (int4,mxfp4,nvfp4,q4_K,gguf,...)\n"
+    "      --per-tensor       md: a table per tensor too\n"
+    "  -t, --threads N        threads (default 1; 0 = all CPUs); output does not depend on it\n"
+    "  -o, --output-format F  md (default), csv or json\n"
+    "  --json                 same as -o json (schema in docs/studies.md)\n"
+    "  --out FILE             write the report to FILE (atomically) instead of stdout\n"
+    "  -q, --quiet            accepted for symmetry (the sweeps print no progress)\n"
+    "  -h, --help             this text\n";
+
+static const char wire_usage[] =
+    "usage: qk-bench wire -m MODEL.gguf -f TEXT [options]\n"
+    "\n"
+    "KL divergence against the unmodified model of every pipeline-wire format at 1, 2 and 4\n"
+    "stage boundaries, llama-perplexity's windows (docs/studies.md); the lossless zstd\n"
+    "control rides on fp32.\n"
+    "\n"
+    "  -m, --model FILE       a GGUF model\n"
+    "  -f, --file TEXT        evaluation text\n"
+    "  -c, --ctx-size N       window in tokens (default 256)\n"
+    "      --chunks N         at most N windows\n"
+    "      --formats LIST     wire formats (default all: fp32,bf16,...,nvfp4)\n"
+    "      --boundaries LIST  boundary counts (default 1,2,4)\n"
+    "  -t, --threads N        threads (default 1; 0 = all CPUs); output does not depend on it\n"
+    "  -o, --output-format F  md (default), csv or json\n"
+    "  --json                 same as -o json (schema in docs/studies.md)\n"
+    "  --out FILE             write the report to FILE (atomically) instead of stdout\n"
+    "  -q, --quiet            accepted for symmetry (the sweeps print no progress)\n"
+    "  -h, --help             this text\n";
+
+static const char kv_usage[] =
+    "usage: qk-bench kv -m MODEL.gguf -f TEXT [options]\n"
+    "\n"
+    "KL divergence against the F32 cache and bytes per cached token of KV-cache codecs,\n"
+    "llama-perplexity's windows (docs/studies.md).\n"
+    "\n"
+    "  -m, --model FILE       a GGUF model\n"
+    "  -f, --file TEXT        evaluation text\n"
+    "  -c, --ctx-size N       window in tokens (default 256)\n"
+    "      --chunks N         at most N windows\n"
+    "      --types LIST       TYPE[:tensor|:head][+kivi], comma-separated (default: f32, f16,\n"
+    "                         bf16, fp8 per tensor and per head, int8, int4, nvfp4, and KIVI keys)\n"
+    "  -t, --threads N        threads (default 1; 0 = all CPUs); output does not depend on it\n"
+    "  -o, --output-format F  md (default), csv or json\n"
+    "  --json                 same as -o json (schema in docs/studies.md)\n"
+    "  --out FILE             write the report to FILE (atomically) instead of stdout\n"
+    "  -q, --quiet            accepted for symmetry (the sweeps print no progress)\n"
+    "  -h, --help             this text\n";
+
 /* Options every subcommand shares. */
 enum { O_JSON = 256, O_OUT, O_KV, O_NO_WARMUP, O_BW, O_NO_ROOF, O_TYPES, O_LEVELS, O_SHAPE,
-       O_TOKENS, O_TIME, O_BLAS, O_NO_BLAS, O_SIZE, O_PASSES };
+       O_TOKENS, O_TIME, O_BLAS, O_NO_BLAS, O_SIZE, O_PASSES, O_TENSORS, O_SYN, O_SEED, O_FORMATS,
+       O_PER, O_BOUND, O_CHUNKS };
 
 typedef struct {
     qk_report_fmt fmt;
@@ -481,6 +550,149 @@ static int sub_roofline(int argc, char **argv)
     return rc ? qk_err_report(argv[0], &err) : 0;
 }
 
+/* ---- error, wire, kv: the numerics studies (lib/study_cmd.h) ------------------------- */
+
+typedef struct {
+    const common *cm;
+} study_sink;
+
+static const char *const fmt_names[] = {"md", "csv", "json"};
+
+/* qk_sweep_sink: the report in --output-format on stdout or atomically into --out. */
+static int study_emit(void *p, qk_sweep_emit write_fn, void *ud, qk_err *err)
+{
+    const study_sink *s = p;
+    const char *fmt = fmt_names[s->cm->fmt];
+    if (!s->cm->out) {
+        write_fn(stdout, fmt, ud);
+        if (fflush(stdout) || ferror(stdout))
+            return qk_err_sys(err, "stdout", "cannot write the report");
+        return 0;
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    if (!mem)
+        return qk_errf(err, QK_EIO, "out of memory");
+    write_fn(mem, fmt, ud);
+    int rc = fclose(mem) ? qk_errf(err, QK_EIO, "out of memory") : 0;
+    qk_out o;
+    if (!rc && !(rc = qk_out_open(&o, s->cm->out, err)))
+        if ((rc = qk_out_write(&o, buf, len, err)) || (rc = qk_out_commit(&o, err)))
+            qk_out_abort(&o);
+    free(buf);
+    return rc;
+}
+
+enum { STUDY_ERROR, STUDY_WIRE, STUDY_KV };
+
+static int sub_study(int argc, char **argv, int kind)
+{
+    static const struct option error_opts[] = {
+        {"model", required_argument, 0, 'm'}, {"tensors", required_argument, 0, O_TENSORS},
+        {"synthetic", required_argument, 0, O_SYN}, {"shape", required_argument, 0, O_SHAPE},
+        {"seed", required_argument, 0, O_SEED}, {"formats", required_argument, 0, O_FORMATS},
+        {"per-tensor", no_argument, 0, O_PER}, {"threads", required_argument, 0, 't'},
+        {"output-format", required_argument, 0, 'o'}, {"json", no_argument, 0, O_JSON},
+        {"out", required_argument, 0, O_OUT}, {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct option wire_opts[] = {
+        {"model", required_argument, 0, 'm'}, {"file", required_argument, 0, 'f'},
+        {"ctx-size", required_argument, 0, 'c'}, {"chunks", required_argument, 0, O_CHUNKS},
+        {"formats", required_argument, 0, O_FORMATS}, {"boundaries", required_argument, 0, O_BOUND},
+        {"threads", required_argument, 0, 't'}, {"output-format", required_argument, 0, 'o'},
+        {"json", no_argument, 0, O_JSON}, {"out", required_argument, 0, O_OUT},
+        {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct option kv_opts[] = {
+        {"model", required_argument, 0, 'm'}, {"file", required_argument, 0, 'f'},
+        {"ctx-size", required_argument, 0, 'c'}, {"chunks", required_argument, 0, O_CHUNKS},
+        {"types", required_argument, 0, O_TYPES}, {"threads", required_argument, 0, 't'},
+        {"output-format", required_argument, 0, 'o'}, {"json", no_argument, 0, O_JSON},
+        {"out", required_argument, 0, O_OUT}, {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    const struct option *opts = kind == STUDY_ERROR ? error_opts : kind == STUDY_WIRE ? wire_opts
+                                                                                      : kv_opts;
+    const char *usage = kind == STUDY_ERROR ? error_usage : kind == STUDY_WIRE ? wire_usage
+                                                                               : kv_usage;
+    const char *shortopts = kind == STUDY_ERROR ? "m:t:o:qh" : "m:f:c:t:o:qh";
+    qk_sweep_opts o = {.n_ctx = 256, .threads = 1, .seed = 1};
+    common cm = {0};
+    qk_err err = {0};
+    int c;
+    int64_t v;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
+        int k = common_opt(&cm, c, &err);
+        if (k < 0)
+            return qk_err_report(argv[0], &err);
+        if (k)
+            continue;
+        int rc = 0;
+        switch (c) {
+        case 'm': o.model = optarg; break;
+        case 'f': o.text = optarg; break;
+        case 'c':
+            if (!(rc = qk_cli_int("-c", optarg, 4, 1 << 20, &v, &err)))
+                o.n_ctx = (int)v;
+            if (!rc && v % 2)
+                rc = qk_errf(&err, QK_EINPUT, "-c %lld: want an even window", (long long)v);
+            break;
+        case O_CHUNKS:
+            if (!(rc = qk_cli_int("--chunks", optarg, 1, 1 << 28, &v, &err)))
+                o.chunks = (int)v;
+            break;
+        case 't':
+            if (!(rc = qk_cli_threads(optarg, &o.threads, &err)) && o.threads == 0)
+                o.threads = qk_cpu_count();
+            break;
+        case O_TENSORS: o.tensors = optarg; break;
+        case O_SYN: o.synthetic = optarg; break;
+        case O_SHAPE: {
+            int64_t r, cc;
+            if (!(rc = qk_cli_shape(optarg, &r, &cc, &err)))
+                o.shape = optarg;
+            break;
+        }
+        case O_SEED:
+            if (!(rc = qk_cli_int("--seed", optarg, 1, INT64_MAX, &v, &err)))
+                o.seed = (uint64_t)v;
+            break;
+        case O_FORMATS: o.formats = optarg; break;
+        case O_PER: o.per_tensor = true; break;
+        case O_BOUND: o.boundaries = optarg; break;
+        case O_TYPES: o.types = optarg; break;
+        case 'h': fputs(usage, stdout); return 0;
+        default: return qk_cli_bad_option(argv[0], argv, optind);
+        }
+        if (rc)
+            return qk_err_report(argv[0], &err);
+    }
+    if (optind < argc) {
+        fprintf(stderr, "%s: unexpected argument '%s'; see --help\n", argv[0], argv[optind]);
+        return 2;
+    }
+    if (kind != STUDY_ERROR && (!o.model || !o.text)) {
+        fprintf(stderr, "%s: need -m MODEL.gguf and -f TEXT; see --help\n", argv[0]);
+        return 2;
+    }
+    const char *inputs[2] = {o.model, o.text};
+    for (int i = 0; i < 2 && cm.out; i++)
+        if (inputs[i] && qk_same_file(inputs[i], cm.out)) {
+            fprintf(stderr, "%s: %s: output is the same file as an input\n", argv[0], cm.out);
+            return 2;
+        }
+    study_sink sink = {&cm};
+    int rc = kind == STUDY_ERROR  ? qk_sweep_error(&o, study_emit, &sink, &err)
+             : kind == STUDY_WIRE ? qk_sweep_wire(&o, study_emit, &sink, &err)
+                                  : qk_sweep_kv(&o, study_emit, &sink, &err);
+    return rc ? qk_err_report(argv[0], &err) : 0;
+}
+
+static int sub_error(int argc, char **argv) { return sub_study(argc, argv, STUDY_ERROR); }
+static int sub_wire(int argc, char **argv) { return sub_study(argc, argv, STUDY_WIRE); }
+static int sub_kv(int argc, char **argv) { return sub_study(argc, argv, STUDY_KV); }
+
 /* ---- dispatch --------------------------------------------------------------------------- */
 
 static const struct {
@@ -490,12 +702,15 @@ static const struct {
     {"model", sub_model},
     {"kernels", sub_kernels},
     {"roofline", sub_roofline},
+    {"error", sub_error},
+    {"wire", sub_wire},
+    {"kv", sub_kv},
 };
 
 int cmd_bench(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "%s: need a subcommand (model, kernels, roofline); see --help\n", argv[0]);
+        fprintf(stderr, "%s: need a subcommand (model, kernels, roofline, error, wire, kv); see --help\n", argv[0]);
         return 2;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
@@ -510,7 +725,7 @@ int cmd_bench(int argc, char **argv)
         argv[1] = display;
         return subs[i].fn(argc - 1, argv + 1);
     }
-    fprintf(stderr, "%s: '%s' is not a subcommand (model, kernels, roofline); see --help\n",
+    fprintf(stderr, "%s: '%s' is not a subcommand (model, kernels, roofline, error, wire, kv); see --help\n",
             argv[0], argv[1]);
     return 2;
 }

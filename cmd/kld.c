@@ -23,6 +23,7 @@
 #include "model.h"
 #include "ppl.h"
 #include "progress.h"
+#include "study_cmd.h"
 #include "tokenizer.h"
 
 static const char usage_text[] =
@@ -52,6 +53,17 @@ static const char usage_text[] =
     "      --max-kld-p99 X     exit 1 when the 99.0% KLD > X\n"
     "      --max-ppl-ratio X   exit 1 when Mean PPL(Q)/PPL(base) > X\n"
     "      --min-same-top X    exit 1 when Same top p < X percent\n"
+    "      --wire FMT          numerics study on MODEL (not the base): quantize the hidden state\n"
+    "                          at pipeline-stage boundaries (fp32, bf16, fp16, fp8-e4m3, fp8-e5m2,\n"
+    "                          int8-token, int4-token, int4-group32, mxfp8, mxfp6, mxfp4, nvfp4)\n"
+    "      --wire-every K      a boundary after every K layers\n"
+    "      --wire-at L1,L2     boundaries after these layers\n"
+    "      --stages S          S nearly equal stages (S-1 boundaries)\n"
+    "      --wire-lossless     also measure zstd on the bf16 hidden states at the boundaries\n"
+    "      --kv-cache TYPE     numerics study on MODEL: quantize keys and values as they enter\n"
+    "                          the cache (f32, f16, bf16, fp8-e4m3, fp8-e5m2 [:tensor|:head], int8,\n"
+    "                          int4, nvfp4); implies --kv-type f32\n"
+    "      --kv-key-per-channel  keys per channel in groups of 32 tokens (KIVI)\n"
     "  -t, --threads N         threads (0 = all CPUs; results do not depend on N)\n"
     "      --json              one JSON document on stdout instead of the text report\n"
     "  -q, --quiet             no progress or timing on stderr\n"
@@ -64,7 +76,8 @@ typedef struct {
     const char *model, *text, *base_file, *base_model, *base_out, *part_out;
     int base_format;
     int n_ctx, n_chunks, n_batch, threads, kv_type;
-    bool have_ctx, have_range, json, quiet, merge;
+    bool have_ctx, have_range, json, quiet, merge, kv_type_given;
+    qk_study_opts st; /* --wire, --kv-cache on the model under test (lib/study_cmd.h) */
     int range_a, range_b; /* range_b < 0: to the end */
     double max_kld_mean, max_kld_p99, max_ppl_ratio, min_same_top;
     bool has_max_kld_mean, has_max_kld_p99, has_max_ppl_ratio, has_min_same_top;
@@ -171,7 +184,14 @@ typedef struct {
     bool ok;
 } bound;
 
-static void json_report(const args *a, const qk_kld_acc *acc, const qk_kld_summary *s, bool ppl_ok,
+/* The numerics studies of a run, for the report (NULL for --merge). */
+typedef struct {
+    const qk_wire *wire;
+    const qk_hparams *hp;
+} study_view;
+
+static void json_report(const args *a, const study_view *sv, const qk_kld_acc *acc,
+                        const qk_kld_summary *s, bool ppl_ok,
                         double ppl, double ppl_err, int n_ctx, int n_vocab, int first, int last,
                         int total, const bound *b, int nb)
 {
@@ -191,6 +211,8 @@ static void json_report(const args *a, const qk_kld_acc *acc, const qk_kld_summa
     qk_json_key(&j, "total"), qk_json_int(&j, total);
     qk_json_end_obj(&j);
     qk_json_key(&j, "tokens_scored"), qk_json_uint(&j, acc->count);
+    if (sv)
+        qk_study_json(&j, &a->st, sv->wire, sv->hp);
     if (acc->mode == QK_KLD_MODE_PPL) {
         qk_json_key(&j, "ppl");
         qk_json_obj(&j);
@@ -274,7 +296,7 @@ static bool any_threshold(const args *a)
 }
 
 /* Final report (text or JSON) and the thresholds' verdict. */
-static int finish(const args *a, qk_kld_acc *acc, int n_ctx, int n_vocab, int first, int last,
+static int finish(const args *a, const study_view *sv, qk_kld_acc *acc, int n_ctx, int n_vocab, int first, int last,
                   int total)
 {
     qk_kld_summary s = {0};
@@ -287,7 +309,7 @@ static int finish(const args *a, qk_kld_acc *acc, int n_ctx, int n_vocab, int fi
     bound b[4];
     const int nb = acc->mode == QK_KLD_MODE_KLD ? thresholds(a, &s, b) : 0;
     if (a->json) {
-        json_report(a, acc, &s, ppl_ok, ppl, ppl_err, n_ctx, n_vocab, first, last, total, b, nb);
+        json_report(a, sv, acc, &s, ppl_ok, ppl, ppl_err, n_ctx, n_vocab, first, last, total, b, nb);
     } else if (acc->mode == QK_KLD_MODE_PPL) {
         fputc('\n', stdout);
         if (ppl_ok)
@@ -297,6 +319,10 @@ static int finish(const args *a, qk_kld_acc *acc, int n_ctx, int n_vocab, int fi
     } else {
         fputc('\n', stdout);
         qk_kld_print_summary(stdout, &s);
+    }
+    if (!a->json && sv && (a->st.has_wire || a->st.has_kvq)) {
+        fputc('\n', stdout);
+        qk_study_print(stdout, NULL, &a->st, sv->wire, sv->hp);
     }
     fflush(stdout);
     int rc = 0;
@@ -376,7 +402,7 @@ static int merge(const args *a, char **paths, int n, qk_err *err)
             if (acc.mode == QK_KLD_MODE_PPL && any_threshold(a))
                 rc = qk_errf(err, QK_EINPUT, "thresholds need a KL-divergence run (parts have no base)");
             else
-                rc = -finish(a, &acc, sorted[0].n_ctx, sorted[0].n_vocab, sorted[0].chunk_a + 1,
+                rc = -finish(a, NULL, &acc, sorted[0].n_ctx, sorted[0].n_vocab, sorted[0].chunk_a + 1,
                              sorted[n - 1].chunk_b, sorted[0].n_chunk);
         }
     }
@@ -409,11 +435,14 @@ static int run(const args *a, qk_err *err)
     size_t n_ids = 0;
     qk_kld_acc acc;
     memset(&acc, 0, sizeof acc);
+    qk_wire wire;
+    memset(&wire, 0, sizeof wire);
     int rc;
     if ((a->base_out && (rc = same_as_input(a, a->base_out, err))) ||
         (a->part_out && (rc = same_as_input(a, a->part_out, err))))
         return rc;
-    if ((rc = load_model(&mq, a->model, err)))
+    if ((rc = load_model(&mq, a->model, err)) ||
+        (rc = qk_study_prepare(&a->st, &mq.m->hp, &wire, err)))
         goto done;
     if (a->base_model && (rc = load_model(&mb, a->base_model, err)))
         goto done;
@@ -525,7 +554,9 @@ static int run(const args *a, qk_err *err)
         .tokens = tokens, .n_ctx = n_ctx, .chunk_a = ca, .chunk_b = cb, .bos = qk_tok_bos(tok),
         .add_bos = qk_tok_add_bos(tok), .n_batch = a->n_batch, .nthreads = a->threads,
         .kv_type = a->kv_type, .acc = &acc, .on_chunk = on_chunk, .ud = &pc,
-        .progress = prog.on ? &prog : NULL};
+        .progress = prog.on ? &prog : NULL,
+        .layer_hook = a->st.has_wire ? qk_wire_layer_hook : NULL,
+        .hook_user = a->st.has_wire ? &wire : NULL, .kvq = a->st.has_kvq ? &a->st.kvq : NULL};
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     rc = qk_ppl_run(&job, err);
@@ -543,7 +574,8 @@ static int run(const args *a, qk_err *err)
         if ((rc = qk_part_write(a->part_out, &pi, &acc, err)))
             goto done;
     }
-    rc = -finish(a, &acc, n_ctx, nv, ca + 1, cb, n_chunk);
+    const study_view sv = {&wire, &mq.m->hp};
+    rc = -finish(a, &sv, &acc, n_ctx, nv, ca + 1, cb, n_chunk);
     if (!a->quiet) {
         const double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
         fprintf(stderr, "%s: %d chunks, %llu tokens evaluated in %.2f s (%.1f tokens/s per model)\n",
@@ -557,6 +589,7 @@ done:
     qk_tok_free(tok);
     unload_model(&mq);
     unload_model(&mb);
+    qk_wire_free(&wire);
     free(text), free(ids);
     return rc;
 }
@@ -613,7 +646,7 @@ int cmd_kld(int argc, char **argv)
         {"max-kld-p99", required_argument, 0, O_MKP}, {"max-ppl-ratio", required_argument, 0, O_MPR},
         {"min-same-top", required_argument, 0, O_MST}, {"json", no_argument, 0, O_JSON},
         {"threads", required_argument, 0, 't'}, {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"help", no_argument, 0, 'h'}, QK_STUDY_LONG_OPTIONS, {0, 0, 0, 0}};
     args a = {.prog = argv[0], .n_ctx = 512, .threads = 1, .kv_type = QK_F16,
               .base_format = QK_KLDB_LLAMA};
     qk_err err = {0};
@@ -622,7 +655,11 @@ int cmd_kld(int argc, char **argv)
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "m:f:c:b:t:qh", opts, NULL)) != -1) {
-        int rc = 0;
+        int rc = qk_study_opt(&a.st, c, optarg, &err);
+        if (rc < 0)
+            return qk_err_report(argv[0], &err);
+        if (rc)
+            continue;
         switch (c) {
         case 'm': a.model = optarg; break;
         case 'f': a.text = optarg; break;
@@ -639,6 +676,7 @@ int cmd_kld(int argc, char **argv)
                 a.n_batch = (int)v;
             break;
         case O_KV:
+            a.kv_type_given = true;
             if (!strcmp(optarg, "f16"))
                 a.kv_type = QK_F16;
             else if (!strcmp(optarg, "f32"))
@@ -676,7 +714,7 @@ int cmd_kld(int argc, char **argv)
     int rc;
     if (a.merge) {
         if (optind >= argc || a.model || a.text || a.base_file || a.base_model || a.base_out ||
-            a.part_out || a.have_range) {
+            a.part_out || a.have_range || a.st.has_wire || a.st.has_kvq) {
             fprintf(stderr, "%s: --merge takes only .qkpart files (and --json, thresholds); see --help\n",
                     argv[0]);
             return 2;
@@ -695,6 +733,8 @@ int cmd_kld(int argc, char **argv)
             fprintf(stderr, "%s: give --kld-base FILE or --base MODEL_B, not both\n", argv[0]);
             return 2;
         }
+        if (qk_study_check(&a.st, a.kv_type_given, &a.kv_type, &err))
+            return qk_err_report(argv[0], &err);
         if (a.part_out && !a.have_range) {
             a.have_range = true; /* the whole run is one part */
             a.range_a = 0;

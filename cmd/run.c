@@ -27,6 +27,7 @@
 #include "progress.h"
 #include "sampling.h"
 #include "threads.h"
+#include "study_cmd.h"
 #include "tokenizer.h"
 #include "types.h"
 
@@ -57,6 +58,17 @@ static const char usage_text[] =
     "      --kv-type TYPE     KV cache f16 (default, as llama.cpp) or f32\n"
     "      --logits-out FILE  write the logits of every evaluated position (format in qk-run(1))\n"
     "      --logits-dtype T   f32 (default) or f16 rows in --logits-out\n"
+    "      --wire FMT         numerics study: quantize the hidden state at pipeline-stage\n"
+    "                         boundaries (fp32, bf16, fp16, fp8-e4m3, fp8-e5m2, int8-token,\n"
+    "                         int4-token, int4-group32, mxfp8, mxfp6, mxfp4, nvfp4)\n"
+    "      --wire-every K     a boundary after every K layers\n"
+    "      --wire-at L1,L2    boundaries after these layers\n"
+    "      --stages S         S nearly equal stages (S-1 boundaries)\n"
+    "      --wire-lossless    also measure zstd on the bf16 hidden states at the boundaries\n"
+    "      --kv-cache TYPE    numerics study: quantize keys and values as they enter the cache\n"
+    "                         (f32, f16, bf16, fp8-e4m3, fp8-e5m2 [:tensor|:head], int8, int4,\n"
+    "                         nvfp4); implies --kv-type f32\n"
+    "      --kv-key-per-channel  keys per channel in groups of 32 tokens (KIVI)\n"
     "      --no-echo          do not print the prompt\n"
     "      --no-bos           --tokenize, -p, -f: do not add BOS/EOS\n"
     "      --tokenize         print the prompt's token ids as a JSON array and exit\n"
@@ -75,6 +87,8 @@ typedef struct run_opts {
     qk_sampler_params sp;
     int threads, kv_type, logits_dtype;
     bool json, quiet, tokenize, detokenize, no_bos, no_echo;
+    bool kv_type_given;
+    qk_study_opts st;         /* --wire, --kv-cache (lib/study_cmd.h) */
 } run_opts;
 
 /* What -m opened: a GGUF file or a Hugging Face directory, and a tokenizer. */
@@ -364,6 +378,7 @@ typedef struct gen {
     double load_ms, prompt_ms, decode_ms;
     int n_decoded;            /* tokens evaluated after the prompt */
     int n_ctx;
+    qk_wire wire;             /* --wire: the boundary codec and its counters */
 } gen;
 
 static int append_text(gen *g, const char *s, size_t n, qk_err *err)
@@ -572,6 +587,9 @@ static void print_json(const gen *g)
     qk_json_end_arr(&j);
     qk_json_key(&j, "text"), qk_json_strn(&j, g->text ? g->text : "", g->text_len);
     qk_json_key(&j, "stop"), qk_json_str(&j, g->stop);
+    qk_study_json(&j, &o->st, &g->wire, &m->hp);
+    if (o->st.has_kvq)
+        qk_json_key(&j, "kv_bytes_cached"), qk_json_f64(&j, qk_ctx_kv_bytes(g->ctx));
     qk_json_key(&j, "timings");
     qk_json_obj(&j);
     qk_json_key(&j, "load_ms"), qk_json_f64(&j, g->load_ms);
@@ -611,6 +629,11 @@ static int do_run(const run_opts *o, qk_err *err)
     if ((rc = prompt_tokens(&g, err)) || (rc = context_size(&g, err)))
         goto done;
     cp.n_ctx = g.n_ctx;
+    if ((rc = qk_study_prepare(&o->st, &g.l.m->hp, &g.wire, err)))
+        goto done;
+    cp.layer_hook = o->st.has_wire ? qk_wire_layer_hook : NULL;
+    cp.hook_user = o->st.has_wire ? &g.wire : NULL;
+    cp.kvq = o->st.has_kvq ? &o->st.kvq : NULL;
     if ((rc = qk_ctx_new(&g.ctx, g.l.m, &cp, err)) ||
         (rc = qk_sampler_init(&g.smp, nv, &o->sp, err)))
         goto done;
@@ -648,8 +671,15 @@ static int do_run(const run_opts *o, qk_err *err)
                 o->prog, g.n_prompt, g.prompt_ms, per_s((double)g.n_prompt, g.prompt_ms), g.n_out,
                 g.decode_ms, per_s(g.n_decoded, g.decode_ms));
     }
+    if (!o->quiet) {
+        qk_study_print(stderr, o->prog, &o->st, &g.wire, &g.l.m->hp);
+        if (o->st.has_kvq)
+            fprintf(stderr, "%s: kv cache: %.0f bytes for the %d cached tokens\n", o->prog,
+                    qk_ctx_kv_bytes(g.ctx), g.ctx->n_past);
+    }
 done:
     free(logits);
+    qk_wire_free(&g.wire);
     gen_free(&g);
     return rc;
 }
@@ -686,6 +716,8 @@ static int check_opts(run_opts *o, qk_err *err)
             return qk_errf(err, QK_EINPUT, "--logits-out %s would overwrite an input",
                            o->logits_out);
     }
+    if (qk_study_check(&o->st, o->kv_type_given, &o->kv_type, err))
+        return err->code;
     if (o->threads == 0)
         o->threads = qk_cpu_count();
     return 0;
@@ -710,7 +742,8 @@ int cmd_run(int argc, char **argv)
         {"no-echo", no_argument, 0, O_NO_ECHO}, {"no-bos", no_argument, 0, O_NO_BOS},
         {"tokenize", no_argument, 0, O_TOKENIZE}, {"detokenize", no_argument, 0, O_DETOKENIZE},
         {"json", no_argument, 0, O_JSON}, {"threads", required_argument, 0, 't'},
-        {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, QK_STUDY_LONG_OPTIONS,
+        {0, 0, 0, 0}};
     run_opts o = {.prog = argv[0], .n_predict = 128,
                   .sp = {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 0},
                   .kv_type = QK_F16, .logits_dtype = QK_F32};
@@ -721,7 +754,11 @@ int cmd_run(int argc, char **argv)
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "m:p:f:n:c:b:t:qh", opts, NULL)) != -1) {
-        int rc = 0;
+        int rc = qk_study_opt(&o.st, c, optarg, &err);
+        if (rc < 0)
+            return qk_err_report(argv[0], &err);
+        if (rc)
+            continue;
         switch (c) {
         case 'm': o.model = optarg; break;
         case 'p': o.prompt = optarg; break;
@@ -747,7 +784,10 @@ int cmd_run(int argc, char **argv)
             if (!(rc = qk_cli_int("--seed", optarg, 0, INT64_MAX, &v, &err)))
                 o.sp.seed = (uint64_t)v;
             break;
-        case O_KV: rc = parse_type("--kv-type", optarg, &o.kv_type, &err); break;
+        case O_KV:
+            rc = parse_type("--kv-type", optarg, &o.kv_type, &err);
+            o.kv_type_given = true;
+            break;
         case O_LOGITS: o.logits_out = optarg; break;
         case O_LOGITS_DTYPE: rc = parse_type("--logits-dtype", optarg, &o.logits_dtype, &err); break;
         case O_NO_ECHO: o.no_echo = true; break;

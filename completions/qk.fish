@@ -24,5 +24,7 @@ for c in qk qk-quant
 end
 for c in qk qk-run qk-kld
     complete -c $c -l kv-type -x -a 'f16 f32'
+    complete -c $c -l wire -x -a 'fp32 bf16 fp16 fp8-e4m3 fp8-e5m2 int8-token int4-token int4-group32 mxfp8 mxfp6 mxfp4 nvfp4'
+    complete -c $c -l kv-cache -x -a 'f32 f16 bf16 fp8-e4m3 fp8-e5m2 fp8-e4m3:head fp8-e5m2:head int8 int4 nvfp4'
 end
 complete -c qk-run -l logits-dtype -x -a 'f16 f32'

@@ -235,7 +235,9 @@ int qk_ppl_run(qk_ppl_job *j, qk_err *err)
     run_bufs r = {0};
     qk_ctx_params cp = {.n_ctx = j->n_ctx, .n_batch = j->n_batch, .nthreads = j->nthreads,
                         .kv_type = j->kv_type};
-    int rc = qk_ctx_new(&r.a, j->model, &cp, err);
+    qk_ctx_params cpa = cp;
+    cpa.layer_hook = j->layer_hook, cpa.hook_user = j->hook_user, cpa.kvq = j->kvq;
+    int rc = qk_ctx_new(&r.a, j->model, &cpa, err);
     if (!rc && j->base_model)
         rc = qk_ctx_new(&r.b, j->base_model, &cp, err);
     if (rc)

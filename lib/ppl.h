@@ -23,6 +23,7 @@
 #include "err.h"
 #include "kldbase.h"
 #include "kldstats.h"
+#include "kvquant.h"
 #include "model.h"
 #include "progress.h"
 #include "tokenizer.h"
@@ -56,6 +57,11 @@ typedef struct qk_ppl_job {
     int n_batch;                 /* tokens per forward call (0: 128) */
     int nthreads;
     int kv_type;                 /* QK_F16 (llama.cpp's cache) or QK_F32 */
+    /* numerics studies (docs/studies.md), applied to the model under test
+     * only (not to base_model): lib/wire.h's hook and a KV codec */
+    int (*layer_hook)(void *user, int layer, float *x, int n_tok, int n_embd, qk_err *err);
+    void *hook_user;
+    const qk_kvq *kvq;           /* needs kv_type QK_F32 */
     qk_kld_acc *acc;             /* records are added here in token order */
     void (*on_chunk)(void *ud, int chunk_no, const qk_kld_acc *a);
     void *ud;
