@@ -11,10 +11,13 @@
  * futex wake-up per job would cost more than the job), then on a condition
  * variable.  One caller at a time owns the pool; a concurrent or nested call
  * falls back to threads started for that call, with the same partition.
- * After fork() the child starts with an empty pool. */
+ * After fork() the child starts with an empty pool.  At exit the workers are
+ * told to quit and joined, so nothing they hold outlives the process' end
+ * (valgrind-clean). */
 #include "threads.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -67,6 +70,7 @@ static struct {
 } pool = {.mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
 
 static pthread_mutex_t owner = PTHREAD_MUTEX_INITIALIZER;
+static atomic_bool quitting;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 static void *worker(void *arg)
@@ -86,6 +90,8 @@ static void *worker(void *arg)
             pthread_mutex_unlock(&pool.mu);
         }
         seen = t;
+        if (atomic_load(&quitting))
+            return NULL;
         if (idx >= (int)(t & 0xff))
             continue; /* not needed for this job */
         run_ranges(&pool.jb);
@@ -108,19 +114,35 @@ static void atfork_child(void)
     pool.nth = 0;
 }
 
-static void register_atfork(void) { pthread_atfork(NULL, NULL, atfork_child); }
+/* exit(): wake every worker with the quit flag set and join them. */
+static void shutdown_pool(void)
+{
+    if (pool.nth == 0)
+        return;
+    pthread_mutex_lock(&pool.mu);
+    atomic_store(&quitting, true);
+    atomic_store_explicit(&pool.ticket, ((atomic_load(&pool.ticket) >> 8) + 1) << 8,
+                          memory_order_release);
+    pthread_cond_broadcast(&pool.wake);
+    pthread_mutex_unlock(&pool.mu);
+    for (int i = 0; i < pool.nth; i++)
+        pthread_join(pool.th[i], NULL);
+    pool.nth = 0;
+}
+
+static void register_atfork(void)
+{
+    pthread_atfork(NULL, NULL, atfork_child);
+    atexit(shutdown_pool);
+}
 
 /* Start workers until there are want of them; returns how many there are. */
 static int grow(int want)
 {
     pthread_once(&atfork_once, register_atfork);
     while (pool.nth < want) {
-        pthread_attr_t a;
-        pthread_attr_init(&a);
-        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
         pool.start[pool.nth] = atomic_load(&pool.ticket);
-        int rc = pthread_create(&pool.th[pool.nth], &a, worker, (void *)(intptr_t)pool.nth);
-        pthread_attr_destroy(&a);
+        int rc = pthread_create(&pool.th[pool.nth], NULL, worker, (void *)(intptr_t)pool.nth);
         if (rc != 0)
             break;
         pool.nth++;
@@ -191,7 +213,7 @@ void qk_parallel_for(int nthreads, size_t n, size_t grain, qk_range_fn fn, void 
         run_ranges(&jb);
         return;
     }
-    if (nt - 1 <= MAX_WORKERS && pthread_mutex_trylock(&owner) == 0) {
+    if (nt - 1 <= MAX_WORKERS && !atomic_load(&quitting) && pthread_mutex_trylock(&owner) == 0) {
         const int have = grow((int)nt - 1);
         if (have > 0) {
             run_pooled(&jb, have < (int)nt - 1 ? have : (int)nt - 1);
