@@ -407,3 +407,50 @@ Test(simd, levels)
     cr_log_info("cpu: supported %s, active %s, vnni %d", qk_cpu_level_name(qk_cpu_supported()),
                 qk_cpu_level_name(qk_cpu_level_active()), qk_cpu_has_vnni());
 }
+
+/* Prompt-sized tiles (up to 16 weight rows x 40 tokens, several K blocks):
+ * the float tile kernels convert each block once and reuse it across tokens;
+ * every output must still carry vec_dot's bits at every level. */
+Test(simd, float_tiles_prompt_sized)
+{
+    enum { NR = 21, NT = 40 };
+    static const int64_t ncols_list[] = {16, 300, 4099};
+    static const int shapes[][2] = {{16, 32}, {16, 40}, {16, 7}, {5, 33}, {4, 3}};
+    static const int types[] = {QK_F16, QK_BF16};
+    uint64_t rng = 0x5eedf00dULL;
+    for (size_t ti = 0; ti < 2; ti++)
+        for (int level = 0; level < 3; level++) {
+            if (level > (int)qk_cpu_supported())
+                continue;
+            const qk_kernels *k = qk_kernels_at(types[ti], level);
+            for (size_t ci = 0; ci < sizeof ncols_list / sizeof ncols_list[0]; ci++) {
+                const int64_t nc = ncols_list[ci];
+                const size_t row = qk_row_size(types[ti], nc);
+                uint8_t *w = malloc(row * NR), *y = malloc(row * NT);
+                float *tmp = malloc(sizeof(float) * (size_t)nc * NT), *out = malloc(sizeof(float) * 16 * NT);
+                for (int64_t i = 0; i < nc * NT; i++)
+                    tmp[i] = tu_gauss(&rng);
+                qk_type_get(types[ti])->quantize(tmp, w, NR, nc, NULL);
+                qk_type_get(types[ti])->quantize(tmp, y, NT, nc, NULL);
+                for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+                    const int tr = shapes[s][0], tt = shapes[s][1];
+                    for (int r0 = 0; r0 < NR; r0 += tr)
+                        for (int t0 = 0; t0 < NT; t0 += tt) {
+                            const int mr = NR - r0 < tr ? NR - r0 : tr, mt = NT - t0 < tt ? NT - t0 : tt;
+                            qk_dot_tile(k, nc, w + (size_t)r0 * row, row, mr, y + (size_t)t0 * row, row, mt,
+                                        out, (size_t)tr);
+                            for (int t = 0; t < mt; t++)
+                                for (int r = 0; r < mr; r++) {
+                                    float want = k->vec_dot(nc, w + (size_t)(r0 + r) * row,
+                                                            y + (size_t)(t0 + t) * row);
+                                    cr_assert(memcmp(&out[t * tr + r], &want, 4) == 0,
+                                              "%s level %d: %lld cols, tile %dx%d at (%d,%d)",
+                                              qk_type_get(types[ti])->name, level, (long long)nc, tr, tt,
+                                              r0 + r, t0 + t);
+                                }
+                        }
+                }
+                free(w), free(y), free(tmp), free(out);
+            }
+        }
+}
