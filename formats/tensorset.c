@@ -230,6 +230,14 @@ const qk_tensor *qk_tensorset_find(const qk_tensorset *s, const char *name)
     return NULL;
 }
 
+void qk_tensor_shape_str(const qk_tensor *t, char *buf, size_t n)
+{
+    size_t k = 0;
+    buf[0] = 0;
+    for (int d = 0; d < t->n_dims && k < n; d++)
+        k += (size_t)snprintf(buf + k, n - k, d ? "x%lld" : "%lld", (long long)t->ne[d]);
+}
+
 uint64_t qk_tensor_rows(const qk_tensor *t)
 {
     uint64_t r = 1;

@@ -14,6 +14,7 @@
 #ifndef QK_TENSORSET_H
 #define QK_TENSORSET_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "err.h"
@@ -49,6 +50,8 @@ typedef struct qk_tensorset {
 int qk_tensorset_open(qk_tensorset **out, const char *path, qk_err *err);
 void qk_tensorset_close(qk_tensorset *s);
 const qk_tensor *qk_tensorset_find(const qk_tensorset *s, const char *name);
+/* "4096x11008": the dims in ggml order (innermost first), into buf[n]. */
+void qk_tensor_shape_str(const qk_tensor *t, char *buf, size_t n);
 /* Number of rows (product of ne[1..]). */
 uint64_t qk_tensor_rows(const qk_tensor *t);
 

@@ -26,14 +26,6 @@ static bool want_tensor(const qk_inspect_opts *o, const char *name)
     return !o->tensor_glob || fnmatch(o->tensor_glob, name, 0) == 0;
 }
 
-static void shape_str(const qk_tensor *t, char *buf, size_t n)
-{
-    size_t k = 0;
-    buf[0] = 0;
-    for (int d = 0; d < t->n_dims && k < n; d++)
-        k += (size_t)snprintf(buf + k, n - k, d ? "x%" PRId64 : "%" PRId64, t->ne[d]);
-}
-
 /* ---- stats, computed in parallel over tensors, printed in order -------- */
 typedef struct stats_job {
     const qk_tensorset *s;
@@ -185,7 +177,7 @@ int qk_inspect_run(const char *path, const qk_inspect_opts *o, FILE *out, qk_err
         for (uint64_t k = 0; k < n; k++) {
             const qk_tensor *t = &s->t[idx[k]];
             char sh[96];
-            shape_str(t, sh, sizeof sh);
+            qk_tensor_shape_str(t, sh, sizeof sh);
             fprintf(out, "  %-40s %-8s %-18s %12" PRIu64 " %12" PRIu64, t->name, t->type_name, sh,
                     t->offset, t->nbytes);
             if (qc) {

@@ -28,14 +28,6 @@ typedef struct ctx {
     int64_t n_head, n_head_kv;
 } ctx;
 
-static void shape_str(const qk_tensor *t, char *buf, size_t n)
-{
-    size_t k = 0;
-    buf[0] = 0;
-    for (int d = 0; d < t->n_dims && k < n; d++)
-        k += (size_t)snprintf(buf + k, n - k, d ? "x%lld" : "%lld", (long long)t->ne[d]);
-}
-
 static bool same_shape(const qk_tensor *a, const qk_tensor *b)
 {
     for (int d = 0; d < QK_MAX_DIMS; d++)
@@ -153,13 +145,13 @@ static bool gguf_heads(const qk_tensorset *s, int64_t *nh, int64_t *nkv)
     return true;
 }
 
-static void print_text(FILE *out, const pair *p, uint64_t n, const qk_tensorset *B)
+static void print_text(FILE *out, const pair *p, uint64_t n)
 {
     fprintf(out, "%-40s %-14s %-8s %-8s %12s %12s %9s %10s  %s\n", "tensor", "shape", "type_a",
             "type_b", "max_abs", "rmse", "snr_db", "cosine", "result");
     for (uint64_t i = 0; i < n; i++) {
         char sh[64];
-        shape_str(p[i].a, sh, sizeof sh);
+        qk_tensor_shape_str(p[i].a, sh, sizeof sh);
         if (!p[i].b) {
             fprintf(out, "%-40s %-14s %-8s %-8s %12s %12s %9s %10s  only in A\n", p[i].label, sh,
                     p[i].a->type_name, "-", "-", "-", "-", "-");
@@ -175,7 +167,6 @@ static void print_text(FILE *out, const pair *p, uint64_t n, const qk_tensorset 
                 p[i].a->type_name, p[i].b->type_name, p[i].max_abs, p[i].rmse, p[i].snr, p[i].cosine,
                 p[i].identical ? "identical" : "differs");
     }
-    (void)B;
 }
 
 static void print_json(FILE *out, const pair *p, uint64_t n, const char *a, const char *b,
@@ -278,7 +269,7 @@ int qk_diff_run(const char *a, const char *b, const qk_diff_opts *o, FILE *out, 
     if (o->json) {
         print_json(out, p, n, a, b, only_b, n_ident, n_diff);
     } else {
-        print_text(out, p, n, B);
+        print_text(out, p, n);
         for (uint64_t i = 0; i < B->n; i++)
             if (!used[i] && !o->tensor_glob)
                 fprintf(out, "%-40s only in B\n", B->t[i].name);
