@@ -67,6 +67,8 @@ TEST_BINS = $(TEST_SRC:tests/%.c=$(B)/tests/%)
 
 test: all $(TEST_BINS)
 	@fail=0; for t in $(TEST_BINS); do QK_BIN=$(CURDIR)/$(B)/qk $$t --jobs 2 || fail=1; done; \
+	  echo "test_golden again at QK_CPU=scalar (the encoders' scalar searches)"; \
+	  QK_CPU=scalar $(B)/tests/test_golden --jobs 2 || fail=1; \
 	  if [ -x tests/cli.sh ]; then QK_BIN=$(CURDIR)/$(B)/qk sh tests/cli.sh || fail=1; fi; exit $$fail
 
 asan-test:

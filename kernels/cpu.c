@@ -82,6 +82,10 @@ static void merge(int level, const qk_simd_ops *ops)
             k->to_float = ops->to_float;
             k->level_to = (signed char)level;
         }
+        if (ops->quantize) {
+            k->quantize = ops->quantize;
+            k->level_quantize = (signed char)level;
+        }
     }
 }
 
@@ -102,6 +106,7 @@ static void init(void)
             k->vec_dot = t->vec_dot;
             k->from_float = t->from_float;
             k->to_float = t->to_float;
+            k->quantize = t->quantize;
         }
     }
     for (int l = 1; l < QK_CPU_LEVELS; l++) {

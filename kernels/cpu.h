@@ -52,8 +52,9 @@ typedef struct qk_kernels {
     qk_dot_tile_fn dot_tile;    /* the same as a tile, or NULL: call through qk_dot_tile() */
     qk_from_float_fn from_float;/* activation encoder of this type; NULL if none */
     qk_to_float_fn to_float;    /* decoder; NULL if none */
-    /* level each of the four came from (lower when a level has no kernel) */
-    signed char level_dot, level_from, level_to;
+    qk_quantize_fn quantize;    /* weight encoder (the table's bytes exactly); NULL if none */
+    /* level each came from (lower when a level has no kernel) */
+    signed char level_dot, level_from, level_to, level_quantize;
 } qk_kernels;
 
 /* The highest level this CPU and OS support. */

@@ -20,8 +20,10 @@
 #include <math.h>
 #include <string.h>
 
+#include "cpu.h"
 #include "quant_common.h"
 #include "types.h"
+#include "x86/x86.h"
 
 #define IQ4_NL_SIZE 18
 #define IQ4_XS_SIZE 136
@@ -102,9 +104,29 @@ static float sub_scale(const float *x, const float *qw, float sigma2)
     return d;
 }
 
+/* sub_scale of 8 consecutive sub-blocks (x + SUB*g, qw + SUB*g) with
+ * sigma2[g]: in SIMD lanes where the CPU has AVX2, with the same bits. */
+static void sub_scales_x8(const float *x, const float *qw, const float *sigma2, float *d)
+{
+#ifdef QK_X86
+    if (qk_cpu_level_active() >= QK_CPU_AVX2) {
+        qk_x86_avx2_iq4_scales_x8(x, qw, sigma2, codebook, NTRY, d);
+        return;
+    }
+#endif
+    for (int g = 0; g < 8; g++)
+        d[g] = sub_scale(x + g * SUB, qw ? qw + g * SUB : NULL, sigma2[g]);
+}
+
 /* Pack 32 elements at inverse scale id into 16 bytes of nibbles. */
 static void pack_sub(const float *x, float id, uint8_t *qs)
 {
+#ifdef QK_X86
+    if (qk_cpu_level_active() >= QK_CPU_AVX2) {
+        qk_x86_avx2_iq4_pack(x, id, codebook, qs);
+        return;
+    }
+#endif
     for (int j = 0; j < SUB / 2; j++)
         qs[j] = (uint8_t)(nearest_index(id * x[j]) | nearest_index(id * x[j + SUB / 2]) << 4);
 }
@@ -122,9 +144,24 @@ static size_t iq4_nl_quantize(const float *src, void *dst, int64_t nrows, int64_
                               const float *imatrix)
 {
     uint8_t *b = dst;
-    for (int64_t r = 0; r < nrows; r++)
-        for (int64_t i = 0; i < ncols / SUB; i++, b += IQ4_NL_SIZE, src += SUB)
+    const int64_t nb = ncols / SUB;
+    for (int64_t r = 0; r < nrows; r++) {
+        int64_t i = 0;
+        /* eight blocks at a time through the SIMD scale search */
+        for (; i + 8 <= nb; i += 8, b += 8 * IQ4_NL_SIZE, src += 8 * SUB) {
+            float s2[8], d[8];
+            for (int g = 0; g < 8; g++)
+                s2[g] = sigma2_of(src + g * SUB, SUB);
+            sub_scales_x8(src, imatrix ? imatrix + i * SUB : NULL, s2, d);
+            for (int g = 0; g < 8; g++) {
+                uint8_t *bg = b + g * IQ4_NL_SIZE;
+                qk_st_f16(bg, d[g]);
+                pack_sub(src + g * SUB, d[g] != 0.0f ? 1 / d[g] : 0, bg + 2);
+            }
+        }
+        for (; i < nb; i++, b += IQ4_NL_SIZE, src += SUB)
             iq4_nl_encode_block(src, imatrix ? imatrix + i * SUB : NULL, b);
+    }
     return (size_t)nrows * (size_t)(ncols / SUB) * IQ4_NL_SIZE;
 }
 
@@ -174,8 +211,9 @@ static void iq4_xs_encode_block(const float *x, const float *qw, uint8_t *b)
     float sigma2 = sigma2_of(x, QK_K);
     float scales[QK_K / SUB];
     float max_scale = 0, amax_scale = 0;
+    const float s2[8] = {sigma2, sigma2, sigma2, sigma2, sigma2, sigma2, sigma2, sigma2};
+    sub_scales_x8(x, qw, s2, scales);
     for (int s = 0; s < QK_K / SUB; s++) {
-        scales[s] = sub_scale(x + s * SUB, qw ? qw + s * SUB : NULL, sigma2);
         if (fabsf(scales[s]) > amax_scale)
             amax_scale = fabsf(scales[s]), max_scale = scales[s];
     }

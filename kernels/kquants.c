@@ -168,15 +168,16 @@ static void q2_K_requantize(const float *x, const blk_q2_K *y, uint8_t *L, float
 
 static void q2_K_block_ref(const float *x, blk_q2_K *y)
 {
-    uint8_t L[QK_K_BLOCK], Laux[16];
-    float weights[16], mins[16], scales[16];
+    uint8_t L[QK_K_BLOCK];
+    float weights[QK_K_BLOCK], mins[16], scales[16];
     const float q4scale = 15.f;
     float max_scale = 0, max_min = 0;
+    for (int l = 0; l < QK_K_BLOCK; l++)
+        weights[l] = fabsf(x[l]);
+    for (int j = 0; j < 16; j += 8)
+        qk_make_qkx_quants_x8(16, 3, x + 16 * j, weights + 16 * j, L + 16 * j, scales + j, mins + j,
+                              -0.5f, 0.1f, 15, true);
     for (int j = 0; j < 16; j++) {
-        for (int l = 0; l < 16; l++)
-            weights[l] = fabsf(x[16 * j + l]);
-        scales[j] = qk_make_qkx_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux,
-                                       -0.5f, 0.1f, 15, true);
         if (scales[j] > max_scale)
             max_scale = scales[j];
         if (mins[j] > max_min)
@@ -205,15 +206,16 @@ static void q2_K_block_ref(const float *x, blk_q2_K *y)
 
 static void q2_K_block_imatrix(const float *x, blk_q2_K *y, const float *qw)
 {
-    uint8_t L[QK_K_BLOCK], Laux[16], Ls[16], Lm[16];
-    float weight[16], mins[16], scales[16], sw[16];
+    uint8_t L[QK_K_BLOCK], Ls[16], Lm[16];
+    float weight[QK_K_BLOCK], mins[16], scales[16], sw[16];
     const float sigma2 = sum_sq(x) / QK_K_BLOCK;
     for (int j = 0; j < 16; j++) {
-        imatrix_weights(weight, 16, qw + 16 * j, x + 16 * j, sigma2);
-        sw[j] = sum_of(weight, 16);
-        scales[j] = qk_make_qkx_quants(16, 3, x + 16 * j, weight, L + 16 * j, &mins[j], Laux,
-                                       -0.9f, 0.05f, 36, false);
+        imatrix_weights(weight + 16 * j, 16, qw + 16 * j, x + 16 * j, sigma2);
+        sw[j] = sum_of(weight + 16 * j, 16);
     }
+    for (int j = 0; j < 16; j += 8)
+        qk_make_qkx_quants_x8(16, 3, x + 16 * j, weight + 16 * j, L + 16 * j, scales + j, mins + j,
+                              -0.9f, 0.05f, 36, false);
     qk_st_f16(y->d, qk_make_qp_quants(16, 15, scales, Ls, sw));
     qk_st_f16(y->dmin, qk_make_qp_quants(16, 15, mins, Lm, sw));
     for (int j = 0; j < 16; j++)
@@ -344,13 +346,14 @@ static void q3_K_block_ref(const float *x, blk_q3_K *y)
 static void q3_K_block_imatrix(const float *x, blk_q3_K *y, const float *qw)
 {
     int8_t L[QK_K_BLOCK], Ls[16];
-    float scales[16], weight[16], sw[16];
+    float scales[16], weight[QK_K_BLOCK], sw[16];
     const float sigma2 = 2 * sum_sq(x) / QK_K_BLOCK;
     for (int j = 0; j < 16; j++) {
-        imatrix_weights(weight, 16, qw + 16 * j, x + 16 * j, sigma2);
-        sw[j] = sum_of(weight, 16);
-        scales[j] = qk_make_qx_quants(16, 4, x + 16 * j, L + 16 * j, weight);
+        imatrix_weights(weight + 16 * j, 16, qw + 16 * j, x + 16 * j, sigma2);
+        sw[j] = sum_of(weight + 16 * j, 16);
     }
+    for (int j = 0; j < 16; j += 8)
+        qk_make_qx_quants_x8(16, 4, x + 16 * j, L + 16 * j, weight + 16 * j, scales + j);
     const float d_block = qk_make_qx_quants(16, 32, scales, Ls, sw);
     int l6[16];
     for (int j = 0; j < 16; j++)
@@ -434,8 +437,8 @@ static void k4_pack_scales(uint8_t *s, const uint8_t *ls, const uint8_t *lm)
 static void k4_scales_ref(const float *x, uint8_t *L, int nmax, float rmin, int nstep,
                           uint8_t *packed, uint8_t *d, uint8_t *dmin)
 {
-    uint8_t Laux[32], ls[8], lm[8];
-    float weights[32], mins[8], scales[8];
+    uint8_t ls[8], lm[8];
+    float weights[QK_K_BLOCK], mins[8], scales[8];
     float max_scale = 0, max_min = 0;
     for (int j = 0; j < 8; j++) {
         float sum_x2 = 0;
@@ -443,9 +446,10 @@ static void k4_scales_ref(const float *x, uint8_t *L, int nmax, float rmin, int 
             sum_x2 += x[32 * j + l] * x[32 * j + l];
         const float av_x = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; l++)
-            weights[l] = av_x + fabsf(x[32 * j + l]);
-        scales[j] = qk_make_qkx_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux,
-                                       rmin, 0.1f, nstep, false);
+            weights[32 * j + l] = av_x + fabsf(x[32 * j + l]);
+    }
+    qk_make_qkx_quants_x8(32, nmax, x, weights, L, scales, mins, rmin, 0.1f, nstep, false);
+    for (int j = 0; j < 8; j++) {
         if (scales[j] > max_scale)
             max_scale = scales[j];
         if (mins[j] > max_min)
@@ -470,15 +474,14 @@ static void k4_scales_ref(const float *x, uint8_t *L, int nmax, float rmin, int 
 static void k4_scales_imatrix(const float *x, const float *qw, uint8_t *L, int nmax, bool clamp63,
                               uint8_t *packed, uint8_t *d, uint8_t *dmin)
 {
-    uint8_t Laux[32], Ls[8], Lm[8];
-    float weights[32], sw[8], mins[8], scales[8];
+    uint8_t Ls[8], Lm[8];
+    float weights[QK_K_BLOCK], sw[8], mins[8], scales[8];
     const float sigma2 = 2 * sum_sq(x) / QK_K_BLOCK;
     for (int j = 0; j < 8; j++) {
-        imatrix_weights(weights, 32, qw + 32 * j, x + 32 * j, sigma2);
-        sw[j] = sum_of(weights, 32);
-        scales[j] = qk_make_qkx_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux,
-                                       -0.9f, 0.05f, 36, false);
+        imatrix_weights(weights + 32 * j, 32, qw + 32 * j, x + 32 * j, sigma2);
+        sw[j] = sum_of(weights + 32 * j, 32);
     }
+    qk_make_qkx_quants_x8(32, nmax, x, weights, L, scales, mins, -0.9f, 0.05f, 36, false);
     const float d_block = qk_make_qp_quants(8, 63, scales, Ls, sw);
     const float m_block = qk_make_qp_quants(8, 63, mins, Lm, sw);
     if (clamp63) {
@@ -694,9 +697,10 @@ static void q6_K_block(const float *x, blk_q6_K *y, const float *qw)
     int8_t L[QK_K_BLOCK];
     float scales[16];
     float max_scale = 0, max_abs_scale = 0;
+    /* ggml's _impl passes the importance weights directly; _ref uses x^2 */
+    for (int ib = 0; ib < 16; ib += 8)
+        qk_make_qx_quants_x8(16, 32, x + 16 * ib, L + 16 * ib, qw ? qw + 16 * ib : NULL, scales + ib);
     for (int ib = 0; ib < 16; ib++) {
-        /* ggml's _impl passes the importance weights directly; _ref uses x^2 */
-        scales[ib] = qk_make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, qw ? qw + 16 * ib : NULL);
         const float abs_scale = fabsf(scales[ib]);
         if (abs_scale > max_abs_scale) {
             max_abs_scale = abs_scale;

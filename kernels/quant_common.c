@@ -6,6 +6,9 @@
 
 #include <math.h>
 
+#include "cpu.h"
+#include "x86/x86.h"
+
 static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 /* Index of the element with the largest |x| (first on ties), or -1 when
@@ -65,6 +68,19 @@ float qk_make_qx_quants(int n, int nmax, const float *x, int8_t *L, const float 
         }
     }
     return scale;
+}
+
+void qk_make_qx_quants_x8(int n, int nmax, const float *x, int8_t *L, const float *qw,
+                          float *scales)
+{
+#ifdef QK_X86
+    if (qk_cpu_level_active() >= QK_CPU_AVX2) {
+        qk_x86_avx2_make_qx_quants_x8(n, nmax, x, L, qw, scales);
+        return;
+    }
+#endif
+    for (int g = 0; g < 8; g++)
+        scales[g] = qk_make_qx_quants(n, nmax, x + g * n, L + g * n, qw ? qw + g * n : NULL);
 }
 
 float qk_make_q3_quants(int n, int nmax, const float *x, int8_t *L)
@@ -188,6 +204,23 @@ float qk_make_qkx_quants(int n, int nmax, const float *x, const float *weights, 
     }
     *the_min = -min;
     return scale;
+}
+
+void qk_make_qkx_quants_x8(int n, int nmax, const float *x, const float *weights, uint8_t *L,
+                           float *scales, float *the_mins, float rmin, float rdelta, int nstep,
+                           bool use_mad)
+{
+#ifdef QK_X86
+    if (qk_cpu_level_active() >= QK_CPU_AVX2) {
+        qk_x86_avx2_make_qkx_quants_x8(n, nmax, x, weights, L, scales, the_mins, rmin, rdelta,
+                                       nstep, use_mad);
+        return;
+    }
+#endif
+    uint8_t Laux[QK_SEARCH_MAX_N];
+    for (int g = 0; g < 8; g++)
+        scales[g] = qk_make_qkx_quants(n, nmax, x + g * n, weights + g * n, L + g * n,
+                                       the_mins + g, Laux, rmin, rdelta, nstep, use_mad);
 }
 
 float qk_make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *qw)

@@ -99,6 +99,16 @@ static inline int32_t qk_trunc_i32(float x)
  * Returns the scale s (0 for a group with max |x| < QK_GROUP_MAX_EPS). */
 float qk_make_qx_quants(int n, int nmax, const float *x, int8_t *L, const float *qw);
 
+/* The longest group the eight-group searches take. */
+#define QK_SEARCH_MAX_N 32
+
+/* qk_make_qx_quants on 8 groups of n <= QK_SEARCH_MAX_N values at once:
+ * group g is x + g*n (weights qw + g*n, or NULL), its levels go to L + g*n
+ * and its scale to scales[g].  The same bits as eight calls at every CPU
+ * level (kernels/x86/avx2_search.c runs the groups in SIMD lanes). */
+void qk_make_qx_quants_x8(int n, int nmax, const float *x, int8_t *L, const float *qw,
+                          float *scales);
+
 /* make_q3_quants with do_rmse: as above with w = x^2 plus up to 5 rounds of
  * coordinate descent on the levels.  Returns the scale; L[i] in [0, 2*nmax). */
 float qk_make_q3_quants(int n, int nmax, const float *x, int8_t *L);
@@ -112,6 +122,14 @@ float qk_make_q3_quants(int n, int nmax, const float *x, int8_t *L);
 float qk_make_qkx_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L,
                          float *the_min, uint8_t *Laux, float rmin, float rdelta, int nstep,
                          bool use_mad);
+
+/* qk_make_qkx_quants on 8 groups of n <= QK_SEARCH_MAX_N values at once:
+ * group g is x + g*n with weights + g*n; its levels go to L + g*n, its
+ * scale to scales[g] and its min to the_mins[g].  Same bits as eight calls
+ * at every CPU level. */
+void qk_make_qkx_quants_x8(int n, int nmax, const float *x, const float *weights, uint8_t *L,
+                           float *scales, float *the_mins, float rmin, float rdelta, int nstep,
+                           bool use_mad);
 
 /* make_qp_quants: quantize the non-negative x[n] (scales or mins of
  * sub-blocks) to L in [0, nmax] with weights qw, returning the scale. */

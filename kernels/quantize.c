@@ -1,10 +1,12 @@
 #include "quantize.h"
 
+#include "cpu.h"
 #include "threads.h"
 #include "types.h"
 
 typedef struct {
     const qk_type_traits *t;
+    const qk_kernels *k;    /* the active level's encoder and decoder */
     const float *src;
     const float *imatrix;
     void *qdata;
@@ -16,14 +18,14 @@ typedef struct {
 static void encode_range(void *ctx, size_t b, size_t e)
 {
     job *j = ctx;
-    j->t->quantize(j->src + b * j->ncols, (uint8_t *)j->qdata + b * j->row_size, (int64_t)(e - b),
+    j->k->quantize(j->src + b * j->ncols, (uint8_t *)j->qdata + b * j->row_size, (int64_t)(e - b),
                    j->ncols, j->imatrix);
 }
 
 static void decode_range(void *ctx, size_t b, size_t e)
 {
     job *j = ctx;
-    j->t->to_float((const uint8_t *)j->qdata + b * j->row_size, j->fdata + b * j->ncols,
+    j->k->to_float((const uint8_t *)j->qdata + b * j->row_size, j->fdata + b * j->ncols,
                    (int64_t)(e - b) * j->ncols);
 }
 
@@ -55,7 +57,7 @@ int qk_quantize_rows(int type, const float *src, void *dst, int64_t nrows, int64
     if (t->needs_imatrix && !imatrix)
         return qk_errf(err, QK_EINPUT, "%s: this type requires an importance matrix (--imatrix)",
                        t->name);
-    job j = {.t = t, .src = src, .imatrix = imatrix, .qdata = dst, .ncols = ncols,
+    job j = {.t = t, .k = qk_kernels_for(t->id), .src = src, .imatrix = imatrix, .qdata = dst, .ncols = ncols,
              .row_size = qk_row_size(type, ncols)};
     qk_parallel_for(nthreads, (size_t)nrows, grain_for(ncols), encode_range, &j);
     return 0;
@@ -69,7 +71,7 @@ int qk_dequantize_rows(int type, const void *src, float *dst, int64_t nrows, int
         return QK_EINPUT;
     if (!t->to_float)
         return qk_errf(err, QK_EINPUT, "%s: no decoder", t->name);
-    job j = {.t = t, .qdata = (void *)src, .fdata = dst, .ncols = ncols,
+    job j = {.t = t, .k = qk_kernels_for(t->id), .qdata = (void *)src, .fdata = dst, .ncols = ncols,
              .row_size = qk_row_size(type, ncols)};
     qk_parallel_for(nthreads, (size_t)nrows, grain_for(ncols), decode_range, &j);
     return 0;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "ckd.h"
+#include "cpu.h"
 #include "mapfile.h"
 #include "quant_rules.h"
 #include "threads.h"
@@ -817,7 +818,7 @@ char *qk_quant_shard_path(const qk_quant_plan *p, const char *out, int shard)
 #define SLAB_GRAINS 32      /* work items per slab: fixed, so results never depend on threads */
 
 typedef struct slab {
-    const qk_type_traits *st, *dt;
+    const qk_kernels *sk, *dk; /* source decoder, target encoder: active CPU level */
     const uint8_t *src;     /* first row of the slab */
     size_t src_rs, dst_rs;
     int64_t ne0;
@@ -839,7 +840,7 @@ static void slab_range(void *ctx, size_t b, size_t e)
     if (!s->f32) {
         x = (const float *)(s->src + b * s->src_rs);
     } else {
-        s->st->to_float(s->src + b * s->src_rs, s->f32 + b * (size_t)s->ne0, n);
+        s->sk->to_float(s->src + b * s->src_rs, s->f32 + b * (size_t)s->ne0, n);
         x = s->f32 + b * (size_t)s->ne0;
     }
     if (s->check_finite) {
@@ -850,10 +851,10 @@ static void slab_range(void *ctx, size_t b, size_t e)
             }
         }
     }
-    s->dt->quantize(x, s->out + b * s->dst_rs, rows, s->ne0, s->imatrix);
+    s->dk->quantize(x, s->out + b * s->dst_rs, rows, s->ne0, s->imatrix);
     if (s->dec) {
         float *d = s->dec + b * (size_t)s->ne0;
-        s->dt->to_float(s->out + b * s->dst_rs, d, n);
+        s->dk->to_float(s->out + b * s->dst_rs, d, n);
         double e2 = 0, r2 = 0;
         for (int64_t i = 0; i < n; i++) {
             double dx = (double)x[i] - (double)d[i];
@@ -927,7 +928,7 @@ static int encode_tensor(runner *rn, qk_quant_item *it, qk_err *err)
 {
     const qk_gguf_tensor *s = it->src;
     const int nthreads = rn->p->o.nthreads;
-    slab sl = {.st = qk_type_get(s->type), .dt = qk_type_get(it->type), .ne0 = s->ne[0],
+    slab sl = {.sk = qk_kernels_for(s->type), .dk = qk_kernels_for(it->type), .ne0 = s->ne[0],
                .src_rs = qk_row_size(s->type, s->ne[0]), .dst_rs = qk_row_size(it->type, s->ne[0]),
                .check_finite = is_float_type(s->type)};
     size_t grain = (size_t)(GRAIN_ELEMS / s->ne[0]);
@@ -937,7 +938,7 @@ static int encode_tensor(runner *rn, qk_quant_item *it, qk_err *err)
     if (slab_rows > rows_per_mat)
         slab_rows = rows_per_mat;
     size_t row_f = (size_t)s->ne[0] * sizeof(float);
-    bool measure = rn->p->o.measure && sl.dt->to_float;
+    bool measure = rn->p->o.measure && sl.dk->to_float;
     double e2[SLAB_GRAINS], r2[SLAB_GRAINS];
     sl.err2 = e2;
     sl.ref2 = r2;

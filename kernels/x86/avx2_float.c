@@ -250,8 +250,8 @@ QK_TARGET_AVX2 static void f16_to_float(const void *src, float *dst, int64_t n)
 }
 
 const qk_simd_ops qk_x86_avx2_float[] = {
-    {QK_F16, f16_tile, f16_dot, f16_from_float, f16_to_float},
-    {QK_BF16, bf16_tile, bf16_dot, NULL, NULL},
+    {QK_F16, f16_tile, f16_dot, f16_from_float, f16_to_float, NULL},
+    {QK_BF16, bf16_tile, bf16_dot, NULL, NULL, NULL},
     {.id = -1},
 };
 

@@ -242,9 +242,9 @@ QK_TARGET_AVX2 static void q8_K_from_float(const float *src, void *dst, int64_t 
 }
 
 const qk_simd_ops qk_x86_avx2_kquants[] = {
-    {QK_Q4_K, q4_K_tile, q4_K_tile_dot, NULL, NULL},
-    {QK_Q6_K, q6_K_tile, q6_K_tile_dot, NULL, NULL},
-    {QK_Q8_K, NULL, NULL, q8_K_from_float, NULL},
+    {QK_Q4_K, q4_K_tile, q4_K_tile_dot, NULL, NULL, NULL},
+    {QK_Q6_K, q6_K_tile, q6_K_tile_dot, NULL, NULL, NULL},
+    {QK_Q8_K, NULL, NULL, q8_K_from_float, NULL, NULL},
     {.id = -1},
 };
 

@@ -185,6 +185,15 @@ QK_TARGET_AVX2 static void q8_0_from_float(const float *src, void *dst, int64_t 
     }
 }
 
+/* quantize_q8_0 ignores the importance matrix: rows of from_float. */
+QK_TARGET_AVX2 static size_t q8_0_quantize(const float *src, void *dst, int64_t nrows,
+                                           int64_t ncols, const float *imatrix)
+{
+    (void)imatrix;
+    q8_0_from_float(src, dst, nrows * ncols);
+    return (size_t)nrows * (size_t)(ncols / QK) * Q8_0_SIZE;
+}
+
 QK_TARGET_AVX2 static void q8_0_to_float(const void *src, float *dst, int64_t n)
 {
     const uint8_t *b = src;
@@ -198,10 +207,10 @@ QK_TARGET_AVX2 static void q8_0_to_float(const void *src, float *dst, int64_t n)
 }
 
 const qk_simd_ops qk_x86_avx2_legacy[] = {
-    {QK_Q8_0, q8_0_tile, q8_0_dot, q8_0_from_float, q8_0_to_float},
-    {QK_Q4_0, q4_0_tile, q4_0_dot, NULL, NULL},
-    {QK_Q5_0, q5_0_tile, q5_0_dot, NULL, NULL},
-    {QK_IQ4_NL, iq4_nl_tile, iq4_nl_dot, NULL, NULL},
+    {QK_Q8_0, q8_0_tile, q8_0_dot, q8_0_from_float, q8_0_to_float, q8_0_quantize},
+    {QK_Q4_0, q4_0_tile, q4_0_dot, NULL, NULL, NULL},
+    {QK_Q5_0, q5_0_tile, q5_0_dot, NULL, NULL, NULL},
+    {QK_IQ4_NL, iq4_nl_tile, iq4_nl_dot, NULL, NULL, NULL},
     {.id = -1},
 };
 

@@ -7,6 +7,8 @@
 #ifndef QK_X86_H
 #define QK_X86_H
 
+#include <stdbool.h>
+
 #include "cpu.h"
 
 typedef struct qk_simd_ops {
@@ -15,6 +17,7 @@ typedef struct qk_simd_ops {
     qk_vec_dot_fn vec_dot;
     qk_from_float_fn from_float;
     qk_to_float_fn to_float;
+    qk_quantize_fn quantize;     /* same bytes as the table's encoder */
 } qk_simd_ops;
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -23,6 +26,19 @@ extern const qk_simd_ops qk_x86_avx2_legacy[];
 extern const qk_simd_ops qk_x86_avx2_kquants[];
 extern const qk_simd_ops qk_x86_avx2_float[];
 extern const qk_simd_ops qk_x86_avx512[];
+
+/* Eight-group scale searches (avx2_search.c; see quant_common.h). */
+void qk_x86_avx2_make_qx_quants_x8(int n, int nmax, const float *x, int8_t *L, const float *qw,
+                                   float *scales);
+void qk_x86_avx2_make_qkx_quants_x8(int n, int nmax, const float *x, const float *weights,
+                                    uint8_t *L, float *scales, float *the_mins, float rmin,
+                                    float rdelta, int nstep, bool use_mad);
+/* IQ4's sub-block scale search (kernels/iq4.c sub_scale) on 8 groups of 32:
+ * group g is x + 32g (importance qw + 32g or NULL) with sigma2[g]. */
+void qk_x86_avx2_iq4_scales_x8(const float *x, const float *qw, const float *sigma2,
+                               const int8_t *codebook, int ntry, float *scales);
+/* IQ4's pack_sub: 32 values at inverse scale id to 16 bytes of codebook-index nibbles. */
+void qk_x86_avx2_iq4_pack(const float *x, float id, const int8_t *codebook, uint8_t *qs);
 #endif
 
 /* A vec_dot that is a 1 x 1 tile of `tile`. */
