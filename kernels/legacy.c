@@ -359,8 +359,8 @@ static float q5_1_vec_dot(int64_t n, const void *vx, const void *vy)
 
 /* ---- Q8_0 and Q8_1 ------------------------------------------------------ */
 
-/* amax / 127 and the quants roundf(x / d) of quantize_row_q8_{0,1}_ref;
- * returns d. */
+/* amax / 127 and the quants roundf(x / d) of quantize_row_q8_0_ref (the
+ * Q8_0 weight encoder); returns d. */
 static float q8_block(const float *x, int8_t *qs)
 {
     float amax = 0.0f;
@@ -373,18 +373,46 @@ static float q8_block(const float *x, int8_t *qs)
     return d;
 }
 
+/* The activation encoders are llama.cpp's x86 ones (quantize_row_q8_0 and
+ * quantize_row_q8_1 in ggml-cpu/arch/x86/quants.c, and the 4-row
+ * ggml_quantize_mat_q8_0_4x8 of its repacked Q4_0/IQ4_NL path), not the
+ * _ref weight encoder above: id = 127 / amax instead of 1 / (amax / 127),
+ * and rounding half to even (_mm256_round_ps) instead of roundf.  Those are
+ * the activations llama.cpp's matrix products see on the CPUs it is
+ * compared against here, so logits agree more closely (issue #5).  A
+ * non-finite product becomes -128 as cvtps + saturating packs make it. */
+static inline int8_t q8_act_round(float v)
+{
+    if (!(v >= -2147483648.0f && v < 2147483648.0f))
+        return -128;
+    const float r = rintf(v);
+    return (int8_t)(r > 127.0f ? 127 : r < -128.0f ? -128 : (int)r);
+}
+
+static float q8_act_block(const float *x, int8_t *qs)
+{
+    float amax = 0.0f;
+    for (int j = 0; j < QK; j++)
+        amax = amax > fabsf(x[j]) ? amax : fabsf(x[j]);
+    const float d = amax / 127.f;
+    const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+    for (int j = 0; j < QK; j++)
+        qs[j] = q8_act_round(x[j] * id);
+    return d;
+}
+
 static void q8_0_from_float(const float *src, void *dst, int64_t n)
 {
     qk_block_q8_0 *y = dst;
     for (int64_t i = 0; i < n / QK; i++)
-        qk_st_f16(y[i].d, q8_block(src + i * QK, y[i].qs));
+        qk_st_f16(y[i].d, q8_act_block(src + i * QK, y[i].qs));
 }
 
 static void q8_1_from_float(const float *src, void *dst, int64_t n)
 {
     qk_block_q8_1 *y = dst;
     for (int64_t i = 0; i < n / QK; i++) {
-        const float d = q8_block(src + i * QK, y[i].qs);
+        const float d = q8_act_block(src + i * QK, y[i].qs);
         int sum = 0;
         for (int j = 0; j < QK; j++)
             sum += y[i].qs[j];
@@ -456,8 +484,10 @@ ROW_ENCODER(q5_1_quantize, blk_q5_1, q5_1_block_ref, q5_1_row_imatrix)
 static size_t q8_0_quantize(const float *src, void *dst, int64_t nrows, int64_t ncols,
                             const float *imatrix)
 {
-    (void)imatrix;
-    q8_0_from_float(src, dst, nrows * ncols);
+    (void)imatrix; /* quantize_q8_0 ignores it */
+    qk_block_q8_0 *y = dst;
+    for (int64_t i = 0; i < nrows * ncols / QK; i++)
+        qk_st_f16(y[i].d, q8_block(src + i * QK, y[i].qs));
     return (size_t)nrows * (size_t)(ncols / QK) * sizeof(qk_block_q8_0);
 }
 

@@ -288,8 +288,9 @@ Test(dot, hand_q2_K_uses_bsums)
 }
 
 /* Activation rounding: x = j - 0.5 (j = 1..31) next to a block max of 127
- * (so the step is exactly 1).  Q8_0 and Q8_1 use roundf (half away from
- * zero): q = j.  Q8_K uses nearest_int (half to even): q = 2*(j/2), with
+ * (so the step is exactly 1).  All three activation encoders round half to
+ * even, q = 2*(j/2): Q8_0 and Q8_1 as llama.cpp's x86 quantize_row_q8_0/
+ * q8_1 do (id = 127/amax, _mm256_round_ps), Q8_K as nearest_int does, with
  * d = 1/iscale, iscale = -127/max, and bsums the sums of 16 quants. */
 Test(dot, hand_activation_rounding)
 {
@@ -306,12 +307,13 @@ Test(dot, hand_activation_rounding)
     cr_expect_eq((int8_t)q80[2], -127);
     int sum = -127;
     for (int j = 1; j < 32; j++) {
-        cr_expect_eq((int8_t)q80[2 + j], j, "q8_0 element %d", j);
-        cr_expect_eq((int8_t)q81[4 + j], j, "q8_1 element %d", j);
-        sum += j;
+        cr_expect_eq((int8_t)q80[2 + j], 2 * (j / 2), "q8_0 element %d", j);
+        cr_expect_eq((int8_t)q81[4 + j], 2 * (j / 2), "q8_1 element %d", j);
+        sum += 2 * (j / 2);
     }
-    /* q8_1 s = fp16(sum * d) = fp16(369) */
-    cr_expect(q81[2] == 0xC4 && q81[3] == 0x5D, "q8_1 s = %d", sum);
+    /* q8_1 s = fp16(sum * d) = fp16(353) = 0x5D84 */
+    cr_expect_eq(sum, 353);
+    cr_expect(q81[2] == 0x84 && q81[3] == 0x5D, "q8_1 s = %d", sum);
 
     float d8k;
     memcpy(&d8k, q8k, 4);

@@ -166,10 +166,13 @@ QK_TARGET_AVX2 static inline __m256i round_away(__m256 v)
     return _mm256_cvttps_epi32(_mm256_add_ps(t, bump));
 }
 
-QK_TARGET_AVX2 static void q8_0_from_float(const float *src, void *dst, int64_t n)
+/* The weight encoder quantize_q8_0 (_ref: roundf(x / d)). */
+QK_TARGET_AVX2 static size_t q8_0_quantize(const float *src, void *dst, int64_t nrows,
+                                           int64_t ncols, const float *imatrix)
 {
+    (void)imatrix; /* quantize_q8_0 ignores it */
     uint8_t *b = dst;
-    for (int64_t i = 0; i < n / QK; i++, src += QK, b += Q8_0_SIZE) {
+    for (int64_t i = 0; i < nrows * ncols / QK; i++, src += QK, b += Q8_0_SIZE) {
         if (!qk_all_finite(src, QK)) {
             q8_0_block_scalar(src, b);
             continue;
@@ -183,15 +186,31 @@ QK_TARGET_AVX2 static void q8_0_from_float(const float *src, void *dst, int64_t 
         qk_store_i8x32((int8_t *)(b + 2), q[0], q[1], q[2], q[3]);
         qk_st_f16(b, d);
     }
+    return (size_t)nrows * (size_t)(ncols / QK) * Q8_0_SIZE;
 }
 
-/* quantize_q8_0 ignores the importance matrix: rows of from_float. */
-QK_TARGET_AVX2 static size_t q8_0_quantize(const float *src, void *dst, int64_t nrows,
-                                           int64_t ncols, const float *imatrix)
+/* The activation encoder, llama.cpp's x86 quantize_row_q8_0 (legacy.c
+ * q8_act_block): id = 127 / amax, round half to even.  Blocks with an
+ * infinity or NaN go through the scalar encoder. */
+QK_TARGET_AVX2 static void q8_0_from_float(const float *src, void *dst, int64_t n)
 {
-    (void)imatrix;
-    q8_0_from_float(src, dst, nrows * ncols);
-    return (size_t)nrows * (size_t)(ncols / QK) * Q8_0_SIZE;
+    uint8_t *b = dst;
+    const qk_from_float_fn scalar = qk_type_get(QK_Q8_0)->from_float;
+    for (int64_t i = 0; i < n / QK; i++, src += QK, b += Q8_0_SIZE) {
+        if (!qk_all_finite(src, QK)) {
+            scalar(src, b, QK);
+            continue;
+        }
+        const float amax = qk_absmax(src, QK);
+        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+        const __m256 vid = _mm256_set1_ps(id);
+        __m256i q[4];
+        for (int k = 0; k < 4; k++)
+            q[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(src + 8 * k), vid),
+                                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        qk_store_i8x32((int8_t *)(b + 2), q[0], q[1], q[2], q[3]);
+        qk_st_f16(b, amax / 127.f);
+    }
 }
 
 QK_TARGET_AVX2 static void q8_0_to_float(const void *src, float *dst, int64_t n)
