@@ -26,9 +26,10 @@
  * - rmsnorm: squares summed in double in index order, per token row (and
  *   per head for qwen3's q/k norms).
  * - attention: per (token, head) pair, one thread; keys in position order
- *   0 .. pos; each score a float dot in index order (F16 accumulator path:
- *   a double sum of F16 products); online softmax with running maximum and
- *   sum in float; values accumulated in position order.  A token's own key
+ *   0 .. pos in tiles of 64; each score attn.h's 8-lane fused dot (F16
+ *   accumulator path: a double sum of F16 products); online softmax with
+ *   running maximum (per tile) and sum in float; values accumulated in
+ *   position order with fused multiply-adds.  A token's own key
  *   and value are stored in the cache before any pair reads it, so prompt
  *   batches and decode calls read the same data.  Threads take fixed
  *   ranges of (token, head) pairs.
@@ -48,6 +49,7 @@
 #include <string.h>
 
 #include "ckd.h"
+#include "attn.h"
 #include "half.h"
 #include "threads.h"
 
@@ -160,49 +162,65 @@ static void online_step(online *o, float s, float *ms, float *vs)
     }
 }
 
-/* F32 accumulator: keys and values read from an F32 or an F16 cache.
- * (With F16, llama.cpp's tiled kernel ggml_compute_forward_flash_attn_ext_tiled
- * does this arithmetic, up to the order of the sums.) */
+/* Keys per softmax tile: the running maximum moves once per tile, as in
+ * llama.cpp's tiled flash-attention kernel (GGML_FA_TILE_KV). */
+#define ATT_TILE 64
+
+/* F32 accumulator, keys and values read from an F32 or an F16 cache, in
+ * tiles of ATT_TILE keys (ggml_compute_forward_flash_attn_ext_tiled's
+ * scheme): the scores of the tile (attn.h's score order, times the kq
+ * scale); M' = max(M, tile max) and, when it grew, the accumulator and the
+ * sum scaled by expf(M - M'); then per key in position order w = expf(s -
+ * M') and acc += w v (fused); the tile's weights are summed as
+ * ggml_vec_soft_max_f32 sums them (groups of 8 keys in attn.h's lane tree,
+ * the groups in double) and S += that sum.  At the end acc / S. */
 static void attend_f32acc(const attn_job *j, const float *q, int kvh, int pos, float *out)
 {
     const qk_ctx *c = j->c;
+    const qk_attn_kernels *ak = c->attn;
     const int hd = c->m->hp.head_dim, hdv = c->m->hp.head_dim_v;
+    const float kq_scale = c->m->hp.kq_scale;
     const bool half = c->kv_type == QK_F16;
     /* KIVI: keys of the groups complete at pos come from the quantized copy */
     const int kq_end = j->kqc ? (pos + 1) / qk_kvq_group(&c->kvq) * qk_kvq_group(&c->kvq) : 0;
-    online o = {-INFINITY, 0.0f};
+    float M = -INFINITY, S = 0.0f, sc[ATT_TILE];
     memset(out, 0, (size_t)hdv * sizeof *out);
-    for (int p = 0; p <= pos; p++) {
-        const size_t ko = (size_t)p * c->kv_dim + (size_t)kvh * hd;
-        const size_t vo = (size_t)p * c->kv_dim_v + (size_t)kvh * hdv;
-        float s = 0.0f, ms, vs;
-        if (half) {
-            const uint16_t *k = (const uint16_t *)j->kc + ko;
-            for (int i = 0; i < hd; i++)
-                s += q[i] * qk_f16_to_f32(k[i]);
-        } else {
-            const float *k = (p < kq_end ? j->kqc : (const float *)j->kc) + ko;
-            for (int i = 0; i < hd; i++)
-                s += q[i] * k[i];
+    for (int p0 = 0; p0 <= pos; p0 += ATT_TILE) {
+        const int nt = pos + 1 - p0 < ATT_TILE ? pos + 1 - p0 : ATT_TILE;
+        float tmax = -INFINITY;
+        for (int i = 0; i < nt; i++) {
+            const int p = p0 + i;
+            const size_t ko = (size_t)p * c->kv_dim + (size_t)kvh * hd;
+            const float s = half ? ak->score_f16(q, (const uint16_t *)j->kc + ko, hd)
+                                 : ak->score_f32(q, (p < kq_end ? j->kqc : (const float *)j->kc) + ko, hd);
+            sc[i] = s * kq_scale;
+            tmax = sc[i] > tmax ? sc[i] : tmax;
         }
-        online_step(&o, s * c->m->hp.kq_scale, &ms, &vs);
-        if (ms != 1.0f)
-            for (int i = 0; i < hdv; i++)
-                out[i] *= ms;
-        if (half) {
-            const uint16_t *v = (const uint16_t *)j->vc + vo;
-            for (int i = 0; i < hdv; i++)
-                out[i] += qk_f16_to_f32(v[i]) * vs;
-        } else {
-            const float *v = (const float *)j->vc + vo;
-            for (int i = 0; i < hdv; i++)
-                out[i] += v[i] * vs;
+        if (tmax > M) {
+            const float ms = expf(M - tmax);
+            ak->scale(out, ms, hdv);
+            S *= ms;
+            M = tmax;
         }
-        o.S = o.S * ms + vs;
+        float w8[8] = {0};
+        double tsum = 0.0;
+        for (int i = 0; i < nt; i++) {
+            const size_t vo = (size_t)(p0 + i) * c->kv_dim_v + (size_t)kvh * hdv;
+            const float w = expf(sc[i] - M);
+            w8[i % 8] = w;
+            if (i % 8 == 7 || i == nt - 1) {
+                const float a0 = w8[0] + w8[4], a1 = w8[1] + w8[5], a2 = w8[2] + w8[6], a3 = w8[3] + w8[7];
+                tsum += (double)((a0 + a2) + (a1 + a3));
+                memset(w8, 0, sizeof w8);
+            }
+            if (half)
+                ak->axpy_f16(out, w, (const uint16_t *)j->vc + vo, hdv);
+            else
+                ak->axpy_f32(out, w, (const float *)j->vc + vo, hdv);
+        }
+        S += (float)tsum;
     }
-    const float inv = o.S == 0.0f ? 0.0f : 1.0f / o.S;
-    for (int i = 0; i < hdv; i++)
-        out[i] *= inv;
+    ak->scale(out, S == 0.0f ? 0.0f : 1.0f / S, hdv);
 }
 
 /* F16 cache and F16 accumulator, llama.cpp's generic kernel
@@ -470,6 +488,7 @@ int qk_ctx_new(qk_ctx **out, const qk_model *m, const qk_ctx_params *p, qk_err *
      * generic one (F16 accumulator).  We make its prompt-batch choice for
      * every batch, so results stay independent of the batch size. */
     c->f16_acc = c->kv_type == QK_F16 && hp->head_dim_v % 16 != 0;
+    c->attn = qk_attn_kernels_active();
     c->kv_dim = hp->n_head_kv * hp->head_dim;
     c->kv_dim_v = hp->n_head_kv * hp->head_dim_v;
 

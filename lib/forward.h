@@ -56,6 +56,7 @@ typedef struct qk_ctx {
     int n_past;                /* tokens in the cache */
     int kv_type;               /* QK_F32 or QK_F16 */
     bool f16_acc;              /* attention accumulates values in F16 (see qk_ctx_new) */
+    const struct qk_attn_kernels *attn; /* attention inner loops, active CPU level */
     int kv_dim, kv_dim_v;      /* n_head_kv * head_dim (_v) */
     void *k_cache, *v_cache;   /* [n_layer][n_ctx][kv_dim(_v)] of kv_type */
     int (*layer_hook)(void *user, int layer, float *x, int n_tok, int n_embd, qk_err *err);

@@ -27,6 +27,10 @@ extern const qk_simd_ops qk_x86_avx2_kquants[];
 extern const qk_simd_ops qk_x86_avx2_float[];
 extern const qk_simd_ops qk_x86_avx512[];
 
+/* Attention inner loops (avx2_attn.c; see attn.h). */
+struct qk_attn_kernels;
+extern const struct qk_attn_kernels qk_x86_avx2_attn;
+
 /* Eight-group scale searches (avx2_search.c; see quant_common.h). */
 void qk_x86_avx2_make_qx_quants_x8(int n, int nmax, const float *x, int8_t *L, const float *qw,
                                    float *scales);

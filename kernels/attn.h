@@ -1,0 +1,32 @@
+/* attn.h - the inner loops of attention: a query-key score and a weighted
+ * value accumulation, for F32 and F16 caches.
+ *
+ * One order, the same bits at every CPU level (issue #10):
+ * - score(q, k, n): eight float lanes, lane l takes the elements i = l mod 8
+ *   of the first n - n%8 in increasing i, each step a fused multiply-add
+ *   (fmaf); the lanes are summed as ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7));
+ *   the last n%8 products follow one at a time, fused, in index order.
+ * - axpy(acc, w, v, n): acc[i] = fmaf(w, v[i], acc[i]).
+ * - scale(acc, s, n): acc[i] *= s.
+ * F16 elements are converted exactly to float first.  kernels/x86/
+ * avx2_attn.c does the same arithmetic in vectors; tests/test_simd.c
+ * compares them with memcmp. */
+#ifndef QK_ATTN_H
+#define QK_ATTN_H
+
+#include <stdint.h>
+
+typedef struct qk_attn_kernels {
+    float (*score_f32)(const float *q, const float *k, int n);
+    float (*score_f16)(const float *q, const uint16_t *k, int n);
+    void (*axpy_f32)(float *acc, float w, const float *v, int n);
+    void (*axpy_f16)(float *acc, float w, const uint16_t *v, int n);
+    void (*scale)(float *acc, float s, int n);
+} qk_attn_kernels;
+
+/* The kernels of the active CPU level (cpu.h), or of `level` (NULL when
+ * the CPU lacks it). */
+const qk_attn_kernels *qk_attn_kernels_active(void);
+const qk_attn_kernels *qk_attn_kernels_at(int level);
+
+#endif

@@ -1,0 +1,80 @@
+/* avx2_attn.c - the attention inner loops of attn.h in AVX2 vectors: the
+ * eight lanes of the score are the eight float lanes of one register, so
+ * the arithmetic is the scalar reference's, operation for operation. */
+#include "x86.h"
+
+#ifdef QK_X86
+#include <immintrin.h>
+#include <math.h>
+
+#include "attn.h"
+#include "half.h"
+
+QK_TARGET_AVX2 static inline float lanes_sum8(__m256 v)
+{
+    const __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    /* a = (l0+l4, l1+l5, l2+l6, l3+l7); then (a0+a2, a1+a3); then the two */
+    const __m128 b = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    return _mm_cvtss_f32(_mm_add_ss(b, _mm_movehdup_ps(b)));
+}
+
+QK_TARGET_AVX2 static float score_f32(const float *q, const float *k, int n)
+{
+    __m256 acc = _mm256_setzero_ps();
+    const int n8 = n - n % 8;
+    for (int i = 0; i < n8; i += 8)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), acc);
+    float s = lanes_sum8(acc);
+    for (int i = n8; i < n; i++)
+        s = fmaf(q[i], k[i], s);
+    return s;
+}
+
+QK_TARGET_AVX2 static float score_f16(const float *q, const uint16_t *k, int n)
+{
+    __m256 acc = _mm256_setzero_ps();
+    const int n8 = n - n % 8;
+    for (int i = 0; i < n8; i += 8)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i),
+                              _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + i))), acc);
+    float s = lanes_sum8(acc);
+    for (int i = n8; i < n; i++)
+        s = fmaf(q[i], qk_f16_to_f32(k[i]), s);
+    return s;
+}
+
+QK_TARGET_AVX2 static void axpy_f32(float *acc, float w, const float *v, int n)
+{
+    const __m256 wv = _mm256_set1_ps(w);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(wv, _mm256_loadu_ps(v + i), _mm256_loadu_ps(acc + i)));
+    for (; i < n; i++)
+        acc[i] = fmaf(w, v[i], acc[i]);
+}
+
+QK_TARGET_AVX2 static void axpy_f16(float *acc, float w, const uint16_t *v, int n)
+{
+    const __m256 wv = _mm256_set1_ps(w);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(acc + i,
+                         _mm256_fmadd_ps(wv, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v + i))),
+                                         _mm256_loadu_ps(acc + i)));
+    for (; i < n; i++)
+        acc[i] = fmaf(w, qk_f16_to_f32(v[i]), acc[i]);
+}
+
+QK_TARGET_AVX2 static void scale(float *acc, float s, int n)
+{
+    const __m256 sv = _mm256_set1_ps(s);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(acc + i, _mm256_mul_ps(_mm256_loadu_ps(acc + i), sv));
+    for (; i < n; i++)
+        acc[i] *= s;
+}
+
+const qk_attn_kernels qk_x86_avx2_attn = {score_f32, score_f16, axpy_f32, axpy_f16, scale};
+
+#endif
