@@ -19,6 +19,7 @@
 #include "json.h"
 #include "kldbase.h"
 #include "kldstats.h"
+#include "logits_file.h"
 #include "mapfile.h"
 #include "model.h"
 #include "ppl.h"
@@ -32,9 +33,12 @@ static const char usage_text[] =
     "       qk-kld -m MODEL --base MODEL_B -f TEXT [thresholds]\n"
     "       qk-kld ... --chunk-range A:B --partial-out PART.qkpart\n"
     "       qk-kld --merge PART.qkpart... [--json] [thresholds]\n"
+    "       qk-kld --logits Q.logits --logits-base B.logits [--json] [thresholds]\n"
     "\n"
     "Perplexity and KL divergence as llama-perplexity computes them: the text is cut into\n"
     "windows of N_CTX tokens (BOS first), the second half of each window is scored.\n"
+    "With --logits, two qk-run --logits-out files of the same tokens are compared instead:\n"
+    "every row but the last is scored (row i predicts token i+1), the base in full precision.\n"
     "\n"
     "  -m, --model MODEL       the model: GGUF, or a Hugging Face directory (then --base is GGUF)\n"
     "  -f, --file TEXT         evaluation text\n"
@@ -49,6 +53,8 @@ static const char usage_text[] =
     "      --chunk-range A:B   only chunks A..B-1 (0-based; B may be omitted: to the end)\n"
     "      --partial-out FILE  write the partial results of these chunks (.qkpart)\n"
     "      --merge             the arguments are .qkpart files: print their merged statistics\n"
+    "      --logits FILE       the model's logits from qk-run --logits-out (no -m, -f)\n"
+    "      --logits-base FILE  the base's logits from qk-run --logits-out, same tokens\n"
     "      --max-kld-mean X    exit 1 when Mean KLD > X\n"
     "      --max-kld-p99 X     exit 1 when the 99.0% KLD > X\n"
     "      --max-ppl-ratio X   exit 1 when Mean PPL(Q)/PPL(base) > X\n"
@@ -74,6 +80,7 @@ static const char usage_text[] =
 typedef struct {
     const char *prog;
     const char *model, *text, *base_file, *base_model, *base_out, *part_out;
+    const char *logits, *logits_base; /* --logits, --logits-base */
     int base_format;
     int n_ctx, n_chunks, n_batch, threads, kv_type;
     bool have_ctx, have_range, json, quiet, merge, kv_type_given;
@@ -413,6 +420,66 @@ done:
     return rc;
 }
 
+/* ---- two logits files ---------------------------------------------------------- */
+
+/* --logits Q --logits-base B: both files hold the same tokens; row i of each
+ * is the distribution after tokens[0..i], so rows 0 .. n-2 are scored
+ * against token i+1 with the base's exact log-probabilities. */
+static int compare_logits(const args *a, qk_err *err)
+{
+    qk_logits_reader *q = NULL, *b = NULL;
+    float *lq = NULL, *lb = NULL, *lpb = NULL;
+    qk_kld_acc acc;
+    qk_kld_acc_init(&acc, QK_KLD_MODE_KLD, false);
+    int rc = qk_logits_open(&q, a->logits, err);
+    if (!rc)
+        rc = qk_logits_open(&b, a->logits_base, err);
+    if (rc)
+        goto done;
+    if (b->n_vocab != q->n_vocab) {
+        rc = qk_errf(err, QK_EINPUT, "%s: n_vocab at offset 16: %u, but %s has %u", a->logits_base,
+                     b->n_vocab, a->logits, q->n_vocab);
+        goto done;
+    }
+    if (b->n_tokens != q->n_tokens) {
+        rc = qk_errf(err, QK_EINPUT, "%s: n_tokens at offset 20: %u, but %s has %u", a->logits_base,
+                     b->n_tokens, a->logits, q->n_tokens);
+        goto done;
+    }
+    for (uint32_t i = 0; i < q->n_tokens; i++)
+        if (q->tokens[i] != b->tokens[i]) {
+            rc = qk_errf(err, QK_EINPUT, "%s: token %u is %d, but %s has %d (another sequence)",
+                         a->logits_base, i, b->tokens[i], a->logits, q->tokens[i]);
+            goto done;
+        }
+    if (q->n_tokens < 2) {
+        rc = qk_errf(err, QK_EINPUT, "%s: %u row(s): at least 2 are needed to score one token",
+                     a->logits, q->n_tokens);
+        goto done;
+    }
+    const size_t nv = q->n_vocab;
+    lq = malloc(nv * sizeof *lq), lb = malloc(nv * sizeof *lb), lpb = malloc(nv * sizeof *lpb);
+    if (!lq || !lb || !lpb) {
+        rc = qk_errf(err, QK_EIO, "out of memory");
+        goto done;
+    }
+    for (uint32_t i = 0; i + 1 < q->n_tokens; i++) {
+        qk_kld_tok t;
+        if ((rc = qk_logits_next(q, lq, err)) || (rc = qk_logits_next(b, lb, err)))
+            goto done;
+        qk_ppl_logprobs(lb, (int)nv, lpb);
+        qk_kld_score(lq, lpb, (int)nv, q->tokens[i + 1], &t);
+        if ((rc = qk_kld_acc_add(&acc, &t, err)))
+            goto done;
+    }
+    rc = -finish(a, NULL, &acc, (int)q->n_tokens, (int)nv, 1, 1, 1);
+done:
+    qk_kld_acc_free(&acc);
+    qk_logits_close(q), qk_logits_close(b);
+    free(lq), free(lb), free(lpb);
+    return rc;
+}
+
 /* ---- a run ------------------------------------------------------------------- */
 
 static int same_as_input(const args *a, const char *out, qk_err *err)
@@ -633,7 +700,7 @@ static int parse_num(const char *opt, const char *s, double *v, bool *has, qk_er
 int cmd_kld(int argc, char **argv)
 {
     enum { O_CHUNKS = 256, O_KV, O_BASEF, O_BASEM, O_BOUT, O_BFMT, O_RANGE, O_POUT, O_MERGE,
-           O_MKM, O_MKP, O_MPR, O_MST, O_JSON };
+           O_MKM, O_MKP, O_MPR, O_MST, O_JSON, O_LOGITS, O_LBASE };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"file", required_argument, 0, 'f'},
         {"ctx-size", required_argument, 0, 'c'}, {"chunks", required_argument, 0, O_CHUNKS},
@@ -643,6 +710,7 @@ int cmd_kld(int argc, char **argv)
         {"kld-base-format", required_argument, 0, O_BFMT},
         {"chunk-range", required_argument, 0, O_RANGE}, {"partial-out", required_argument, 0, O_POUT},
         {"merge", no_argument, 0, O_MERGE}, {"max-kld-mean", required_argument, 0, O_MKM},
+        {"logits", required_argument, 0, O_LOGITS}, {"logits-base", required_argument, 0, O_LBASE},
         {"max-kld-p99", required_argument, 0, O_MKP}, {"max-ppl-ratio", required_argument, 0, O_MPR},
         {"min-same-top", required_argument, 0, O_MST}, {"json", no_argument, 0, O_JSON},
         {"threads", required_argument, 0, 't'}, {"quiet", no_argument, 0, 'q'},
@@ -698,6 +766,8 @@ int cmd_kld(int argc, char **argv)
         case O_RANGE: rc = parse_range(optarg, &a, &err); break;
         case O_POUT: a.part_out = optarg; break;
         case O_MERGE: a.merge = true; break;
+        case O_LOGITS: a.logits = optarg; break;
+        case O_LBASE: a.logits_base = optarg; break;
         case O_MKM: rc = parse_num("--max-kld-mean", optarg, &a.max_kld_mean, &a.has_max_kld_mean, &err); break;
         case O_MKP: rc = parse_num("--max-kld-p99", optarg, &a.max_kld_p99, &a.has_max_kld_p99, &err); break;
         case O_MPR: rc = parse_num("--max-ppl-ratio", optarg, &a.max_ppl_ratio, &a.has_max_ppl_ratio, &err); break;
@@ -712,7 +782,16 @@ int cmd_kld(int argc, char **argv)
             return qk_err_report(argv[0], &err);
     }
     int rc;
-    if (a.merge) {
+    if (a.logits || a.logits_base) {
+        if (!a.logits || !a.logits_base || optind < argc || a.merge || a.model || a.text ||
+            a.base_file || a.base_model || a.base_out || a.part_out || a.have_range ||
+            a.st.has_wire || a.st.has_kvq) {
+            fprintf(stderr, "%s: --logits FILE --logits-base FILE take only --json, -q and "
+                            "thresholds; see --help\n", argv[0]);
+            return 2;
+        }
+        rc = compare_logits(&a, &err);
+    } else if (a.merge) {
         if (optind >= argc || a.model || a.text || a.base_file || a.base_model || a.base_out ||
             a.part_out || a.have_range || a.st.has_wire || a.st.has_kvq) {
             fprintf(stderr, "%s: --merge takes only .qkpart files (and --json, thresholds); see --help\n",

@@ -34,6 +34,22 @@ expect 0 "$QK" kld -q -m "$KM" --kld-base "$T/b.qkb" -f "$KT" --max-kld-mean 1e-
 expect 0 "$QK" kld -q -m "$KM" --kld-base "$T/b.kld" --max-kld-mean 1e-6 --min-same-top 100
 # --base: the model against itself in one pass is exactly zero
 expect 0 "$QK" kld -q -m "$KM" --base "$KM" -f "$KT" -c 256 --chunks 1 --max-kld-mean 1e-9 --max-ppl-ratio 1.000001
+# --logits/--logits-base: two qk-run --logits-out files of one token sequence
+LP="Once upon a time, there was a little girl who liked to play in the park with her dog."
+"$QK" run -q -m "$KM" -p "$LP" -n 0 --logits-out "$T/la.qkl" >/dev/null 2>&1
+"$QK" quant -q "$KM" "$T/k8.gguf" F16 >/dev/null 2>&1
+"$QK" run -q -m "$T/k8.gguf" -p "$LP" -n 0 --logits-out "$T/lq.qkl" >/dev/null 2>&1
+expect 0 "$QK" kld --logits "$T/la.qkl" --logits-base "$T/la.qkl" --max-kld-mean 0 --min-same-top 100 --max-ppl-ratio 1
+grep -q '^Mean    KLD:  *-\{0,1\}0\.000000 ±   0\.000000$' "$T/out" && ok || bad "logits against themselves: $(grep 'Mean    KLD' "$T/out")"
+expect 0 "$QK" kld --logits "$T/lq.qkl" --logits-base "$T/la.qkl" --json --max-kld-mean 0.01
+if command -v python3 >/dev/null; then
+    n=$(( $("$QK" run --tokenize -m "$KM" -p "$LP" | tr ',' '\n' | wc -l) - 1 ))
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["tokens_scored"]==int(sys.argv[2]) and 0<d["kld"]["mean"]<0.01' "$T/out" "$n" && ok || bad "logits --json: $(head -c 300 "$T/out")"
+fi
+"$QK" run -q -m "$KM" -p "Once upon a time, there was a dog." -n 0 --logits-out "$T/lo.qkl" >/dev/null 2>&1
+expect 2 "$QK" kld --logits "$T/lo.qkl" --logits-base "$T/la.qkl"
+grep -q "la.qkl: n_tokens at offset 20: " "$T/err" && ok || bad "logits: token count mismatch not named: $(cat "$T/err")"
+expect 2 "$QK" kld --logits "$T/la.qkl" -m "$KM"
 # sharding: two parts merged (given in any order) print the bytes of one run
 "$QK" kld -q -m "$KM" --kld-base "$KB" --chunks 3 >"$T/whole"
 expect 0 "$QK" kld -q -m "$KM" --kld-base "$KB" --chunks 3 --chunk-range 1: --partial-out "$T/p2.qkpart"
