@@ -20,8 +20,10 @@
  * Q8_0 / Q8_K activations) sum the exact integer products per block in any
  * order (integers are associative) and then apply the reference's float
  * operations in the reference's order (per output, per block, no FMA).  The
- * float dots F16 and BF16 follow one float-dot order (16 float lanes, FMA,
- * a fixed tree; defined in float.c), which the scalar reference and the
+ * float dots F16 and BF16 follow one float-dot order (llama.cpp's AVX2 one:
+ * 8 float lanes with FMA and a fixed tree, or for rows that are no multiple
+ * of 8 ggml_vec_dot_f16's 32 lanes; defined in float.c), which the scalar
+ * reference and the
  * SIMD kernels implement alike.  F32 x F32 has no SIMD kernel and so is the
  * reference (a double sum) at every level.  tests/test_simd.c checks all of
  * it with memcmp. */

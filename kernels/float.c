@@ -15,24 +15,24 @@
  *
  * F16 and BF16 follow THE FLOAT-DOT ORDER, which the SIMD kernels
  * (kernels/x86/avx2_float.c, and any AVX-512 one) implement too, so that
- * every level returns the same bits (issue #10):
- *   16 float lanes, all +0 at the start;
- *   for i = 0, 1, ..., n-1:  lane[i % 16] = fmaf(x[i], y[i], lane[i % 16])
- *     (x, y decoded to float; one rounding per step);
- *   then a fixed tree:  lane[l] += lane[l + 8]  (l < 8),
- *                       lane[l] += lane[l + 4]  (l < 4),
- *                       lane[l] += lane[l + 2]  (l < 2),
- *                       result = lane[0] + lane[1].
- * A SIMD kernel zero-pads the n % 16 tail to a full step; fmaf(0, 0, lane)
- * is lane itself (a lane is never -0: it starts at +0 and a sum that
- * cancels exactly is +0), so that step is the loop above.  The product of
- * two F16 values is exact in float (22-bit significand, magnitude within
- * [2^-48, 2^32]), so for F16 x * y + lane rounds once, as fmaf does; BF16
- * products can leave the float range, so BF16 calls fmaf (glibc's is
- * correctly rounded, like the FMA instruction).  This sums in float where
- * ggml's scalar path sums in double; the error stays within
- * (n/16 + 4) * 2^-24 * sum|x_i y_i| (measured far lower: see test_dot.c);
- * ggml's own SIMD path also sums in float lanes with FMA (32 or 64 lanes).
+ * every level returns the same bits (issue #10).  It is the order llama.cpp's
+ * CPU backend uses on AVX2 machines for prompt batches, so F16 and BF16
+ * products agree with llama.cpp's bit for bit there:
+ * - n a multiple of 8 (llamafile_sgemm's tinyBLAS<8, __m256>):
+ *     8 float lanes, all +0;  lane[i % 8] = fmaf(x[i], y[i], lane[i % 8])
+ *     for i = 0 .. n-1;  result = ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)).
+ * - otherwise (ggml_vec_dot_f16, GGML_F16_STEP 32 / EPR 8):
+ *     np = n - n % 32;  32 lanes, lane[i % 32] = fmaf(x[i], y[i], lane[i % 32])
+ *     for i < np;  lane[l] += lane[l + 16] (l < 16);  lane[l] += lane[l + 8]
+ *     (l < 8);  t[l] = lane[l] + lane[l + 4] (l < 4);  s = (double)((t0+t1)
+ *     + (t2+t3));  s += (double)(x[i] * y[i]) for i = np .. n-1 in order;
+ *     result (float)s.
+ * (llama.cpp's one-token decode takes ggml_vec_dot_f16 for every n; qk keeps
+ * one order for prompt and decode, so its decode logits do not depend on
+ * the batch.)  The product of two F16 values is exact in float (22-bit
+ * significand, magnitude within [2^-48, 2^32]), so x * y + lane rounds
+ * once, as fmaf does; BF16 products can leave the float range, so BF16
+ * calls fmaf (glibc's is correctly rounded, like the FMA instruction).
  */
 #include <math.h>
 #include <string.h>
@@ -105,30 +105,46 @@ static size_t f16_quantize(const float *src, void *dst, int64_t nrows, int64_t n
 
 /* ---- the float-dot order (see the header comment) ---------------------- */
 
-#define FDOT_LANES 16
-
-/* The fixed 16 -> 1 tree; avx2_float.c's reduce16() is the same sums. */
-static float fdot_reduce(float lane[FDOT_LANES])
+/* ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)): tinyBLAS's hsum(__m256). */
+static float fdot_hsum8(const float *l)
 {
+    return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+}
+
+/* ggml_vec_dot_f16's GGML_F16_VEC_REDUCE of 32 lanes (clobbers lane). */
+static float fdot_reduce32(float *lane)
+{
+    for (int l = 0; l < 16; l++)
+        lane[l] = lane[l] + lane[l + 16];
     for (int l = 0; l < 8; l++)
         lane[l] = lane[l] + lane[l + 8];
-    for (int l = 0; l < 4; l++)
-        lane[l] = lane[l] + lane[l + 4];
-    for (int l = 0; l < 2; l++)
-        lane[l] = lane[l] + lane[l + 2];
-    return lane[0] + lane[1];
+    const float t0 = lane[0] + lane[4], t1 = lane[1] + lane[5], t2 = lane[2] + lane[6],
+                t3 = lane[3] + lane[7];
+    return (t0 + t1) + (t2 + t3);
 }
 
-static float f16_vec_dot(int64_t n, const void *x, const void *y)
-{
-    float lane[FDOT_LANES] = {0};
-    for (int64_t i = 0; i < n; i++) {
-        /* exact product, so this rounds once: fmaf's result */
-        const float p = qk_f16_to_f32(ld16(x, i)) * qk_f16_to_f32(ld16(y, i));
-        lane[i % FDOT_LANES] = lane[i % FDOT_LANES] + p;
+/* The float-dot order over elements decoded by dec (see the header). */
+#define FLOAT_DOT(name, dec)                                                      \
+    static float name(int64_t n, const void *x, const void *y)                    \
+    {                                                                             \
+        if (n % 8 == 0) {                                                         \
+            float lane[8] = {0};                                                  \
+            for (int64_t i = 0; i < n; i++)                                       \
+                lane[i % 8] = fmaf(dec(ld16(x, i)), dec(ld16(y, i)), lane[i % 8]); \
+            return fdot_hsum8(lane);                                              \
+        }                                                                         \
+        float lane[32] = {0};                                                     \
+        const int64_t np = n - n % 32;                                            \
+        for (int64_t i = 0; i < np; i++)                                          \
+            lane[i % 32] = fmaf(dec(ld16(x, i)), dec(ld16(y, i)), lane[i % 32]);  \
+        double s = fdot_reduce32(lane);                                           \
+        for (int64_t i = np; i < n; i++)                                          \
+            s += (double)(dec(ld16(x, i)) * dec(ld16(y, i)));                     \
+        return (float)s;                                                          \
     }
-    return fdot_reduce(lane);
-}
+
+FLOAT_DOT(f16_vec_dot, qk_f16_to_f32)
+FLOAT_DOT(bf16_vec_dot, qk_bf16_to_f32)
 
 static void bf16_to_float(const void *src, float *dst, int64_t n)
 {
@@ -148,15 +164,6 @@ static size_t bf16_quantize(const float *src, void *dst, int64_t nrows, int64_t 
     (void)imatrix;
     bf16_from_float(src, dst, nrows * ncols);
     return (size_t)nrows * (size_t)ncols * 2;
-}
-
-static float bf16_vec_dot(int64_t n, const void *x, const void *y)
-{
-    float lane[FDOT_LANES] = {0};
-    for (int64_t i = 0; i < n; i++)
-        lane[i % FDOT_LANES] =
-            fmaf(qk_bf16_to_f32(ld16(x, i)), qk_bf16_to_f32(ld16(y, i)), lane[i % FDOT_LANES]);
-    return fdot_reduce(lane);
 }
 
 /* ---- decode-only element types ---------------------------------------- */

@@ -39,10 +39,10 @@
  * test (golden rows and Gaussian rows up to 16384 columns), on x86-64.
  *
  * - F16, BF16: the products of two f16/bf16 values are exact in float and
- *   are summed in float.c's fixed 16-lane float order (the AVX2 kernel's):
- *   one rounding per addition in each lane, n/16 deep plus a 4-level tree,
- *   so <= (n/16 + 4) u sum|w y| in the worst case; typical errors are far
- *   smaller.  Measured 3.8e-8; bound 1e-7.
+ *   are summed in float.c's fixed float-dot order (8 lanes, or 32 with a
+ *   double tail): one rounding per addition in each lane, n/8 deep plus a
+ *   3-level tree, so <= (n/8 + 3) u sum|w y| in the worst case; typical
+ *   errors are far smaller.  Bound 1e-7.
  * - F32: one rounding per product too: <= 2u.  Measured 2.5e-8; bound 1.5e-7.
  * - Block types whose kernels sum exact integer products per block (Q4_0,
  *   Q5_0, Q8_0, the K-quants, and by default every other family): only the

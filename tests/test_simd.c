@@ -149,7 +149,8 @@ static void dot_case(dctx *c, const float *w, int nrows, int64_t ncols, const fl
 
 /* Float rows with extreme values, encoded by the type's own encoder:
  * row 0 puts 2^-125 into lane 0 (element 0) and adds a product that falls
- * between subnormals, 2^-149 (1 + 2^-7) (element 16): fused, the sum rounds
+ * between subnormals, 2^-149 (1 + 2^-7) (element 32, lane 0 again in the
+ * 32-lane order that n = 67, no multiple of 8, takes): fused, the sum rounds
  * up to 2^-125 + 2^-148; unfused it would be the tie 2^-125 + 2^-149,
  * rounded to even, 2^-125 (BF16; F16 cannot reach those exponents and gets
  * its smallest subnormals instead); rows 1 and 2 have a wide exponent range
@@ -178,8 +179,8 @@ static void float_extremes(dctx *c, uint64_t *rng)
     /* row 0 x activation row 0: two products, the rest zeros */
     w[0] = bf ? ldexpf(1, -62) : ldexpf(1, -24);
     y[0] = bf ? ldexpf(1, -63) : ldexpf(1, -24);
-    w[16] = bf ? ldexpf(1, -80) : ldexpf(5, -24);
-    y[16] = bf ? ldexpf(1 + 1.0f / 128, -69) : ldexpf(3, -24);
+    w[32] = bf ? ldexpf(1, -80) : ldexpf(5, -24);
+    y[32] = bf ? ldexpf(1 + 1.0f / 128, -69) : ldexpf(3, -24);
     const size_t wrow = qk_row_size(c->t->id, NC), arow = qk_row_size(c->a->id, NC);
     uint8_t *wq = malloc(wrow * NR), *yq = malloc(arow * NT);
     cr_assert(wq && yq);

@@ -4,16 +4,15 @@
  * printouts with llama.cpp to the last digit.
  *
  * The float dots implement the float-dot order defined in kernels/float.c
- * and so return the scalar reference's bits (issue #10; test_simd.c checks
- * it with memcmp):
- *   16 lanes; element i goes to lane i % 16, lane = fma(x[i], y[i], lane)
- *   in increasing i (register a holds lanes 0..7, b lanes 8..15); the
- *   n % 16 tail is one more step with zero-padded x and y; then
- *   lane[l] += lane[l + 8] (l < 8), lane[l] += lane[l + 4] (l < 4),
- *   lane[l] += lane[l + 2] (l < 2), result = lane[0] + lane[1] (reduce16).
- * A tile computes each (row, activation) pair with its own accumulators, so
- * tile shapes never change a value.  An AVX-512 kernel must keep this order
- * (e.g. one 16-lane register per row), not 32 lanes.
+ * (llama.cpp's own AVX2 order) and so return the scalar reference's bits
+ * (issue #10; test_simd.c checks it with memcmp):
+ * - n % 8 == 0: one 8-lane register per (row, activation) pair, one fused
+ *   multiply-add per 8 elements in increasing order, then hsum8; a tile keeps
+ *   4 rows x 3 activations of such accumulators in registers over the whole
+ *   row (decode: 8 rows x 1), converting F16/BF16 to float as it loads;
+ * - otherwise: four 8-lane registers over 32-element steps, ggml's reduce,
+ *   the tail in double (dot32), one pair at a time.
+ * Each pair has its own accumulators, so tile shapes never change a value.
  *
  * The F16 encoder (vcvtps2ph, round to nearest even) and decoder are bitwise
  * equal to half.h, subnormals, infinities and NaNs included (the decoder
@@ -22,201 +21,141 @@
 
 #ifdef QK_X86
 
-/* Lanes 0..7 and 8..15 of one step, from element pointers. */
-typedef struct { __m256 a, b; } v16;
-
-QK_TARGET_AVX2 static inline v16 ld_f16(const uint8_t *p)
+/* Eight elements at p as floats. */
+QK_TARGET_AVX2 static inline __m256 ld8_f16(const uint8_t *p)
 {
-    v16 v = {_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)),
-             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16)))};
-    return v;
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
 
-QK_TARGET_AVX2 static inline v16 ld_bf16(const uint8_t *p)
+QK_TARGET_AVX2 static inline __m256 ld8_bf16(const uint8_t *p)
 {
     const __m256i a = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
-    const __m256i b = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p + 16)));
-    v16 v = {_mm256_castsi256_ps(_mm256_slli_epi32(a, 16)), _mm256_castsi256_ps(_mm256_slli_epi32(b, 16))};
-    return v;
+    return _mm256_castsi256_ps(_mm256_slli_epi32(a, 16));
 }
 
-/* The fixed 16 -> 1 reduction of the header comment. */
-QK_TARGET_AVX2 static inline float reduce16(__m256 a, __m256 b)
+/* ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)) */
+QK_TARGET_AVX2 static inline float hsum8(__m256 v)
 {
-    const __m256 s8 = _mm256_add_ps(a, b);
-    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
-    return _mm_cvtss_f32(s1);
+    const __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 b = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    return _mm_cvtss_f32(_mm_add_ss(b, _mm_movehdup_ps(b)));
 }
 
-/* Prompt tiles (nt >= 2) first convert blocks of the rows to float (exact
- * for F16 and BF16, with the same instructions as the streaming kernel),
- * then run the same fma sequence from the float buffers, so each weight and
- * activation element is converted once per tile instead of once per pair.
- * The 8-lane halves of a step are independent accumulators, so a
- * micro-kernel handles one half of 4 rows x up to 3 activations (12
- * accumulators in registers) and the sums live in acc[] between K blocks.
- * Per (row, activation) pair and lane, the fma operands and their order are
- * those of the streaming kernel; only the loop nest around them differs. */
-#define FT_ROWS 16                 /* weight rows per block (a multiple of 4) */
-#define FT_TOKS 32                 /* activation rows per block */
-#define FT_STEPS 16                /* 16-element steps per K block */
-#define FT_LEN (FT_STEPS * 16)     /* floats per row of a converted block */
-
-/* acc[(r * FT_TOKS + t) * 16 + lane] += over steps of half h (lanes 8h..8h+7)
- * x[r][16 s + 8 h + j] * y[t][16 s + 8 h + j], for r < 4, t < T, s < steps. */
-#define FT_MICRO(T)                                                                               \
-    QK_TARGET_AVX2 static void ft_micro4x##T(int steps, const float *x, const float *y, float *acc) \
-    {                                                                                              \
-        __m256 c[4][T];                                                                            \
-        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                                             \
-            _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)                                                            \
-                c[r][t] = _mm256_loadu_ps(acc + (r * FT_TOKS + t) * 16);                          \
-        for (int s = 0; s < steps; s++) {                                                          \
-            __m256 vy[T];                                                                          \
-            _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)                                                            \
-                vy[t] = _mm256_loadu_ps(y + t * FT_LEN + s * 16);                                  \
-            _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {                                                          \
-                const __m256 vx = _mm256_loadu_ps(x + r * FT_LEN + s * 16);                        \
-                _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)                                                        \
-                    c[r][t] = _mm256_fmadd_ps(vx, vy[t], c[r][t]);                                 \
-            }                                                                                      \
-        }                                                                                          \
-        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                                             \
-            _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)                                                            \
-                _mm256_storeu_ps(acc + (r * FT_TOKS + t) * 16, c[r][t]);                          \
-    }
-FT_MICRO(1)
-FT_MICRO(2)
-FT_MICRO(3)
-
-/* One K block of a (4 * nq rows) x nt block: both halves of every step. */
-QK_TARGET_AVX2 static void ft_block(int steps, const float *xb, int nq, const float *yb, int nt,
-                                    float *acc)
+/* ggml's GGML_F32x8_REDUCE of four registers. */
+QK_TARGET_AVX2 static inline float reduce32(__m256 s0, __m256 s1, __m256 s2, __m256 s3)
 {
-    for (int q = 0; q < nq; q++)
-        for (int t = 0; t < nt; t += 3) {
-            const float *x = xb + (size_t)q * 4 * FT_LEN;
-            const float *y = yb + (size_t)t * FT_LEN;
-            float *a = acc + ((size_t)q * 4 * FT_TOKS + (size_t)t) * 16;
-            for (int h = 0; h < 16; h += 8) {
-                if (nt - t >= 3)
-                    ft_micro4x3(steps, x + h, y + h, a + h);
-                else if (nt - t == 2)
-                    ft_micro4x2(steps, x + h, y + h, a + h);
-                else
-                    ft_micro4x1(steps, x + h, y + h, a + h);
-            }
-        }
+    s0 = _mm256_add_ps(s0, s2);
+    s1 = _mm256_add_ps(s1, s3);
+    s0 = _mm256_add_ps(s0, s1);
+    const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
+    const __m128 t1 = _mm_hadd_ps(t0, t0);
+    return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
 }
 
-/* FLOAT_TILE(name, esize, load): the tile kernel of a float element type. */
-#define FLOAT_TILE(name, esize, load)                                                             \
-    /* decode (nt == 1): four rows share each activation step */                                  \
-    QK_TARGET_AVX2 static void name##_rows(int64_t n, const uint8_t *const xr[4], const uint8_t *y, \
-                                            float out[4])                                          \
+/* FLOAT_TILE(name, load, dec): the tile kernel of a float element type with
+ * 2-byte elements loaded 8 at a time by load, one at a time by dec. */
+#define FLOAT_TILE(name, load, dec)                                                               \
+    /* n % 8 != 0: ggml_vec_dot_f16's order */                                                    \
+    QK_TARGET_AVX2 static float name##_dot32(int64_t n, const uint8_t *x, const uint8_t *y)       \
     {                                                                                              \
-        __m256 a[4], b[4];                                                                         \
-        for (int k = 0; k < 4; k++)                                                                \
-            a[k] = b[k] = _mm256_setzero_ps();                                                     \
-        const int64_t n16 = n / 16 * 16;                                                           \
-        for (int64_t i = 0; i < n16; i += 16) {                                                    \
-            const v16 vy = load(y + i * esize);                                                    \
-            for (int k = 0; k < 4; k++) {                                                          \
-                const v16 vx = load(xr[k] + i * esize);                                            \
-                a[k] = _mm256_fmadd_ps(vx.a, vy.a, a[k]);                                          \
-                b[k] = _mm256_fmadd_ps(vx.b, vy.b, b[k]);                                          \
-            }                                                                                      \
-        }                                                                                          \
-        if (n16 < n) {                                                                             \
-            uint8_t ty[16 * esize] = {0}, tx[16 * esize] = {0};                                    \
-            memcpy(ty, y + n16 * esize, (size_t)(n - n16) * esize);                                \
-            const v16 vy = load(ty);                                                               \
-            for (int k = 0; k < 4; k++) {                                                          \
-                memcpy(tx, xr[k] + n16 * esize, (size_t)(n - n16) * esize);                        \
-                const v16 vx = load(tx);                                                           \
-                a[k] = _mm256_fmadd_ps(vx.a, vy.a, a[k]);                                          \
-                b[k] = _mm256_fmadd_ps(vx.b, vy.b, b[k]);                                          \
-            }                                                                                      \
-        }                                                                                          \
-        for (int k = 0; k < 4; k++)                                                                \
-            out[k] = reduce16(a[k], b[k]);                                                         \
+        __m256 s[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),             \
+                       _mm256_setzero_ps()};                                                       \
+        const int64_t np = n - n % 32;                                                             \
+        for (int64_t i = 0; i < np; i += 32)                                                       \
+            for (int j = 0; j < 4; j++)                                                            \
+                s[j] = _mm256_fmadd_ps(load(x + 2 * (i + 8 * j)), load(y + 2 * (i + 8 * j)), s[j]); \
+        double sum = reduce32(s[0], s[1], s[2], s[3]);                                             \
+        for (int64_t i = np; i < n; i++)                                                           \
+            sum += (double)(dec(qk_ld_u16(x + 2 * i)) * dec(qk_ld_u16(y + 2 * i)));                \
+        return (float)sum;                                                                         \
     }                                                                                              \
-    /* steps s0 .. s0 + ns - 1 of row p as floats; the partial last step of                       \
-     * the row is zero padded, as in name##_rows */                                               \
-    QK_TARGET_AVX2 static void name##_cvt(int64_t n, const uint8_t *p, int64_t s0, int ns, float *dst) \
+    /* 4 rows x 3 activations over the whole row (n % 8 == 0) */                                  \
+    QK_TARGET_AVX2 static void name##_m4x3(int64_t n, const uint8_t *const xr[4],                 \
+                                           const uint8_t *const yr[3], float out[4][3])            \
     {                                                                                              \
-        for (int s = 0; s < ns; s++) {                                                             \
-            const int64_t e = (s0 + s) * 16;                                                       \
-            v16 v;                                                                                 \
-            if (e + 16 <= n) {                                                                     \
-                v = load(p + e * esize);                                                           \
-            } else {                                                                               \
-                uint8_t tp[16 * esize] = {0};                                                      \
-                memcpy(tp, p + e * esize, (size_t)(n - e) * esize);                                \
-                v = load(tp);                                                                      \
-            }                                                                                      \
-            _mm256_storeu_ps(dst + s * 16, v.a);                                                   \
-            _mm256_storeu_ps(dst + s * 16 + 8, v.b);                                               \
+        __m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00;  \
+        __m256 c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;                  \
+        const uint8_t *x0 = xr[0], *x1 = xr[1], *x2 = xr[2], *x3 = xr[3];                         \
+        const uint8_t *y0 = yr[0], *y1 = yr[1], *y2 = yr[2];                                      \
+        for (int64_t o = 0; o < 2 * n; o += 16) {                                                  \
+            const __m256 b0 = load(y0 + o), b1 = load(y1 + o), b2 = load(y2 + o);                 \
+            __m256 a = load(x0 + o);                                                               \
+            c00 = _mm256_fmadd_ps(a, b0, c00), c01 = _mm256_fmadd_ps(a, b1, c01);                 \
+            c02 = _mm256_fmadd_ps(a, b2, c02);                                                     \
+            a = load(x1 + o);                                                                      \
+            c10 = _mm256_fmadd_ps(a, b0, c10), c11 = _mm256_fmadd_ps(a, b1, c11);                 \
+            c12 = _mm256_fmadd_ps(a, b2, c12);                                                     \
+            a = load(x2 + o);                                                                      \
+            c20 = _mm256_fmadd_ps(a, b0, c20), c21 = _mm256_fmadd_ps(a, b1, c21);                 \
+            c22 = _mm256_fmadd_ps(a, b2, c22);                                                     \
+            a = load(x3 + o);                                                                      \
+            c30 = _mm256_fmadd_ps(a, b0, c30), c31 = _mm256_fmadd_ps(a, b1, c31);                 \
+            c32 = _mm256_fmadd_ps(a, b2, c32);                                                     \
         }                                                                                          \
+        out[0][0] = hsum8(c00), out[0][1] = hsum8(c01), out[0][2] = hsum8(c02);                   \
+        out[1][0] = hsum8(c10), out[1][1] = hsum8(c11), out[1][2] = hsum8(c12);                   \
+        out[2][0] = hsum8(c20), out[2][1] = hsum8(c21), out[2][2] = hsum8(c22);                   \
+        out[3][0] = hsum8(c30), out[3][1] = hsum8(c31), out[3][2] = hsum8(c32);                   \
     }                                                                                              \
-    /* a block of at most FT_ROWS x FT_TOKS pairs through float buffers */                        \
-    QK_TARGET_AVX2 static void name##_block(int64_t n, const uint8_t *x, size_t xs, int nr,        \
-                                            const uint8_t *y, size_t ys, int nt, float *out,      \
-                                            size_t ldo)                                            \
+    /* 8 rows x 1 activation (decode; n % 8 == 0) */                                              \
+    QK_TARGET_AVX2 static void name##_m8x1(int64_t n, const uint8_t *const xr[8], const uint8_t *y, \
+                                           float out[8])                                           \
     {                                                                                              \
-        float xb[FT_ROWS * FT_LEN], yb[FT_TOKS * FT_LEN], acc[FT_ROWS * FT_TOKS * 16];             \
-        const int nq = (nr + 3) / 4;                                                               \
-        /* padding rows stay zero; their sums are never read */                                   \
-        memset(xb + (size_t)nr * FT_LEN, 0, sizeof(float) * (size_t)(4 * nq - nr) * FT_LEN);      \
-        for (int r = 0; r < 4 * nq; r++)                                                           \
-            memset(acc + (size_t)r * FT_TOKS * 16, 0, sizeof(float) * 16 * (size_t)nt);            \
-        const int64_t steps = (n + 15) / 16;                                                       \
-        for (int64_t s0 = 0; s0 < steps; s0 += FT_STEPS) {                                         \
-            const int ns = (int)(steps - s0 < FT_STEPS ? steps - s0 : FT_STEPS);                   \
-            for (int r = 0; r < nr; r++)                                                           \
-                name##_cvt(n, x + (size_t)r * xs, s0, ns, xb + (size_t)r * FT_LEN);              \
-            for (int t = 0; t < nt; t++)                                                           \
-                name##_cvt(n, y + (size_t)t * ys, s0, ns, yb + (size_t)t * FT_LEN);              \
-            ft_block(ns, xb, nq, yb, nt, acc);                                                     \
+        __m256 c[8];                                                                               \
+        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) c[k] = _mm256_setzero_ps();            \
+        for (int64_t o = 0; o < 2 * n; o += 16) {                                                  \
+            const __m256 b = load(y + o);                                                          \
+            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)                                    \
+                c[k] = _mm256_fmadd_ps(load(xr[k] + o), b, c[k]);                                  \
         }                                                                                          \
-        for (int t = 0; t < nt; t++)                                                               \
-            for (int r = 0; r < nr; r++) {                                                         \
-                const float *a = acc + ((size_t)r * FT_TOKS + (size_t)t) * 16;                     \
-                out[(size_t)t * ldo + (size_t)r] = reduce16(_mm256_loadu_ps(a), _mm256_loadu_ps(a + 8)); \
-            }                                                                                      \
+        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) out[k] = hsum8(c[k]);                  \
     }                                                                                              \
     static void name##_tile(int64_t n, const void *x, size_t xs, int nr, const void *y, size_t ys, \
                             int nt, float *out, size_t ldo)                                        \
     {                                                                                              \
-        if (nt >= 2) {                                                                             \
-            for (int r0 = 0; r0 < nr; r0 += FT_ROWS)                                               \
-                for (int t0 = 0; t0 < nt; t0 += FT_TOKS)                                           \
-                    name##_block(n, (const uint8_t *)x + (size_t)r0 * xs, xs,                      \
-                                 nr - r0 < FT_ROWS ? nr - r0 : FT_ROWS,                            \
-                                 (const uint8_t *)y + (size_t)t0 * ys, ys,                         \
-                                 nt - t0 < FT_TOKS ? nt - t0 : FT_TOKS,                            \
-                                 out + (size_t)t0 * ldo + (size_t)r0, ldo);                        \
+        const uint8_t *X = x, *Y = y;                                                              \
+        if (n % 8) {                                                                               \
+            for (int t = 0; t < nt; t++)                                                           \
+                for (int r = 0; r < nr; r++)                                                       \
+                    out[(size_t)t * ldo + (size_t)r] = name##_dot32(n, X + (size_t)r * xs,         \
+                                                                    Y + (size_t)t * ys);           \
+            return;                                                                                \
+        }                                                                                          \
+        if (nt == 1) {                                                                             \
+            for (int r0 = 0; r0 < nr; r0 += 8) {                                                   \
+                const int m = nr - r0 < 8 ? nr - r0 : 8;                                           \
+                const uint8_t *xr[8];                                                              \
+                float o[8];                                                                        \
+                for (int k = 0; k < 8; k++)                                                        \
+                    xr[k] = X + (size_t)(r0 + (k < m ? k : 0)) * xs;                               \
+                name##_m8x1(n, xr, Y, o);                                                          \
+                for (int k = 0; k < m; k++)                                                        \
+                    out[r0 + k] = o[k];                                                            \
+            }                                                                                      \
             return;                                                                                \
         }                                                                                          \
         for (int r0 = 0; r0 < nr; r0 += 4) {                                                       \
             const int m = nr - r0 < 4 ? nr - r0 : 4;                                               \
             const uint8_t *xr[4];                                                                  \
             for (int k = 0; k < 4; k++)                                                            \
-                xr[k] = (const uint8_t *)x + (size_t)(r0 + (k < m ? k : 0)) * xs;                  \
-            for (int t = 0; t < nt; t++) {                                                         \
-                float o[4];                                                                        \
-                name##_rows(n, xr, (const uint8_t *)y + (size_t)t * ys, o);                        \
-                for (int k = 0; k < m; k++)                                                        \
-                    out[(size_t)t * ldo + (size_t)(r0 + k)] = o[k];                                \
+                xr[k] = X + (size_t)(r0 + (k < m ? k : 0)) * xs;                                   \
+            for (int t0 = 0; t0 < nt; t0 += 3) {                                                   \
+                const int q = nt - t0 < 3 ? nt - t0 : 3;                                           \
+                const uint8_t *yr[3];                                                              \
+                float o[4][3];                                                                     \
+                for (int k = 0; k < 3; k++)                                                        \
+                    yr[k] = Y + (size_t)(t0 + (k < q ? k : 0)) * ys;                               \
+                name##_m4x3(n, xr, yr, o);                                                         \
+                for (int t = 0; t < q; t++)                                                        \
+                    for (int k = 0; k < m; k++)                                                    \
+                        out[(size_t)(t0 + t) * ldo + (size_t)(r0 + k)] = o[k][t];                  \
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \
     QK_VEC_DOT_OF_TILE(name##_dot, name##_tile)
 
-FLOAT_TILE(f16, 2, ld_f16)
-FLOAT_TILE(bf16, 2, ld_bf16)
+FLOAT_TILE(f16, ld8_f16, qk_f16_to_f32)
+FLOAT_TILE(bf16, ld8_bf16, qk_bf16_to_f32)
 
 QK_TARGET_AVX2 static void f16_from_float(const float *src, void *dst, int64_t n)
 {

@@ -4,7 +4,8 @@
  * from the one below), which give the same bits.  Kept as the place where
  * AVX-512 BW/VL/VNNI variants go; any kernel added here must equal the AVX2
  * one bitwise (quantized dots: same integer block sums and float steps;
- * float dots: the 16-lane order of avx2_float.c). */
+ * float dots: the float-dot order of kernels/float.c, one 8-lane
+ * accumulator per pair, not 16 lanes). */
 #include "x86.h"
 
 #ifdef QK_X86
