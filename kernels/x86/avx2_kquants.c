@@ -144,19 +144,138 @@ QK_TARGET_AVX2 static float q6_K_dot1(int64_t n, const uint8_t *x, const uint8_t
     return add_lanes(0, sums);
 }
 
-#define TILE1(name, dot1)                                                                       \
+/* ---- several activation rows per weight block (prompt batches) --------------
+ * The weight block is unpacked once (levels shuffled into lane order, scale
+ * vectors, block scales) and used for up to KT activation rows; for each
+ * pair the integer and float steps are dot1's, so the results are too. */
+#define KT 4
+
+QK_TARGET_AVX2 static void q4_K_dotT(int64_t n, const uint8_t *x, const uint8_t *const y[KT], int nt,
+                                     float out[KT])
+{
+    __m256 sums[KT];
+    float sumf[KT];
+    for (int t = 0; t < nt; t++)
+        sums[t] = _mm256_setzero_ps(), sumf[t] = 0;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int64_t i = 0; i < n / QKK; i++, x += Q4_K_SIZE) {
+        uint8_t sc[8], mn[8];
+        for (int j = 0; j < 8; j++)
+            qk_get_scale_min_k4(j, x + 4, &sc[j], &mn[j]);
+        __m256i a1[4], a2[4], scale[4];
+        for (int c = 0; c < 4; c++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(x + 16 + 32 * c));
+            a1[c] = lane_shuffle(_mm256_and_si256(q, m4));
+            a2[c] = lane_shuffle(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+            scale[c] = _mm256_set1_epi32(pair16(sc[2 * c], sc[2 * c + 1]));
+        }
+        const float xd = qk_ldh(x), xdmin = qk_ldh(x + 2);
+        for (int t = 0; t < nt; t++) {
+            const uint8_t *yb = y[t] + (size_t)i * Q8_K_SIZE;
+            const uint8_t *q8 = yb + 4, *bs = yb + 4 + QKK;
+            int summ = 0;
+            for (int j = 0; j < 16; j++)
+                summ += (int16_t)qk_ld_u16(bs + 2 * j) * mn[j / 2];
+            __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+            for (int c = 0; c < 4; c++) {
+                const __m256i v1 = _mm256_maddubs_epi16(
+                    a1[c], lane_shuffle(_mm256_loadu_si256((const __m256i *)(q8 + 64 * c))));
+                const __m256i v2 = _mm256_maddubs_epi16(
+                    a2[c], lane_shuffle(_mm256_loadu_si256((const __m256i *)(q8 + 64 * c + 32))));
+                lanes_pair(&lo, &hi, v1, v2, scale[c]);
+            }
+            const float yd = qk_ld_f32(yb);
+            const __m256 lane = _mm256_cvtepi32_ps(lanes_total(lo, hi));
+            sums[t] = _mm256_add_ps(sums[t], _mm256_mul_ps(_mm256_set1_ps(xd * yd), lane));
+            sumf[t] -= xdmin * yd * (float)summ;
+        }
+    }
+    for (int t = 0; t < nt; t++)
+        out[t] = add_lanes(sumf[t], sums[t]);
+}
+
+QK_TARGET_AVX2 static void q6_K_dotT(int64_t n, const uint8_t *x, const uint8_t *const y[KT], int nt,
+                                     float out[KT])
+{
+    __m256 sums[KT];
+    for (int t = 0; t < nt; t++)
+        sums[t] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3), off = _mm256_set1_epi8(32);
+    for (int64_t i = 0; i < n / QKK; i++, x += Q6_K_SIZE) {
+        const int8_t *sc = (const int8_t *)(x + 192);
+        __m256i sa[2][4], aa[2][4], scale[2][2];
+        for (int h = 0; h < 2; h++) {
+            const __m256i A = _mm256_loadu_si256((const __m256i *)(x + 64 * h));
+            const __m256i B = _mm256_loadu_si256((const __m256i *)(x + 64 * h + 32));
+            const __m256i Q = _mm256_loadu_si256((const __m256i *)(x + 128 + 32 * h));
+            __m256i a[4];
+            a[0] = _mm256_or_si256(_mm256_and_si256(A, m4), _mm256_slli_epi16(_mm256_and_si256(Q, m3), 4));
+            a[1] = _mm256_or_si256(_mm256_and_si256(B, m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(Q, 2), m3), 4));
+            a[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(Q, 4), m3), 4));
+            a[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(Q, 6), m3), 4));
+            for (int s4 = 0; s4 < 4; s4++) {
+                sa[h][s4] = lane_shuffle(_mm256_sub_epi8(a[s4], off));
+                aa[h][s4] = _mm256_sign_epi8(sa[h][s4], sa[h][s4]);
+            }
+            for (int s4 = 0; s4 < 4; s4 += 2) {
+                const int g = 8 * h + 2 * s4;
+                scale[h][s4 / 2] = _mm256_inserti128_si256(
+                    _mm256_castsi128_si256(_mm_set1_epi32(pair16(sc[g], sc[g + 2]))),
+                    _mm_set1_epi32(pair16(sc[g + 1], sc[g + 3])), 1);
+            }
+        }
+        const float xd = qk_ldh(x + 208);
+        for (int t = 0; t < nt; t++) {
+            const uint8_t *yb = y[t] + (size_t)i * Q8_K_SIZE, *q8 = yb + 4;
+            __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+            for (int h = 0; h < 2; h++) {
+                __m256i v[4];
+                for (int s4 = 0; s4 < 4; s4++) {
+                    const __m256i sy =
+                        lane_shuffle(_mm256_loadu_si256((const __m256i *)(q8 + 128 * h + 32 * s4)));
+                    v[s4] = _mm256_maddubs_epi16(aa[h][s4], _mm256_sign_epi8(sy, sa[h][s4]));
+                }
+                lanes_pair(&lo, &hi, v[0], v[1], scale[h][0]);
+                lanes_pair(&lo, &hi, v[2], v[3], scale[h][1]);
+            }
+            const float d = xd * qk_ld_f32(yb);
+            sums[t] = _mm256_add_ps(sums[t], _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes_total(lo, hi))));
+        }
+    }
+    for (int t = 0; t < nt; t++)
+        out[t] = add_lanes(0, sums[t]);
+}
+
+/* One activation row: dot1; several: the weight block shared by KT rows. */
+#define TILE1(name, dot1, dotT)                                                                 \
     static void name(int64_t n, const void *x, size_t xs, int nr, const void *y, size_t ys,     \
                      int nt, float *out, size_t ldo)                                            \
     {                                                                                           \
-        for (int r = 0; r < nr; r++)                                                            \
-            for (int t = 0; t < nt; t++)                                                        \
-                out[(size_t)t * ldo + (size_t)r] = dot1(n, (const uint8_t *)x + (size_t)r * xs, \
-                                                        (const uint8_t *)y + (size_t)t * ys);   \
+        for (int r = 0; r < nr; r++) {                                                          \
+            const uint8_t *xr = (const uint8_t *)x + (size_t)r * xs;                            \
+            if (nt == 1) {                                                                      \
+                out[r] = dot1(n, xr, (const uint8_t *)y);                                       \
+                continue;                                                                       \
+            }                                                                                   \
+            for (int t0 = 0; t0 < nt; t0 += KT) {                                               \
+                const int q = nt - t0 < KT ? nt - t0 : KT;                                      \
+                const uint8_t *yr[KT];                                                          \
+                float o[KT];                                                                    \
+                for (int k = 0; k < q; k++)                                                     \
+                    yr[k] = (const uint8_t *)y + (size_t)(t0 + k) * ys;                         \
+                dotT(n, xr, yr, q, o);                                                          \
+                for (int k = 0; k < q; k++)                                                     \
+                    out[(size_t)(t0 + k) * ldo + (size_t)r] = o[k];                             \
+            }                                                                                   \
+        }                                                                                       \
     }                                                                                           \
     static float name##_dot(int64_t n, const void *x, const void *y) { return dot1(n, x, y); }
 
-TILE1(q4_K_tile, q4_K_dot1)
-TILE1(q6_K_tile, q6_K_dot1)
+TILE1(q4_K_tile, q4_K_dot1, q4_K_dotT)
+TILE1(q6_K_tile, q6_K_dot1, q6_K_dotT)
 
 /* ---- Q8_K activation encoder ------------------------------------------------------ */
 
