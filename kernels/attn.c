@@ -56,7 +56,20 @@ static void scale(float *acc, float s, int n)
         acc[i] *= s;
 }
 
-static const qk_attn_kernels scalar = {score_f32, score_f16, axpy_f32, axpy_f16, scale};
+static void f16_row(const uint16_t *h, float *f, int n)
+{
+    for (int i = 0; i < n; i++)
+        f[i] = qk_f16_to_f32(h[i]);
+}
+
+static void score_f32_n(const float *const *q, int nq, const float *k, int n, float *out)
+{
+    for (int j = 0; j < nq; j++)
+        out[j] = score_f32(q[j], k, n);
+}
+
+static const qk_attn_kernels scalar = {score_f32, score_f16, axpy_f32, axpy_f16,
+                                       scale,     f16_row,   score_f32_n};
 
 const qk_attn_kernels *qk_attn_kernels_at(int level)
 {

@@ -8,6 +8,7 @@
  *   the last n%8 products follow one at a time, fused, in index order.
  * - axpy(acc, w, v, n): acc[i] = fmaf(w, v[i], acc[i]).
  * - scale(acc, s, n): acc[i] *= s.
+ * - f16_row(h, f, n): f[i] = h[i] as float (exact).
  * F16 elements are converted exactly to float first.  kernels/x86/
  * avx2_attn.c does the same arithmetic in vectors; tests/test_simd.c
  * compares them with memcmp. */
@@ -22,6 +23,9 @@ typedef struct qk_attn_kernels {
     void (*axpy_f32)(float *acc, float w, const float *v, int n);
     void (*axpy_f16)(float *acc, float w, const uint16_t *v, int n);
     void (*scale)(float *acc, float s, int n);
+    void (*f16_row)(const uint16_t *h, float *f, int n); /* exact conversion */
+    /* out[j] = score_f32(q[j], k, n) for j < nq (several independent chains) */
+    void (*score_f32_n)(const float *const *q, int nq, const float *k, int n, float *out);
 } qk_attn_kernels;
 
 /* The kernels of the active CPU level (cpu.h), or of `level` (NULL when

@@ -25,7 +25,8 @@
  *   fixed ranges of weight rows (and of tokens for the activation encoding).
  * - rmsnorm: squares summed in double in index order, per token row (and
  *   per head for qwen3's q/k norms).
- * - attention: per (token, head) pair, one thread; keys in position order
+ * - attention: per (token, head) pair, one thread (which takes blocks of
+ *   tokens x the heads of one KV group, each query on its own); keys in position order
  *   0 .. pos in tiles of 64; each score attn.h's 8-lane fused dot (F16
  *   accumulator path: a double sum of F16 products); online softmax with
  *   running maximum (per tile) and sum in float; values accumulated in
@@ -139,6 +140,7 @@ typedef struct {
     const void *kc, *vc; /* this layer's cache */
     const float *kqc;    /* KIVI: this layer's quantized key groups, or NULL */
     int pos0;
+    int n_tok, tb;       /* attend_blocks: tokens in the batch, tokens per block */
 } attn_job;
 
 /* The online softmax of ggml's flash-attention kernel
@@ -277,6 +279,129 @@ static void attend_range(void *ctx, size_t begin, size_t end)
     }
 }
 
+/* ---- attention for a block of queries sharing one KV head ------------------- */
+
+/* The queries of ATT_TB consecutive tokens times the heads of one KV group
+ * (at most ATT_MAXQ) walk the keys together: each key and value row is
+ * loaded and converted to float once for all of them (exact, so each
+ * query's arithmetic is attend_f32acc's, step for step: its own tiles from
+ * position 0, its own maximum, sum and accumulator, keys in order). */
+#define ATT_TB 4
+#define ATT_MAXQ 32
+
+typedef struct {
+    const float *q;
+    float *out;
+    int pos;
+    float M, S;
+    double tsum;
+    float w8[8];
+    float sc[ATT_TILE];
+} att_query;
+
+static void attend_block(const attn_job *j, int kvh, int t0, int nt, att_query *qs, float *kf, float *vf)
+{
+    const qk_ctx *c = j->c;
+    const qk_hparams *hp = &c->m->hp;
+    const qk_attn_kernels *ak = c->attn;
+    const int hd = hp->head_dim, hdv = hp->head_dim_v, group = hp->n_head / hp->n_head_kv;
+    const bool half = c->kv_type == QK_F16;
+    int nq = 0, pos_max = 0;
+    for (int t = t0; t < t0 + nt; t++)
+        for (int g = 0; g < group; g++) {
+            att_query *a = &qs[nq++];
+            const size_t row = (size_t)t * hp->n_head + (size_t)(kvh * group + g);
+            a->q = c->q + row * hd;
+            a->out = c->att + row * hdv;
+            a->pos = j->pos0 + t;
+            a->M = -INFINITY, a->S = 0.0f;
+            memset(a->out, 0, (size_t)hdv * sizeof *a->out);
+            pos_max = a->pos > pos_max ? a->pos : pos_max;
+        }
+    for (int p0 = 0; p0 <= pos_max; p0 += ATT_TILE) {
+        const int end = pos_max + 1 - p0 < ATT_TILE ? pos_max + 1 : p0 + ATT_TILE;
+        for (int p = p0; p < end; p++) {
+            const size_t ko = (size_t)p * c->kv_dim + (size_t)kvh * hd;
+            const float *k = (const float *)j->kc + ko;
+            if (half) {
+                ak->f16_row((const uint16_t *)j->kc + ko, kf, hd);
+                k = kf;
+            }
+            const float *qp[ATT_MAXQ];
+            float sv[ATT_MAXQ];
+            int idx[ATT_MAXQ], na = 0;
+            for (int qi = 0; qi < nq; qi++)
+                if (p <= qs[qi].pos)
+                    qp[na] = qs[qi].q, idx[na++] = qi;
+            ak->score_f32_n(qp, na, k, hd, sv);
+            for (int a = 0; a < na; a++)
+                qs[idx[a]].sc[p - p0] = sv[a] * hp->kq_scale;
+        }
+        for (int qi = 0; qi < nq; qi++) {
+            att_query *a = &qs[qi];
+            const int ntq = a->pos + 1 - p0 < ATT_TILE ? a->pos + 1 - p0 : ATT_TILE;
+            if (ntq <= 0)
+                continue;
+            float tmax = -INFINITY;
+            for (int i = 0; i < ntq; i++)
+                tmax = a->sc[i] > tmax ? a->sc[i] : tmax;
+            if (tmax > a->M) {
+                const float ms = expf(a->M - tmax);
+                ak->scale(a->out, ms, hdv);
+                a->S *= ms;
+                a->M = tmax;
+            }
+            a->tsum = 0.0;
+            memset(a->w8, 0, sizeof a->w8);
+        }
+        for (int p = p0; p < end; p++) {
+            const size_t vo = (size_t)p * c->kv_dim_v + (size_t)kvh * hdv;
+            const float *v = (const float *)j->vc + vo;
+            if (half) {
+                ak->f16_row((const uint16_t *)j->vc + vo, vf, hdv);
+                v = vf;
+            }
+            const int i = p - p0;
+            for (int qi = 0; qi < nq; qi++) {
+                att_query *a = &qs[qi];
+                if (p > a->pos)
+                    continue;
+                const int ntq = a->pos + 1 - p0 < ATT_TILE ? a->pos + 1 - p0 : ATT_TILE;
+                const float w = expf(a->sc[i] - a->M);
+                a->w8[i % 8] = w;
+                if (i % 8 == 7 || i == ntq - 1) {
+                    const float *w8 = a->w8;
+                    const float a0 = w8[0] + w8[4], a1 = w8[1] + w8[5], a2 = w8[2] + w8[6],
+                                a3 = w8[3] + w8[7];
+                    a->tsum += (double)((a0 + a2) + (a1 + a3));
+                    memset(a->w8, 0, sizeof a->w8);
+                }
+                ak->axpy_f32(a->out, w, v, hdv);
+            }
+        }
+        for (int qi = 0; qi < nq; qi++)
+            if (qs[qi].pos + 1 - p0 > 0)
+                qs[qi].S += (float)qs[qi].tsum;
+    }
+    for (int qi = 0; qi < nq; qi++)
+        ak->scale(qs[qi].out, qs[qi].S == 0.0f ? 0.0f : 1.0f / qs[qi].S, hdv);
+}
+
+/* Work items: (block of ATT_TB tokens, KV head). */
+static void attend_blocks(void *ctx, size_t begin, size_t end)
+{
+    const attn_job *j = ctx;
+    const qk_hparams *hp = &j->c->m->hp;
+    att_query qs[ATT_MAXQ];
+    float kf[QK_MAX_HEAD_DIM], vf[QK_MAX_HEAD_DIM];
+    const int tb = j->tb;
+    for (size_t i = begin; i < end; i++) {
+        const int blk = (int)(i / (size_t)hp->n_head_kv), kvh = (int)(i % (size_t)hp->n_head_kv);
+        const int t0 = blk * tb, nt = j->n_tok - t0 < tb ? j->n_tok - t0 : tb;
+        attend_block(j, kvh, t0, nt, qs, kf, vf);
+    }
+}
+
 /* ---- one batch --------------------------------------------------------------- */
 
 static int mm(qk_ctx *c, const qk_weight *w, const float *x, int n_tok, float *y, qk_err *err)
@@ -345,7 +470,16 @@ static int attention_block(qk_ctx *c, int il, int n_tok, qk_err *err)
         return err->code;
 
     attn_job j = {.c = c, .kc = kc, .vc = vc, .kqc = kqc, .pos0 = c->n_past};
-    qk_parallel_for(c->nthreads, (size_t)n_tok * hp->n_head, 1, attend_range, &j);
+    const int group = hp->n_head / hp->n_head_kv;
+    if (!c->f16_acc && !kqc && group <= ATT_MAXQ) {
+        /* blocks of tokens per KV head (the same bits as attend_range) */
+        j.n_tok = n_tok;
+        j.tb = group * ATT_TB <= ATT_MAXQ ? ATT_TB : ATT_MAXQ / group;
+        const size_t nblk = (size_t)(n_tok + j.tb - 1) / (size_t)j.tb;
+        qk_parallel_for(c->nthreads, nblk * (size_t)hp->n_head_kv, 1, attend_blocks, &j);
+    } else {
+        qk_parallel_for(c->nthreads, (size_t)n_tok * hp->n_head, 1, attend_range, &j);
+    }
 
     if (mm(c, &L->wo, c->att, n_tok, c->proj, err))
         return err->code;

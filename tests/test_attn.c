@@ -69,6 +69,16 @@ Test(attn, levels_equal_scalar)
                 cr_assert(!memcmp(a, b, sizeof(float) * (size_t)n), "axpy_f16 n %d", n);
                 ref->scale(a, w, n), k->scale(b, w, n);
                 cr_assert(!memcmp(a, b, sizeof(float) * (size_t)n), "scale n %d", n);
+                /* several queries against one key: each equals its own score */
+                const float *qs[7] = {q, kf, vf, a, b, q, kf};
+                float o[7];
+                k->score_f32_n(qs, 7, vf, n, o);
+                for (int j = 0; j < 7; j++) {
+                    r1 = ref->score_f32(qs[j], vf, n);
+                    cr_assert(!memcmp(&r1, &o[j], sizeof r1), "score_f32_n n %d query %d", n, j);
+                }
+                ref->f16_row(kh, a, n), k->f16_row(kh, b, n);
+                cr_assert(!memcmp(a, b, sizeof(float) * (size_t)n), "f16_row n %d", n);
                 checked++;
             }
         }

@@ -75,6 +75,43 @@ QK_TARGET_AVX2 static void scale(float *acc, float s, int n)
         acc[i] *= s;
 }
 
-const qk_attn_kernels qk_x86_avx2_attn = {score_f32, score_f16, axpy_f32, axpy_f16, scale};
+QK_TARGET_AVX2 static void f16_row(const uint16_t *h, float *f, int n)
+{
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(f + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
+    for (; i < n; i++)
+        f[i] = qk_f16_to_f32(h[i]);
+}
+
+/* Four queries at a time: four independent fused chains against one key. */
+QK_TARGET_AVX2 static void score_f32_n(const float *const *q, int nq, const float *k, int n,
+                                       float *out)
+{
+    const int n8 = n - n % 8;
+    int j = 0;
+    for (; j + 4 <= nq; j += 4) {
+        const float *q0 = q[j], *q1 = q[j + 1], *q2 = q[j + 2], *q3 = q[j + 3];
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int i = 0; i < n8; i += 8) {
+            const __m256 kv = _mm256_loadu_ps(k + i);
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + i), kv, a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q1 + i), kv, a1);
+            a2 = _mm256_fmadd_ps(_mm256_loadu_ps(q2 + i), kv, a2);
+            a3 = _mm256_fmadd_ps(_mm256_loadu_ps(q3 + i), kv, a3);
+        }
+        float s[4] = {lanes_sum8(a0), lanes_sum8(a1), lanes_sum8(a2), lanes_sum8(a3)};
+        for (int t = 0; t < 4; t++) {
+            for (int i = n8; i < n; i++)
+                s[t] = fmaf(q[j + t][i], k[i], s[t]);
+            out[j + t] = s[t];
+        }
+    }
+    for (; j < nq; j++)
+        out[j] = score_f32(q[j], k, n);
+}
+
+const qk_attn_kernels qk_x86_avx2_attn = {score_f32, score_f16, axpy_f32, axpy_f16,
+                                          scale,     f16_row,   score_f32_n};
 
 #endif
