@@ -28,18 +28,30 @@ QK_TARGET_AVX2 static inline __m256i nibbles(const uint8_t *qs)
     return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
 }
 
+/* Each format's 32 signed levels of the block at xb (unpack), and their
+ * exact int32 dot with the activation quants y (int). */
+QK_TARGET_AVX2 static inline __m256i q8_0_unpack(const uint8_t *xb)
+{
+    return _mm256_loadu_si256((const __m256i *)(xb + 2));
+}
+
 QK_TARGET_AVX2 static inline __m256i q8_0_int(const uint8_t *xb, __m256i y)
 {
-    return qk_dot_i8(_mm256_loadu_si256((const __m256i *)(xb + 2)), y);
+    return qk_dot_i8(q8_0_unpack(xb), y);
+}
+
+QK_TARGET_AVX2 static inline __m256i q4_0_unpack(const uint8_t *xb)
+{
+    return _mm256_sub_epi8(nibbles(xb + 2), _mm256_set1_epi8(8));
 }
 
 QK_TARGET_AVX2 static inline __m256i q4_0_int(const uint8_t *xb, __m256i y)
 {
-    return qk_dot_i8(_mm256_sub_epi8(nibbles(xb + 2), _mm256_set1_epi8(8)), y);
+    return qk_dot_i8(q4_0_unpack(xb), y);
 }
 
 /* Q5_0: bit j of qh (little-endian u32 at xb + 2) is bit 4 of element j. */
-QK_TARGET_AVX2 static inline __m256i q5_0_int(const uint8_t *xb, __m256i y)
+QK_TARGET_AVX2 static inline __m256i q5_0_unpack(const uint8_t *xb)
 {
     const __m256i bits = _mm256_set1_epi32((int)qk_ld_u32(xb + 2));
     /* byte j takes byte j/8 of qh, then tests bit j%8 */
@@ -50,17 +62,27 @@ QK_TARGET_AVX2 static inline __m256i q5_0_int(const uint8_t *xb, __m256i y)
     const __m256i hb = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, mask), mask),
                                         _mm256_set1_epi8(0x10));
     const __m256i q = _mm256_or_si256(nibbles(xb + 6), hb);
-    return qk_dot_i8(_mm256_sub_epi8(q, _mm256_set1_epi8(16)), y);
+    return _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+}
+
+QK_TARGET_AVX2 static inline __m256i q5_0_int(const uint8_t *xb, __m256i y)
+{
+    return qk_dot_i8(q5_0_unpack(xb), y);
 }
 
 /* kvalues_iq4nl of ggml (iq4.c holds the same table). */
 static const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                         1,    13,   25,  38,  53,  69,  89,  113};
 
-QK_TARGET_AVX2 static inline __m256i iq4_nl_int(const uint8_t *xb, __m256i y)
+QK_TARGET_AVX2 static inline __m256i iq4_nl_unpack(const uint8_t *xb)
 {
     const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)iq4nl_values));
-    return qk_dot_i8(_mm256_shuffle_epi8(lut, nibbles(xb + 2)), y);
+    return _mm256_shuffle_epi8(lut, nibbles(xb + 2));
+}
+
+QK_TARGET_AVX2 static inline __m256i iq4_nl_int(const uint8_t *xb, __m256i y)
+{
+    return qk_dot_i8(iq4_nl_unpack(xb), y);
 }
 
 /* ---- eight rows x one activation row ---------------------------------------- */
@@ -99,11 +121,52 @@ GROUP(iq4_nl_group, IQ4_NL_SIZE, iq4_nl_int, COMBINE_DXDY_S)
 
 typedef void (*group_fn)(int64_t nb, const uint8_t *const xr[8], const uint8_t *y, float out[8]);
 
+/* ---- eight rows x up to GT activation rows (prompt batches) --------------------
+ * The same per-pair steps as GROUP; each weight block is unpacked (and its
+ * eight scales loaded) once for all the activation rows. */
+#define GT 4
+
+#define GROUPT(name, size, unpack, combine)                                                      \
+    QK_TARGET_AVX2 static void name(int64_t nb, const uint8_t *const xr[8],                      \
+                                    const uint8_t *const y[GT], int nt, float out[GT][8])        \
+    {                                                                                            \
+        __m256 acc[GT];                                                                          \
+        for (int t = 0; t < GT; t++)                                                             \
+            acc[t] = _mm256_setzero_ps();                                                        \
+        for (int64_t i = 0; i < nb; i++) {                                                       \
+            const size_t o = (size_t)i * size;                                                   \
+            __m256i w[8];                                                                        \
+            for (int k = 0; k < 8; k++)                                                          \
+                w[k] = unpack(xr[k] + o);                                                        \
+            const __m256 dx = qk_ld8_f16(xr, o);                                                 \
+            for (int t = 0; t < nt; t++) {                                                       \
+                const uint8_t *yb = y[t] + (size_t)i * Q8_0_SIZE;                                \
+                const __m256i yq = _mm256_loadu_si256((const __m256i *)(yb + 2));                \
+                const __m256i s = qk_hsum8_epi32(qk_dot_i8(w[0], yq), qk_dot_i8(w[1], yq),       \
+                                                 qk_dot_i8(w[2], yq), qk_dot_i8(w[3], yq),       \
+                                                 qk_dot_i8(w[4], yq), qk_dot_i8(w[5], yq),       \
+                                                 qk_dot_i8(w[6], yq), qk_dot_i8(w[7], yq));      \
+                const __m256 dy = _mm256_set1_ps(qk_ldh(yb));                                    \
+                acc[t] = _mm256_add_ps(acc[t], combine(_mm256_cvtepi32_ps(s), dx, dy));          \
+            }                                                                                    \
+        }                                                                                        \
+        for (int t = 0; t < nt; t++)                                                             \
+            _mm256_storeu_ps(out[t], acc[t]);                                                    \
+    }
+
+GROUPT(q8_0_groupT, Q8_0_SIZE, q8_0_unpack, COMBINE_Q8_0)
+GROUPT(q4_0_groupT, Q4_0_SIZE, q4_0_unpack, COMBINE_Q4_0)
+GROUPT(q5_0_groupT, Q5_0_SIZE, q5_0_unpack, COMBINE_DXDY_S)
+GROUPT(iq4_nl_groupT, IQ4_NL_SIZE, iq4_nl_unpack, COMBINE_DXDY_S)
+
+typedef void (*groupT_fn)(int64_t nb, const uint8_t *const xr[8], const uint8_t *const y[GT], int nt,
+                          float out[GT][8]);
+
 /* The tile in groups of eight rows (a short group repeats row 0 in its
  * unused lanes; lanes never interact).  Each group's rows stay in cache
  * while the activation rows stream past. */
-static void tile(group_fn g, int64_t n, const void *x, size_t xs, int nr, const void *y, size_t ys,
-                 int nt, float *out, size_t ldo)
+static void tile(group_fn g, groupT_fn gt, int64_t n, const void *x, size_t xs, int nr,
+                 const void *y, size_t ys, int nt, float *out, size_t ldo)
 {
     const uint8_t *xb = x, *yb = y;
     for (int r0 = 0; r0 < nr; r0 += 8) {
@@ -111,11 +174,23 @@ static void tile(group_fn g, int64_t n, const void *x, size_t xs, int nr, const 
         const uint8_t *xr[8];
         for (int k = 0; k < 8; k++)
             xr[k] = xb + (size_t)(r0 + (k < m ? k : 0)) * xs;
-        for (int t = 0; t < nt; t++) {
+        if (nt == 1) {
             float o[8];
-            g(n / QK, xr, yb + (size_t)t * ys, o);
+            g(n / QK, xr, yb, o);
             for (int k = 0; k < m; k++)
-                out[(size_t)t * ldo + (size_t)(r0 + k)] = o[k];
+                out[r0 + k] = o[k];
+            continue;
+        }
+        for (int t0 = 0; t0 < nt; t0 += GT) {
+            const int q = nt - t0 < GT ? nt - t0 : GT;
+            const uint8_t *yr[GT];
+            float o[GT][8];
+            for (int t = 0; t < q; t++)
+                yr[t] = yb + (size_t)(t0 + t) * ys;
+            gt(n / QK, xr, yr, q, o);
+            for (int t = 0; t < q; t++)
+                for (int k = 0; k < m; k++)
+                    out[(size_t)(t0 + t) * ldo + (size_t)(r0 + k)] = o[t][k];
         }
     }
 }
@@ -124,7 +199,7 @@ static void tile(group_fn g, int64_t n, const void *x, size_t xs, int nr, const 
     static void name(int64_t n, const void *x, size_t xs, int nr, const void *y, size_t ys,    \
                      int nt, float *out, size_t ldo)                                           \
     {                                                                                          \
-        tile(group, n, x, xs, nr, y, ys, nt, out, ldo);                                        \
+        tile(group, group##T, n, x, xs, nr, y, ys, nt, out, ldo);                                  \
     }
 
 TILE(q8_0_tile, q8_0_group)
