@@ -144,5 +144,6 @@ for c in $cases; do
 done | tee "$W/results"
 [ -n "$OUTTSV" ] && cp "$W/results" "$OUTTSV"
 # (the loop ran in a pipe's subshell: count failures from the printed lines)
-if grep -q ' no \| REFUSE-MISMATCH' "$W/results"; then exit 1; fi
+# (the third field is the verdict; a refusal message may itself contain " no ")
+if awk '$3 == "no" || $3 == "REFUSE-MISMATCH" { f = 1 } END { exit !f }' "$W/results"; then exit 1; fi
 exit 0
