@@ -105,38 +105,49 @@ QK_TARGET_AVX2 static float q4_K_dot1(int64_t n, const uint8_t *x, const uint8_t
 
 /* ---- Q6_K: ql[128] qh[64] scales[16] d ------------------------------------------ */
 
+/* The levels 0..63 of half h (elements 128h .. 128h+127) of the Q6_K block
+ * at x, as four vectors of 32 (a[s]: elements 128h + 32s .. +31). */
+QK_TARGET_AVX2 static inline void q6_K_half(const uint8_t *x, int h, __m256i a[4])
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
+    const __m256i A = _mm256_loadu_si256((const __m256i *)(x + 64 * h));
+    const __m256i B = _mm256_loadu_si256((const __m256i *)(x + 64 * h + 32));
+    const __m256i Q = _mm256_loadu_si256((const __m256i *)(x + 128 + 32 * h));
+    a[0] = _mm256_or_si256(_mm256_and_si256(A, m4), _mm256_slli_epi16(_mm256_and_si256(Q, m3), 4));
+    a[1] = _mm256_or_si256(_mm256_and_si256(B, m4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(Q, 2), m3), 4));
+    a[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), m4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(Q, 4), m3), 4));
+    a[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), m4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(Q, 6), m3), 4));
+}
+
+/* lanes_pair's scale vector for groups g, g+2 (low half) and g+1, g+3 (high
+ * half): a pair of level vectors holds groups g, g+1 and g+2, g+3. */
+QK_TARGET_AVX2 static inline __m256i q6_K_scale_pair(const int8_t *sc, int g)
+{
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi32(pair16(sc[g], sc[g + 2]))),
+                                   _mm_set1_epi32(pair16(sc[g + 1], sc[g + 3])), 1);
+}
+
 QK_TARGET_AVX2 static float q6_K_dot1(int64_t n, const uint8_t *x, const uint8_t *y)
 {
     __m256 sums = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3), off = _mm256_set1_epi8(32);
+    const __m256i off = _mm256_set1_epi8(32);
     for (int64_t i = 0; i < n / QKK; i++, x += Q6_K_SIZE, y += Q8_K_SIZE) {
         const int8_t *sc = (const int8_t *)(x + 192);
         const uint8_t *q8 = y + 4;
         __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
-            const __m256i A = _mm256_loadu_si256((const __m256i *)(x + 64 * h));
-            const __m256i B = _mm256_loadu_si256((const __m256i *)(x + 64 * h + 32));
-            const __m256i Q = _mm256_loadu_si256((const __m256i *)(x + 128 + 32 * h));
             __m256i a[4];
-            a[0] = _mm256_or_si256(_mm256_and_si256(A, m4), _mm256_slli_epi16(_mm256_and_si256(Q, m3), 4));
-            a[1] = _mm256_or_si256(_mm256_and_si256(B, m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(Q, 2), m3), 4));
-            a[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(Q, 4), m3), 4));
-            a[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(Q, 6), m3), 4));
+            q6_K_half(x, h, a);
             __m256i v[4];
             for (int s = 0; s < 4; s++)
                 v[s] = lanes_s(_mm256_sub_epi8(a[s], off),
                                _mm256_loadu_si256((const __m256i *)(q8 + 128 * h + 32 * s)));
             /* v[s] holds groups g = 8h + 2s (low half) and 8h + 2s + 1 (high half) */
-            for (int s = 0; s < 4; s += 2) {
-                const int g = 8 * h + 2 * s;
-                const __m256i scale = _mm256_inserti128_si256(
-                    _mm256_castsi128_si256(_mm_set1_epi32(pair16(sc[g], sc[g + 2]))),
-                    _mm_set1_epi32(pair16(sc[g + 1], sc[g + 3])), 1);
-                lanes_pair(&lo, &hi, v[s], v[s + 1], scale);
-            }
+            for (int s = 0; s < 4; s += 2)
+                lanes_pair(&lo, &hi, v[s], v[s + 1], q6_K_scale_pair(sc, 8 * h + 2 * s));
         }
         const float d = qk_ldh(x + 208) * qk_ld_f32(y);
         sums = _mm256_add_ps(sums, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes_total(lo, hi))));
@@ -200,32 +211,19 @@ QK_TARGET_AVX2 static void q6_K_dotT(int64_t n, const uint8_t *x, const uint8_t 
     __m256 sums[KT];
     for (int t = 0; t < nt; t++)
         sums[t] = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3), off = _mm256_set1_epi8(32);
+    const __m256i off = _mm256_set1_epi8(32);
     for (int64_t i = 0; i < n / QKK; i++, x += Q6_K_SIZE) {
         const int8_t *sc = (const int8_t *)(x + 192);
         __m256i sa[2][4], aa[2][4], scale[2][2];
         for (int h = 0; h < 2; h++) {
-            const __m256i A = _mm256_loadu_si256((const __m256i *)(x + 64 * h));
-            const __m256i B = _mm256_loadu_si256((const __m256i *)(x + 64 * h + 32));
-            const __m256i Q = _mm256_loadu_si256((const __m256i *)(x + 128 + 32 * h));
             __m256i a[4];
-            a[0] = _mm256_or_si256(_mm256_and_si256(A, m4), _mm256_slli_epi16(_mm256_and_si256(Q, m3), 4));
-            a[1] = _mm256_or_si256(_mm256_and_si256(B, m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(Q, 2), m3), 4));
-            a[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(Q, 4), m3), 4));
-            a[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(Q, 6), m3), 4));
+            q6_K_half(x, h, a);
             for (int s4 = 0; s4 < 4; s4++) {
                 sa[h][s4] = lane_shuffle(_mm256_sub_epi8(a[s4], off));
                 aa[h][s4] = _mm256_sign_epi8(sa[h][s4], sa[h][s4]);
             }
-            for (int s4 = 0; s4 < 4; s4 += 2) {
-                const int g = 8 * h + 2 * s4;
-                scale[h][s4 / 2] = _mm256_inserti128_si256(
-                    _mm256_castsi128_si256(_mm_set1_epi32(pair16(sc[g], sc[g + 2]))),
-                    _mm_set1_epi32(pair16(sc[g + 1], sc[g + 3])), 1);
-            }
+            for (int s4 = 0; s4 < 4; s4 += 2)
+                scale[h][s4 / 2] = q6_K_scale_pair(sc, 8 * h + 2 * s4);
         }
         const float xd = qk_ldh(x + 208);
         for (int t = 0; t < nt; t++) {
