@@ -26,28 +26,10 @@ static float score_f32(const float *q, const float *k, int n)
     return s;
 }
 
-static float score_f16(const float *q, const uint16_t *k, int n)
-{
-    float l[8] = {0};
-    const int n8 = n - n % 8;
-    for (int i = 0; i < n8; i++)
-        l[i % 8] = fmaf(q[i], qk_f16_to_f32(k[i]), l[i % 8]);
-    float s = lanes_sum(l);
-    for (int i = n8; i < n; i++)
-        s = fmaf(q[i], qk_f16_to_f32(k[i]), s);
-    return s;
-}
-
 static void axpy_f32(float *acc, float w, const float *v, int n)
 {
     for (int i = 0; i < n; i++)
         acc[i] = fmaf(w, v[i], acc[i]);
-}
-
-static void axpy_f16(float *acc, float w, const uint16_t *v, int n)
-{
-    for (int i = 0; i < n; i++)
-        acc[i] = fmaf(w, qk_f16_to_f32(v[i]), acc[i]);
 }
 
 static void scale(float *acc, float s, int n)
@@ -68,8 +50,7 @@ static void score_f32_n(const float *const *q, int nq, const float *k, int n, fl
         out[j] = score_f32(q[j], k, n);
 }
 
-static const qk_attn_kernels scalar = {score_f32, score_f16, axpy_f32, axpy_f16,
-                                       scale,     f16_row,   score_f32_n};
+static const qk_attn_kernels scalar = {score_f32, axpy_f32, scale, f16_row, score_f32_n};
 
 const qk_attn_kernels *qk_attn_kernels_at(int level)
 {

@@ -1,5 +1,5 @@
-/* attn.h - the inner loops of attention: a query-key score and a weighted
- * value accumulation, for F32 and F16 caches.
+/* attn.h - the inner loops of attention: query-key scores, a weighted
+ * value accumulation, scaling, and F16 cache rows to float.
  *
  * One order, the same bits at every CPU level (issue #10):
  * - score(q, k, n): eight float lanes, lane l takes the elements i = l mod 8
@@ -9,7 +9,7 @@
  * - axpy(acc, w, v, n): acc[i] = fmaf(w, v[i], acc[i]).
  * - scale(acc, s, n): acc[i] *= s.
  * - f16_row(h, f, n): f[i] = h[i] as float (exact).
- * F16 elements are converted exactly to float first.  kernels/x86/
+ * (lib/forward.c converts F16 cache rows with f16_row first.)  kernels/x86/
  * avx2_attn.c does the same arithmetic in vectors; tests/test_simd.c
  * compares them with memcmp. */
 #ifndef QK_ATTN_H
@@ -19,9 +19,7 @@
 
 typedef struct qk_attn_kernels {
     float (*score_f32)(const float *q, const float *k, int n);
-    float (*score_f16)(const float *q, const uint16_t *k, int n);
     void (*axpy_f32)(float *acc, float w, const float *v, int n);
-    void (*axpy_f16)(float *acc, float w, const uint16_t *v, int n);
     void (*scale)(float *acc, float s, int n);
     void (*f16_row)(const uint16_t *h, float *f, int n); /* exact conversion */
     /* out[j] = score_f32(q[j], k, n) for j < nq (several independent chains) */

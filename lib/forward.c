@@ -140,7 +140,7 @@ typedef struct {
     const void *kc, *vc; /* this layer's cache */
     const float *kqc;    /* KIVI: this layer's quantized key groups, or NULL */
     int pos0;
-    int n_tok, tb;       /* attend_blocks: tokens in the batch, tokens per block */
+    int n_tok, tb, hc;   /* attend_blocks: tokens in the batch, tokens per block, heads per chunk */
 } attn_job;
 
 /* The online softmax of ggml's flash-attention kernel
@@ -167,63 +167,6 @@ static void online_step(online *o, float s, float *ms, float *vs)
 /* Keys per softmax tile: the running maximum moves once per tile, as in
  * llama.cpp's tiled flash-attention kernel (GGML_FA_TILE_KV). */
 #define ATT_TILE 64
-
-/* F32 accumulator, keys and values read from an F32 or an F16 cache, in
- * tiles of ATT_TILE keys (ggml_compute_forward_flash_attn_ext_tiled's
- * scheme): the scores of the tile (attn.h's score order, times the kq
- * scale); M' = max(M, tile max) and, when it grew, the accumulator and the
- * sum scaled by expf(M - M'); then per key in position order w = expf(s -
- * M') and acc += w v (fused); the tile's weights are summed as
- * ggml_vec_soft_max_f32 sums them (groups of 8 keys in attn.h's lane tree,
- * the groups in double) and S += that sum.  At the end acc / S. */
-static void attend_f32acc(const attn_job *j, const float *q, int kvh, int pos, float *out)
-{
-    const qk_ctx *c = j->c;
-    const qk_attn_kernels *ak = c->attn;
-    const int hd = c->m->hp.head_dim, hdv = c->m->hp.head_dim_v;
-    const float kq_scale = c->m->hp.kq_scale;
-    const bool half = c->kv_type == QK_F16;
-    /* KIVI: keys of the groups complete at pos come from the quantized copy */
-    const int kq_end = j->kqc ? (pos + 1) / qk_kvq_group(&c->kvq) * qk_kvq_group(&c->kvq) : 0;
-    float M = -INFINITY, S = 0.0f, sc[ATT_TILE];
-    memset(out, 0, (size_t)hdv * sizeof *out);
-    for (int p0 = 0; p0 <= pos; p0 += ATT_TILE) {
-        const int nt = pos + 1 - p0 < ATT_TILE ? pos + 1 - p0 : ATT_TILE;
-        float tmax = -INFINITY;
-        for (int i = 0; i < nt; i++) {
-            const int p = p0 + i;
-            const size_t ko = (size_t)p * c->kv_dim + (size_t)kvh * hd;
-            const float s = half ? ak->score_f16(q, (const uint16_t *)j->kc + ko, hd)
-                                 : ak->score_f32(q, (p < kq_end ? j->kqc : (const float *)j->kc) + ko, hd);
-            sc[i] = s * kq_scale;
-            tmax = sc[i] > tmax ? sc[i] : tmax;
-        }
-        if (tmax > M) {
-            const float ms = expf(M - tmax);
-            ak->scale(out, ms, hdv);
-            S *= ms;
-            M = tmax;
-        }
-        float w8[8] = {0};
-        double tsum = 0.0;
-        for (int i = 0; i < nt; i++) {
-            const size_t vo = (size_t)(p0 + i) * c->kv_dim_v + (size_t)kvh * hdv;
-            const float w = expf(sc[i] - M);
-            w8[i % 8] = w;
-            if (i % 8 == 7 || i == nt - 1) {
-                const float a0 = w8[0] + w8[4], a1 = w8[1] + w8[5], a2 = w8[2] + w8[6], a3 = w8[3] + w8[7];
-                tsum += (double)((a0 + a2) + (a1 + a3));
-                memset(w8, 0, sizeof w8);
-            }
-            if (half)
-                ak->axpy_f16(out, w, (const uint16_t *)j->vc + vo, hdv);
-            else
-                ak->axpy_f32(out, w, (const float *)j->vc + vo, hdv);
-        }
-        S += (float)tsum;
-    }
-    ak->scale(out, S == 0.0f ? 0.0f : 1.0f / S, hdv);
-}
 
 /* F16 cache and F16 accumulator, llama.cpp's generic kernel
  * (ggml_compute_forward_flash_attn_ext_f16_one_chunk with F16 K and V): q is
@@ -262,6 +205,7 @@ static void attend_f16acc(const attn_job *j, const float *q, int kvh, int pos, f
         out[i] = qk_f16_to_f32(acc[i]) * inv;
 }
 
+/* Work items: (token, head) pairs, for the F16 accumulator. */
 static void attend_range(void *ctx, size_t begin, size_t end)
 {
     const attn_job *j = ctx;
@@ -272,20 +216,27 @@ static void attend_range(void *ctx, size_t begin, size_t end)
         const int t = (int)(i / (size_t)hp->n_head), h = (int)(i % (size_t)hp->n_head);
         const float *q = c->q + ((size_t)t * hp->n_head + h) * hp->head_dim;
         float *out = c->att + ((size_t)t * hp->n_head + h) * hp->head_dim_v;
-        if (c->f16_acc)
-            attend_f16acc(j, q, h / group, j->pos0 + t, out);
-        else
-            attend_f32acc(j, q, h / group, j->pos0 + t, out);
+        attend_f16acc(j, q, h / group, j->pos0 + t, out);
     }
 }
 
 /* ---- attention for a block of queries sharing one KV head ------------------- */
 
-/* The queries of ATT_TB consecutive tokens times the heads of one KV group
- * (at most ATT_MAXQ) walk the keys together: each key and value row is
- * loaded and converted to float once for all of them (exact, so each
- * query's arithmetic is attend_f32acc's, step for step: its own tiles from
- * position 0, its own maximum, sum and accumulator, keys in order). */
+/* F32 accumulator, keys and values read from an F32 or an F16 cache, in
+ * tiles of ATT_TILE keys (ggml_compute_forward_flash_attn_ext_tiled's
+ * scheme), for each query on its own: the scores of the tile (attn.h's
+ * score order, times the kq scale); M' = max(M, tile max) and, when it
+ * grew, the accumulator and the sum scaled by expf(M - M'); then per key
+ * in position order w = expf(s - M') and acc += w v (fused); the tile's
+ * weights are summed as ggml_vec_soft_max_f32 sums them (groups of 8 keys
+ * in attn.h's lane tree, the groups in double) and S += that sum.  At the
+ * end acc / S.
+ *
+ * The queries of up to ATT_TB consecutive tokens times up to ATT_MAXQ heads
+ * of one KV group walk the keys together: each key and value row is loaded
+ * and converted to float once for all of them (exactly, so a query's
+ * arithmetic does not depend on its companions).  With KIVI keys a block
+ * holds one token, so all its queries read a key from the same copy. */
 #define ATT_TB 4
 #define ATT_MAXQ 32
 
@@ -299,7 +250,8 @@ typedef struct {
     float sc[ATT_TILE];
 } att_query;
 
-static void attend_block(const attn_job *j, int kvh, int t0, int nt, att_query *qs, float *kf, float *vf)
+static void attend_block(const attn_job *j, int kvh, int g0, int ng, int t0, int nt, att_query *qs,
+                         float *kf, float *vf)
 {
     const qk_ctx *c = j->c;
     const qk_hparams *hp = &c->m->hp;
@@ -308,7 +260,7 @@ static void attend_block(const attn_job *j, int kvh, int t0, int nt, att_query *
     const bool half = c->kv_type == QK_F16;
     int nq = 0, pos_max = 0;
     for (int t = t0; t < t0 + nt; t++)
-        for (int g = 0; g < group; g++) {
+        for (int g = g0; g < g0 + ng; g++) {
             att_query *a = &qs[nq++];
             const size_t row = (size_t)t * hp->n_head + (size_t)(kvh * group + g);
             a->q = c->q + row * hd;
@@ -318,15 +270,18 @@ static void attend_block(const attn_job *j, int kvh, int t0, int nt, att_query *
             memset(a->out, 0, (size_t)hdv * sizeof *a->out);
             pos_max = a->pos > pos_max ? a->pos : pos_max;
         }
+    const int kq_end = j->kqc ? (pos_max + 1) / qk_kvq_group(&c->kvq) * qk_kvq_group(&c->kvq) : 0;
     for (int p0 = 0; p0 <= pos_max; p0 += ATT_TILE) {
         const int end = pos_max + 1 - p0 < ATT_TILE ? pos_max + 1 : p0 + ATT_TILE;
         for (int p = p0; p < end; p++) {
             const size_t ko = (size_t)p * c->kv_dim + (size_t)kvh * hd;
-            const float *k = (const float *)j->kc + ko;
-            if (half) {
+            /* KIVI: keys of the groups complete at the (one) token's position
+             * come from the quantized copy */
+            const float *k = kf;
+            if (half)
                 ak->f16_row((const uint16_t *)j->kc + ko, kf, hd);
-                k = kf;
-            }
+            else
+                k = (p < kq_end ? j->kqc : (const float *)j->kc) + ko;
             const float *qp[ATT_MAXQ];
             float sv[ATT_MAXQ];
             int idx[ATT_MAXQ], na = 0;
@@ -356,11 +311,11 @@ static void attend_block(const attn_job *j, int kvh, int t0, int nt, att_query *
         }
         for (int p = p0; p < end; p++) {
             const size_t vo = (size_t)p * c->kv_dim_v + (size_t)kvh * hdv;
-            const float *v = (const float *)j->vc + vo;
-            if (half) {
+            const float *v = vf;
+            if (half)
                 ak->f16_row((const uint16_t *)j->vc + vo, vf, hdv);
-                v = vf;
-            }
+            else
+                v = (const float *)j->vc + vo;
             const int i = p - p0;
             for (int qi = 0; qi < nq; qi++) {
                 att_query *a = &qs[qi];
@@ -387,18 +342,21 @@ static void attend_block(const attn_job *j, int kvh, int t0, int nt, att_query *
         ak->scale(qs[qi].out, qs[qi].S == 0.0f ? 0.0f : 1.0f / qs[qi].S, hdv);
 }
 
-/* Work items: (block of ATT_TB tokens, KV head). */
+/* Work items: (block of j->tb tokens, KV head, chunk of j->hc heads). */
 static void attend_blocks(void *ctx, size_t begin, size_t end)
 {
     const attn_job *j = ctx;
     const qk_hparams *hp = &j->c->m->hp;
+    const int group = hp->n_head / hp->n_head_kv, nch = (group + j->hc - 1) / j->hc;
     att_query qs[ATT_MAXQ];
     float kf[QK_MAX_HEAD_DIM], vf[QK_MAX_HEAD_DIM];
-    const int tb = j->tb;
     for (size_t i = begin; i < end; i++) {
-        const int blk = (int)(i / (size_t)hp->n_head_kv), kvh = (int)(i % (size_t)hp->n_head_kv);
-        const int t0 = blk * tb, nt = j->n_tok - t0 < tb ? j->n_tok - t0 : tb;
-        attend_block(j, kvh, t0, nt, qs, kf, vf);
+        const int ch = (int)(i % (size_t)nch);
+        const int kvh = (int)(i / (size_t)nch % (size_t)hp->n_head_kv);
+        const int blk = (int)(i / (size_t)nch / (size_t)hp->n_head_kv);
+        const int t0 = blk * j->tb, nt = j->n_tok - t0 < j->tb ? j->n_tok - t0 : j->tb;
+        const int g0 = ch * j->hc, ng = group - g0 < j->hc ? group - g0 : j->hc;
+        attend_block(j, kvh, g0, ng, t0, nt, qs, kf, vf);
     }
 }
 
@@ -471,14 +429,15 @@ static int attention_block(qk_ctx *c, int il, int n_tok, qk_err *err)
 
     attn_job j = {.c = c, .kc = kc, .vc = vc, .kqc = kqc, .pos0 = c->n_past};
     const int group = hp->n_head / hp->n_head_kv;
-    if (!c->f16_acc && !kqc && group <= ATT_MAXQ) {
-        /* blocks of tokens per KV head (the same bits as attend_range) */
-        j.n_tok = n_tok;
-        j.tb = group * ATT_TB <= ATT_MAXQ ? ATT_TB : ATT_MAXQ / group;
-        const size_t nblk = (size_t)(n_tok + j.tb - 1) / (size_t)j.tb;
-        qk_parallel_for(c->nthreads, nblk * (size_t)hp->n_head_kv, 1, attend_blocks, &j);
-    } else {
+    if (c->f16_acc) {
         qk_parallel_for(c->nthreads, (size_t)n_tok * hp->n_head, 1, attend_range, &j);
+    } else {
+        j.n_tok = n_tok;
+        j.hc = group < ATT_MAXQ ? group : ATT_MAXQ;
+        j.tb = kqc ? 1 : j.hc * ATT_TB <= ATT_MAXQ ? ATT_TB : ATT_MAXQ / j.hc;
+        const size_t nblk = (size_t)(n_tok + j.tb - 1) / (size_t)j.tb;
+        const size_t nch = (size_t)(group + j.hc - 1) / (size_t)j.hc;
+        qk_parallel_for(c->nthreads, nblk * (size_t)hp->n_head_kv * nch, 1, attend_blocks, &j);
     }
 
     if (mm(c, &L->wo, c->att, n_tok, c->proj, err))

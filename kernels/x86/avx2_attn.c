@@ -30,19 +30,6 @@ QK_TARGET_AVX2 static float score_f32(const float *q, const float *k, int n)
     return s;
 }
 
-QK_TARGET_AVX2 static float score_f16(const float *q, const uint16_t *k, int n)
-{
-    __m256 acc = _mm256_setzero_ps();
-    const int n8 = n - n % 8;
-    for (int i = 0; i < n8; i += 8)
-        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i),
-                              _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + i))), acc);
-    float s = lanes_sum8(acc);
-    for (int i = n8; i < n; i++)
-        s = fmaf(q[i], qk_f16_to_f32(k[i]), s);
-    return s;
-}
-
 QK_TARGET_AVX2 static void axpy_f32(float *acc, float w, const float *v, int n)
 {
     const __m256 wv = _mm256_set1_ps(w);
@@ -51,18 +38,6 @@ QK_TARGET_AVX2 static void axpy_f32(float *acc, float w, const float *v, int n)
         _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(wv, _mm256_loadu_ps(v + i), _mm256_loadu_ps(acc + i)));
     for (; i < n; i++)
         acc[i] = fmaf(w, v[i], acc[i]);
-}
-
-QK_TARGET_AVX2 static void axpy_f16(float *acc, float w, const uint16_t *v, int n)
-{
-    const __m256 wv = _mm256_set1_ps(w);
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(acc + i,
-                         _mm256_fmadd_ps(wv, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v + i))),
-                                         _mm256_loadu_ps(acc + i)));
-    for (; i < n; i++)
-        acc[i] = fmaf(w, qk_f16_to_f32(v[i]), acc[i]);
 }
 
 QK_TARGET_AVX2 static void scale(float *acc, float s, int n)
@@ -111,7 +86,6 @@ QK_TARGET_AVX2 static void score_f32_n(const float *const *q, int nq, const floa
         out[j] = score_f32(q[j], k, n);
 }
 
-const qk_attn_kernels qk_x86_avx2_attn = {score_f32, score_f16, axpy_f32, axpy_f16,
-                                          scale,     f16_row,   score_f32_n};
+const qk_attn_kernels qk_x86_avx2_attn = {score_f32, axpy_f32, scale, f16_row, score_f32_n};
 
 #endif
