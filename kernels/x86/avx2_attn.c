@@ -1,7 +1,7 @@
 /* avx2_attn.c - the attention inner loops of attn.h in AVX2 vectors: the
  * eight lanes of the score are the eight float lanes of one register, so
  * the arithmetic is the scalar reference's, operation for operation. */
-#include "x86.h"
+#include "simd_common.h"
 
 #ifdef QK_X86
 #include <immintrin.h>
@@ -10,21 +10,13 @@
 #include "attn.h"
 #include "half.h"
 
-QK_TARGET_AVX2 static inline float lanes_sum8(__m256 v)
-{
-    const __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    /* a = (l0+l4, l1+l5, l2+l6, l3+l7); then (a0+a2, a1+a3); then the two */
-    const __m128 b = _mm_add_ps(a, _mm_movehl_ps(a, a));
-    return _mm_cvtss_f32(_mm_add_ss(b, _mm_movehdup_ps(b)));
-}
-
 QK_TARGET_AVX2 static float score_f32(const float *q, const float *k, int n)
 {
     __m256 acc = _mm256_setzero_ps();
     const int n8 = n - n % 8;
     for (int i = 0; i < n8; i += 8)
         acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), acc);
-    float s = lanes_sum8(acc);
+    float s = qk_hsum8_ps(acc);
     for (int i = n8; i < n; i++)
         s = fmaf(q[i], k[i], s);
     return s;
@@ -75,7 +67,7 @@ QK_TARGET_AVX2 static void score_f32_n(const float *const *q, int nq, const floa
             a2 = _mm256_fmadd_ps(_mm256_loadu_ps(q2 + i), kv, a2);
             a3 = _mm256_fmadd_ps(_mm256_loadu_ps(q3 + i), kv, a3);
         }
-        float s[4] = {lanes_sum8(a0), lanes_sum8(a1), lanes_sum8(a2), lanes_sum8(a3)};
+        float s[4] = {qk_hsum8_ps(a0), qk_hsum8_ps(a1), qk_hsum8_ps(a2), qk_hsum8_ps(a3)};
         for (int t = 0; t < 4; t++) {
             for (int i = n8; i < n; i++)
                 s[t] = fmaf(q[j + t][i], k[i], s[t]);

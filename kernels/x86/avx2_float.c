@@ -7,7 +7,7 @@
  * (llama.cpp's own AVX2 order) and so return the scalar reference's bits
  * (issue #10; test_simd.c checks it with memcmp):
  * - n % 8 == 0: one 8-lane register per (row, activation) pair, one fused
- *   multiply-add per 8 elements in increasing order, then hsum8; a tile keeps
+ *   multiply-add per 8 elements in increasing order, then qk_hsum8_ps; a tile keeps
  *   4 rows x 3 activations of such accumulators in registers over the whole
  *   row (decode: 8 rows x 1), converting F16/BF16 to float as it loads;
  * - otherwise: four 8-lane registers over 32-element steps, ggml's reduce,
@@ -31,14 +31,6 @@ QK_TARGET_AVX2 static inline __m256 ld8_bf16(const uint8_t *p)
 {
     const __m256i a = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(a, 16));
-}
-
-/* ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)) */
-QK_TARGET_AVX2 static inline float hsum8(__m256 v)
-{
-    const __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    const __m128 b = _mm_add_ps(a, _mm_movehl_ps(a, a));
-    return _mm_cvtss_f32(_mm_add_ss(b, _mm_movehdup_ps(b)));
 }
 
 /* ggml's GGML_F32x8_REDUCE of four registers. */
@@ -92,10 +84,10 @@ QK_TARGET_AVX2 static inline float reduce32(__m256 s0, __m256 s1, __m256 s2, __m
             c30 = _mm256_fmadd_ps(a, b0, c30), c31 = _mm256_fmadd_ps(a, b1, c31);                 \
             c32 = _mm256_fmadd_ps(a, b2, c32);                                                     \
         }                                                                                          \
-        out[0][0] = hsum8(c00), out[0][1] = hsum8(c01), out[0][2] = hsum8(c02);                   \
-        out[1][0] = hsum8(c10), out[1][1] = hsum8(c11), out[1][2] = hsum8(c12);                   \
-        out[2][0] = hsum8(c20), out[2][1] = hsum8(c21), out[2][2] = hsum8(c22);                   \
-        out[3][0] = hsum8(c30), out[3][1] = hsum8(c31), out[3][2] = hsum8(c32);                   \
+        out[0][0] = qk_hsum8_ps(c00), out[0][1] = qk_hsum8_ps(c01), out[0][2] = qk_hsum8_ps(c02);                   \
+        out[1][0] = qk_hsum8_ps(c10), out[1][1] = qk_hsum8_ps(c11), out[1][2] = qk_hsum8_ps(c12);                   \
+        out[2][0] = qk_hsum8_ps(c20), out[2][1] = qk_hsum8_ps(c21), out[2][2] = qk_hsum8_ps(c22);                   \
+        out[3][0] = qk_hsum8_ps(c30), out[3][1] = qk_hsum8_ps(c31), out[3][2] = qk_hsum8_ps(c32);                   \
     }                                                                                              \
     /* 8 rows x 1 activation (decode; n % 8 == 0) */                                              \
     QK_TARGET_AVX2 static void name##_m8x1(int64_t n, const uint8_t *const xr[8], const uint8_t *y, \
@@ -108,7 +100,7 @@ QK_TARGET_AVX2 static inline float reduce32(__m256 s0, __m256 s1, __m256 s2, __m
             _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)                                    \
                 c[k] = _mm256_fmadd_ps(load(xr[k] + o), b, c[k]);                                  \
         }                                                                                          \
-        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) out[k] = hsum8(c[k]);                  \
+        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) out[k] = qk_hsum8_ps(c[k]);                  \
     }                                                                                              \
     static void name##_tile(int64_t n, const void *x, size_t xs, int nr, const void *y, size_t ys, \
                             int nt, float *out, size_t ldo)                                        \

@@ -31,6 +31,16 @@ QK_TARGET_AVX2 static inline int qk_hsum_epi32(__m256i v)
     return _mm_cvtsi128_si32(s);
 }
 
+/* The 8 float lanes of v summed as ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)):
+ * tinyBLAS's and ggml's hsum of a __m256, the tree of the float-dot order
+ * (kernels/float.c) and of the attention scores (kernels/attn.h). */
+QK_TARGET_AVX2 static inline float qk_hsum8_ps(__m256 v)
+{
+    const __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 b = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    return _mm_cvtss_f32(_mm_add_ss(b, _mm_movehdup_ps(b)));
+}
+
 /* Exact int32 dot of 32 signed bytes x and 32 signed bytes y, as 8 int32
  * partials.  Exact when y has no -128 (activation quants are in
  * [-127, 127]); x may hold any value. */
