@@ -16,6 +16,8 @@
  * - activation encoders (from_float): bytes equal to the scalar encoder on
  *   the golden rows, Gaussian rows, and blocks with zeros, ties (x.5 after
  *   scaling), infinities and NaNs;
+ * - weight encoders a level has its own of (quantize, e.g. AVX2 Q8_0): bytes
+ *   equal to the table's on the golden rows and those special blocks;
  * - decoders (to_float): bitwise equal floats.
  * A line "TYPE LEVEL: ..." is logged per type and level. */
 #include <math.h>
@@ -293,7 +295,10 @@ static void special_row(float *x, int64_t n, uint64_t *rng)
     }
 }
 
-static void check_encoder(int id, int level, const float *x, int64_t n, const char *what)
+/* The activation encoder (from_float), or with weights the weight encoder
+ * (quantize, one row, no importance matrix), of `level` against scalar. */
+static void check_encoder_as(int id, int level, bool weights, const float *x, int64_t n,
+                             const char *what)
 {
     const qk_kernels *ks = qk_kernels_at(id, QK_CPU_SCALAR), *kl = qk_kernels_at(id, level);
     const size_t rs = qk_row_size(id, n);
@@ -302,12 +307,23 @@ static void check_encoder(int id, int level, const float *x, int64_t n, const ch
     cr_assert(a && b);
     memset(a, 0xAA, rs);
     memset(b, 0x55, rs);
-    ks->from_float(x, a, n);
-    kl->from_float(x, b, n);
+    if (weights) {
+        ks->quantize(x, a, 1, n, NULL);
+        kl->quantize(x, b, 1, n, NULL);
+    } else {
+        ks->from_float(x, a, n);
+        kl->from_float(x, b, n);
+    }
     for (size_t i = 0; i < rs; i++)
-        cr_assert_eq(a[i], b[i], "%s %s encoder, %s: byte %zu: simd %02x scalar %02x",
-                     qk_type_get(id)->name, qk_cpu_level_name(level), what, i, b[i], a[i]);
+        cr_assert_eq(a[i], b[i], "%s %s %s encoder, %s: byte %zu: simd %02x scalar %02x",
+                     qk_type_get(id)->name, qk_cpu_level_name(level),
+                     weights ? "weight" : "activation", what, i, b[i], a[i]);
     free(a), free(b);
+}
+
+static void check_encoder(int id, int level, const float *x, int64_t n, const char *what)
+{
+    check_encoder_as(id, level, false, x, n, what);
 }
 
 static void check_decoder(int id, int level, const uint8_t *q, int64_t n)
@@ -354,6 +370,18 @@ ParameterizedTest(int *id, simd, codecs)
             check_encoder(*id, level, x, n, "special values");
             if (t->blck == 1) /* element types: a length that is no multiple of 8 */
                 check_encoder(*id, level, x, 13, "13 elements");
+            free(x);
+            tested++;
+        }
+        if (kl->level_quantize >= 1) {
+            float *in = golden_input();
+            for (int r = 0; r < GROWS; r++)
+                check_encoder_as(*id, level, true, in + (size_t)r * GCOLS, GCOLS, "golden row");
+            free(in);
+            float *x = malloc(sizeof(float) * n);
+            cr_assert(x);
+            special_row(x, n, &rng);
+            check_encoder_as(*id, level, true, x, n, "special values");
             free(x);
             tested++;
         }

@@ -214,21 +214,6 @@ QK_VEC_DOT_OF_TILE(iq4_nl_dot, iq4_nl_tile)
 
 /* ---- Q8_0 activation encoder ---------------------------------------------------- */
 
-/* quantize_row_q8_0_ref for one block, as legacy.c: the fallback for blocks
- * with an infinity or NaN, whose sequential max the vector max does not
- * reproduce. */
-static void q8_0_block_scalar(const float *x, uint8_t *b)
-{
-    float amax = 0.0f;
-    for (int j = 0; j < QK; j++)
-        amax = amax > fabsf(x[j]) ? amax : fabsf(x[j]);
-    const float d = amax / 127;
-    const float id = d ? 1.0f / d : 0.0f;
-    for (int j = 0; j < QK; j++)
-        b[2 + j] = (uint8_t)(int8_t)qk_trunc_i32(roundf(x[j] * id));
-    qk_st_f16(b, d);
-}
-
 /* roundf (half away from zero) of finite v: trunc(v), plus sign(v) when the
  * dropped fraction (exact) is at least one half. */
 QK_TARGET_AVX2 static inline __m256i round_away(__m256 v)
@@ -248,9 +233,12 @@ QK_TARGET_AVX2 static size_t q8_0_quantize(const float *src, void *dst, int64_t 
 {
     (void)imatrix; /* quantize_q8_0 ignores it */
     uint8_t *b = dst;
+    /* blocks with an infinity or NaN, whose sequential max the vector max
+     * does not reproduce, go through the table's encoder (legacy.c) */
+    const qk_quantize_fn scalar = qk_type_get(QK_Q8_0)->quantize;
     for (int64_t i = 0; i < nrows * ncols / QK; i++, src += QK, b += Q8_0_SIZE) {
         if (!qk_all_finite(src, QK)) {
-            q8_0_block_scalar(src, b);
+            scalar(src, b, 1, QK, NULL);
             continue;
         }
         const float d = qk_absmax(src, QK) / 127;
