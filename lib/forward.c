@@ -26,14 +26,16 @@
  * - rmsnorm: squares summed in double in index order, per token row (and
  *   per head for qwen3's q/k norms).
  * - attention: per (token, head) pair, one thread (which takes blocks of
- *   tokens x the heads of one KV group, each query on its own); keys in position order
- *   0 .. pos in tiles of 64; each score attn.h's 8-lane fused dot (F16
- *   accumulator path: a double sum of F16 products); online softmax with
- *   running maximum (per tile) and sum in float; values accumulated in
- *   position order with fused multiply-adds.  A token's own key
+ *   tokens x the heads of one KV group); keys in position order 0 .. pos in
+ *   tiles of 64 with attn.h's arithmetic, llama.cpp's tiled AVX2 kernel:
+ *   each score a fused chain over the head dimension, a running maximum per
+ *   tile, weights by ggml's vector expf, their sum in 8-key groups and
+ *   double, values accumulated in position order with fused multiply-adds
+ *   (F16 accumulator path: a double sum of F16 products per score and the
+ *   C library's expf, llama.cpp's one-query kernel).  A token's own key
  *   and value are stored in the cache before any pair reads it, so prompt
  *   batches and decode calls read the same data.  Threads take fixed
- *   ranges of (token, head) pairs.
+ *   ranges of (token block, KV head) items.
  * - rope angles come from libm (powf, cosf, sinf) per position; the
  *   elementwise ops (biases, SwiGLU's expf, residual adds) have no order.
  * - studies (qk_ctx_params.layer_hook, .kvq): the hook runs on the calling
@@ -46,6 +48,7 @@
 #include "forward.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -141,6 +144,7 @@ typedef struct {
     const float *kqc;    /* KIVI: this layer's quantized key groups, or NULL */
     int pos0;
     int n_tok, tb, hc;   /* attend_blocks: tokens in the batch, tokens per block, heads per chunk */
+    atomic_int *oom;     /* attend_blocks: set when its scratch could not be allocated */
 } attn_job;
 
 /* The online softmax of ggml's flash-attention kernel
@@ -223,123 +227,98 @@ static void attend_range(void *ctx, size_t begin, size_t end)
 /* ---- attention for a block of queries sharing one KV head ------------------- */
 
 /* F32 accumulator, keys and values read from an F32 or an F16 cache, in
- * tiles of ATT_TILE keys (ggml_compute_forward_flash_attn_ext_tiled's
- * scheme), for each query on its own: the scores of the tile (attn.h's
- * score order, times the kq scale); M' = max(M, tile max) and, when it
- * grew, the accumulator and the sum scaled by expf(M - M'); then per key
- * in position order w = expf(s - M') and acc += w v (fused); the tile's
- * weights are summed as ggml_vec_soft_max_f32 sums them (groups of 8 keys
- * in attn.h's lane tree, the groups in double) and S += that sum.  At the
- * end acc / S.
- *
- * The queries of up to ATT_TB consecutive tokens times up to ATT_MAXQ heads
- * of one KV group walk the keys together: each key and value row is loaded
- * and converted to float once for all of them (exactly, so a query's
- * arithmetic does not depend on its companions).  With KIVI keys a block
- * holds one token, so all its queries read a key from the same copy. */
-#define ATT_TB 4
-#define ATT_MAXQ 32
+ * tiles of QK_ATT_TILE keys at positions 0, 64, 128, ..., with attn.h's
+ * arithmetic (llama.cpp's tiled kernel).  The queries of up to ATT_TB
+ * consecutive tokens times up to ATT_MAXQ heads of one KV group walk the
+ * keys together: each key and value row is converted to float once for all
+ * of them.  A query's numbers do not depend on its companions: it reads
+ * its own scores, its maximum and sum cover the keys it may see, and the
+ * others add w = 0 to its accumulator (acc + 0 v = acc; a -0 left by a
+ * scaling is made +0 first, so the sign of a zero cannot tell either).
+ * With KIVI keys a block holds one token, so all its queries read a key
+ * from the same copy. */
+#define ATT_TB 16
+#define ATT_MAXQ 64
 
 typedef struct {
-    const float *q;
-    float *out;
-    int pos;
-    float M, S;
-    double tsum;
-    float w8[8];
-    float sc[ATT_TILE];
-} att_query;
+    float *qt, *kf, *vf, *st, *acc, *M, *S, *ms;
+    int *pos;
+} att_scratch;
 
-static void attend_block(const attn_job *j, int kvh, int g0, int ng, int t0, int nt, att_query *qs,
-                         float *kf, float *vf)
+static float *att_scratch_new(att_scratch *w, int hd, int hdv)
+{
+    const size_t nf = (size_t)ATT_MAXQ * hd + (size_t)QK_ATT_TILE * (hd + hdv) +
+                      (size_t)QK_ATT_TILE * ATT_MAXQ + (size_t)ATT_MAXQ * hdv + 3 * ATT_MAXQ;
+    float *f = malloc(nf * sizeof *f + ATT_MAXQ * sizeof *w->pos);
+    if (!f)
+        return NULL;
+    w->qt = f;
+    w->kf = w->qt + (size_t)ATT_MAXQ * hd;
+    w->vf = w->kf + (size_t)QK_ATT_TILE * hd;
+    w->st = w->vf + (size_t)QK_ATT_TILE * hdv;
+    w->acc = w->st + (size_t)QK_ATT_TILE * ATT_MAXQ;
+    w->M = w->acc + (size_t)ATT_MAXQ * hdv;
+    w->S = w->M + ATT_MAXQ;
+    w->ms = w->S + ATT_MAXQ;
+    w->pos = (int *)(w->ms + ATT_MAXQ);
+    return f;
+}
+
+/* Row p of a cache (F16 or F32, row length `len`, this head at `off`) as floats. */
+static void cache_row(const qk_ctx *c, const void *cache, size_t stride, size_t off, int p, int len,
+                      float *dst)
+{
+    const size_t o = (size_t)p * stride + off;
+    if (c->kv_type == QK_F16)
+        c->attn->f16_row((const uint16_t *)cache + o, dst, len);
+    else
+        memcpy(dst, (const float *)cache + o, (size_t)len * sizeof *dst);
+}
+
+static void attend_block(const attn_job *j, int kvh, int g0, int ng, int t0, int nt, att_scratch *w)
 {
     const qk_ctx *c = j->c;
     const qk_hparams *hp = &c->m->hp;
     const qk_attn_kernels *ak = c->attn;
     const int hd = hp->head_dim, hdv = hp->head_dim_v, group = hp->n_head / hp->n_head_kv;
-    const bool half = c->kv_type == QK_F16;
-    int nq = 0, pos_max = 0;
-    for (int t = t0; t < t0 + nt; t++)
-        for (int g = g0; g < g0 + ng; g++) {
-            att_query *a = &qs[nq++];
-            const size_t row = (size_t)t * hp->n_head + (size_t)(kvh * group + g);
-            a->q = c->q + row * hd;
-            a->out = c->att + row * hdv;
-            a->pos = j->pos0 + t;
-            a->M = -INFINITY, a->S = 0.0f;
-            memset(a->out, 0, (size_t)hdv * sizeof *a->out);
-            pos_max = a->pos > pos_max ? a->pos : pos_max;
-        }
-    const int kq_end = j->kqc ? (pos_max + 1) / qk_kvq_group(&c->kvq) * qk_kvq_group(&c->kvq) : 0;
-    for (int p0 = 0; p0 <= pos_max; p0 += ATT_TILE) {
-        const int end = pos_max + 1 - p0 < ATT_TILE ? pos_max + 1 : p0 + ATT_TILE;
-        for (int p = p0; p < end; p++) {
-            const size_t ko = (size_t)p * c->kv_dim + (size_t)kvh * hd;
-            /* KIVI: keys of the groups complete at the (one) token's position
-             * come from the quantized copy */
-            const float *k = kf;
-            if (half)
-                ak->f16_row((const uint16_t *)j->kc + ko, kf, hd);
-            else
-                k = (p < kq_end ? j->kqc : (const float *)j->kc) + ko;
-            const float *qp[ATT_MAXQ];
-            float sv[ATT_MAXQ];
-            int idx[ATT_MAXQ], na = 0;
-            for (int qi = 0; qi < nq; qi++)
-                if (p <= qs[qi].pos)
-                    qp[na] = qs[qi].q, idx[na++] = qi;
-            ak->score_f32_n(qp, na, k, hd, sv);
-            for (int a = 0; a < na; a++)
-                qs[idx[a]].sc[p - p0] = sv[a] * hp->kq_scale;
-        }
-        for (int qi = 0; qi < nq; qi++) {
-            att_query *a = &qs[qi];
-            const int ntq = a->pos + 1 - p0 < ATT_TILE ? a->pos + 1 - p0 : ATT_TILE;
-            if (ntq <= 0)
-                continue;
-            float tmax = -INFINITY;
-            for (int i = 0; i < ntq; i++)
-                tmax = a->sc[i] > tmax ? a->sc[i] : tmax;
-            if (tmax > a->M) {
-                const float ms = expf(a->M - tmax);
-                ak->scale(a->out, ms, hdv);
-                a->S *= ms;
-                a->M = tmax;
-            }
-            a->tsum = 0.0;
-            memset(a->w8, 0, sizeof a->w8);
-        }
-        for (int p = p0; p < end; p++) {
-            const size_t vo = (size_t)p * c->kv_dim_v + (size_t)kvh * hdv;
-            const float *v = vf;
-            if (half)
-                ak->f16_row((const uint16_t *)j->vc + vo, vf, hdv);
-            else
-                v = (const float *)j->vc + vo;
-            const int i = p - p0;
-            for (int qi = 0; qi < nq; qi++) {
-                att_query *a = &qs[qi];
-                if (p > a->pos)
-                    continue;
-                const int ntq = a->pos + 1 - p0 < ATT_TILE ? a->pos + 1 - p0 : ATT_TILE;
-                const float w = expf(a->sc[i] - a->M);
-                a->w8[i % 8] = w;
-                if (i % 8 == 7 || i == ntq - 1) {
-                    const float *w8 = a->w8;
-                    const float a0 = w8[0] + w8[4], a1 = w8[1] + w8[5], a2 = w8[2] + w8[6],
-                                a3 = w8[3] + w8[7];
-                    a->tsum += (double)((a0 + a2) + (a1 + a3));
-                    memset(a->w8, 0, sizeof a->w8);
-                }
-                ak->axpy_f32(a->out, w, v, hdv);
-            }
-        }
-        for (int qi = 0; qi < nq; qi++)
-            if (qs[qi].pos + 1 - p0 > 0)
-                qs[qi].S += (float)qs[qi].tsum;
+    const int nq = nt * ng, nqp = (nq + 7) / 8 * 8, pos_max = j->pos0 + t0 + nt - 1;
+    for (int i = 0; i < nqp; i++) {
+        const int t = t0 + i / ng, g = g0 + i % ng;
+        const float *q = c->q + ((size_t)t * hp->n_head + (size_t)(kvh * group + g)) * hd;
+        for (int d = 0; d < hd; d++)
+            w->qt[(size_t)d * nqp + i] = i < nq ? q[d] : 0.0f;
+        w->pos[i] = i < nq ? j->pos0 + t : -1;
+        w->M[i] = -INFINITY, w->S[i] = 0.0f;
     }
-    for (int qi = 0; qi < nq; qi++)
-        ak->scale(qs[qi].out, qs[qi].S == 0.0f ? 0.0f : 1.0f / qs[qi].S, hdv);
+    memset(w->acc, 0, (size_t)nq * hdv * sizeof *w->acc);
+    const int kq_end = j->kqc ? (pos_max + 1) / qk_kvq_group(&c->kvq) * qk_kvq_group(&c->kvq) : 0;
+    for (int p0 = 0; p0 <= pos_max; p0 += QK_ATT_TILE) {
+        const int nk = pos_max + 1 - p0 < QK_ATT_TILE ? pos_max + 1 - p0 : QK_ATT_TILE;
+        /* KIVI: keys of the groups complete at the (one) token's position
+         * come from the quantized copy */
+        for (int k = 0; k < nk; k++)
+            cache_row(c, p0 + k < kq_end ? (const void *)j->kqc : j->kc, (size_t)c->kv_dim,
+                      (size_t)kvh * hd, p0 + k, hd, w->kf + (size_t)k * hd);
+        ak->scores(w->qt, nqp, w->kf, nk, hd, hp->kq_scale, w->st);
+        ak->softmax(w->st, nqp, nk, p0, w->pos, w->M, w->S, w->ms);
+        for (int i = 0; i < nq; i++)
+            if (w->ms[i] != 1.0f) {
+                float *a = w->acc + (size_t)i * hdv;
+                ak->scale(a, w->ms[i], hdv);
+                for (int d = 0; d < hdv; d++)
+                    a[d] += 0.0f; /* -0 -> +0 */
+            }
+        for (int k = 0; k < nk; k++)
+            cache_row(c, j->vc, (size_t)c->kv_dim_v, (size_t)kvh * hdv, p0 + k, hdv,
+                      w->vf + (size_t)k * hdv);
+        ak->pv(w->acc, nq, hdv, w->st, nqp, w->vf, nk);
+    }
+    for (int i = 0; i < nq; i++) {
+        const int t = t0 + i / ng, g = g0 + i % ng;
+        float *out = c->att + ((size_t)t * hp->n_head + (size_t)(kvh * group + g)) * hdv;
+        memcpy(out, w->acc + (size_t)i * hdv, (size_t)hdv * sizeof *out);
+        ak->scale(out, w->S[i] == 0.0f ? 0.0f : 1.0f / w->S[i], hdv);
+    }
 }
 
 /* Work items: (block of j->tb tokens, KV head, chunk of j->hc heads). */
@@ -348,16 +327,21 @@ static void attend_blocks(void *ctx, size_t begin, size_t end)
     const attn_job *j = ctx;
     const qk_hparams *hp = &j->c->m->hp;
     const int group = hp->n_head / hp->n_head_kv, nch = (group + j->hc - 1) / j->hc;
-    att_query qs[ATT_MAXQ];
-    float kf[QK_MAX_HEAD_DIM], vf[QK_MAX_HEAD_DIM];
+    att_scratch w;
+    float *mem = att_scratch_new(&w, hp->head_dim, hp->head_dim_v);
+    if (!mem) {
+        atomic_store(j->oom, 1);
+        return;
+    }
     for (size_t i = begin; i < end; i++) {
         const int ch = (int)(i % (size_t)nch);
         const int kvh = (int)(i / (size_t)nch % (size_t)hp->n_head_kv);
         const int blk = (int)(i / (size_t)nch / (size_t)hp->n_head_kv);
         const int t0 = blk * j->tb, nt = j->n_tok - t0 < j->tb ? j->n_tok - t0 : j->tb;
         const int g0 = ch * j->hc, ng = group - g0 < j->hc ? group - g0 : j->hc;
-        attend_block(j, kvh, g0, ng, t0, nt, qs, kf, vf);
+        attend_block(j, kvh, g0, ng, t0, nt, &w);
     }
+    free(mem);
 }
 
 /* ---- one batch --------------------------------------------------------------- */
@@ -437,7 +421,11 @@ static int attention_block(qk_ctx *c, int il, int n_tok, qk_err *err)
         j.tb = kqc ? 1 : j.hc * ATT_TB <= ATT_MAXQ ? ATT_TB : ATT_MAXQ / j.hc;
         const size_t nblk = (size_t)(n_tok + j.tb - 1) / (size_t)j.tb;
         const size_t nch = (size_t)(group + j.hc - 1) / (size_t)j.hc;
+        atomic_int oom = 0;
+        j.oom = &oom;
         qk_parallel_for(c->nthreads, nblk * (size_t)hp->n_head_kv * nch, 1, attend_blocks, &j);
+        if (atomic_load(&oom))
+            return qk_errf(err, QK_EIO, "out of memory (attention scratch)");
     }
 
     if (mm(c, &L->wo, c->att, n_tok, c->proj, err))
