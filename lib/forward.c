@@ -54,6 +54,7 @@
 
 #include "ckd.h"
 #include "attn.h"
+#include "cpu.h"
 #include "half.h"
 #include "threads.h"
 
@@ -121,18 +122,16 @@ static void rope_head(float *v, const float *cs, int n_rot, qk_rope_mode mode)
     }
 }
 
-/* Per-head RMSNorm (qwen3), then rope, for n_tok rows of n_heads heads. */
-static void prepare_heads(qk_ctx *c, float *rows, int n_tok, int n_heads, const float *norm)
+/* Per-head RMSNorm (qwen3), then rope, for the n_heads heads of token t's row. */
+static void prepare_heads(const qk_ctx *c, float *row, int t, int n_heads, const float *norm)
 {
     const qk_hparams *hp = &c->m->hp;
     const int hd = hp->head_dim;
-    for (int t = 0; t < n_tok; t++) {
-        for (int h = 0; h < n_heads; h++) {
-            float *v = rows + ((size_t)t * n_heads + h) * hd;
-            if (norm)
-                rmsnorm(v, v, norm, hd, hp->rms_eps);
-            rope_head(v, c->rope + (size_t)t * hp->n_rot, hp->n_rot, hp->rope_mode);
-        }
+    for (int h = 0; h < n_heads; h++) {
+        float *v = row + (size_t)h * hd;
+        if (norm)
+            rmsnorm(v, v, norm, hd, hp->rms_eps);
+        rope_head(v, c->rope + (size_t)t * hp->n_rot, hp->n_rot, hp->rope_mode);
     }
 }
 
@@ -344,6 +343,100 @@ static void attend_blocks(void *ctx, size_t begin, size_t end)
     free(mem);
 }
 
+/* ---- per-token stages ------------------------------------------------------- */
+
+/* The elementwise work between the matrix products, token rows split over
+ * the threads (each row's arithmetic is its own, so the bits do not depend
+ * on the split). */
+typedef enum {
+    ST_ATTN_NORM, /* xb = rmsnorm(x) * attn_norm */
+    ST_QKV,       /* biases, per-head norms and rope of q and k; k, v into an F16/F32 cache */
+    ST_ATTN_OUT,  /* x += Wo att + bo, then xb = rmsnorm(x) * ffn_norm */
+    ST_SWIGLU,    /* gate = silu(gate) * up */
+    ST_FFN_OUT,   /* x += Wdown ... */
+    ST_OUT_NORM,  /* xb[t - first] = rmsnorm(x[t]) * output_norm */
+} stage_id;
+
+typedef struct {
+    qk_ctx *c;
+    const qk_layer *L;
+    stage_id st;
+    int off;          /* ST_OUT_NORM: item i is row off + i (others: row i) */
+    int pos0;         /* ST_QKV: the cache row of the batch's first token */
+    void *kc, *vc;    /* ST_QKV: this layer's cache, or NULL when stored later */
+} stage_job;
+
+/* One token's k or v row into an F16 or F32 cache at row `row`. */
+static void cache_put(const qk_ctx *c, void *cache, int row, const float *src, int n)
+{
+    if (c->kv_type == QK_F16)
+        c->f16_enc(src, (uint16_t *)cache + (size_t)row * n, n);
+    else
+        memcpy((float *)cache + (size_t)row * n, src, (size_t)n * sizeof *src);
+}
+
+static void stage_rows(void *ctx, size_t begin, size_t end)
+{
+    const stage_job *j = ctx;
+    qk_ctx *c = j->c;
+    const qk_model *m = c->m;
+    const qk_hparams *hp = &m->hp;
+    const qk_layer *L = j->L;
+    const size_t e = (size_t)hp->n_embd;
+    for (size_t i = begin; i < end; i++) {
+        const size_t t = i + (size_t)j->off;
+        float *x = c->x + t * e, *xb = c->xb + t * e;
+        switch (j->st) {
+        case ST_ATTN_NORM:
+            rmsnorm(xb, x, L->attn_norm, (int)e, hp->rms_eps);
+            break;
+        case ST_QKV: {
+            const size_t nq = (size_t)hp->n_head * hp->head_dim;
+            float *q = c->q + t * nq, *k = c->k + t * c->kv_dim, *v = c->v + t * c->kv_dim_v;
+            add_bias(q, L->bq, 1, (int)nq);
+            add_bias(k, L->bk, 1, c->kv_dim);
+            add_bias(v, L->bv, 1, c->kv_dim_v);
+            prepare_heads(c, q, (int)t, hp->n_head, L->q_norm);
+            prepare_heads(c, k, (int)t, hp->n_head_kv, L->k_norm);
+            if (j->kc) {
+                cache_put(c, j->kc, j->pos0 + (int)t, k, c->kv_dim);
+                cache_put(c, j->vc, j->pos0 + (int)t, v, c->kv_dim_v);
+            }
+            break;
+        }
+        case ST_ATTN_OUT: {
+            float *proj = c->proj + t * e;
+            add_bias(proj, L->bo, 1, (int)e);
+            for (size_t d = 0; d < e; d++)
+                x[d] = proj[d] + x[d];
+            rmsnorm(xb, x, L->ffn_norm, (int)e, hp->rms_eps);
+            break;
+        }
+        case ST_SWIGLU:
+            swiglu(c->gate + t * (size_t)hp->n_ff, c->up + t * (size_t)hp->n_ff, (size_t)hp->n_ff);
+            break;
+        case ST_FFN_OUT: {
+            const float *proj = c->proj + t * e;
+            for (size_t d = 0; d < e; d++)
+                x[d] = proj[d] + x[d];
+            break;
+        }
+        case ST_OUT_NORM:
+            rmsnorm(c->xb + i * e, x, m->output_norm, (int)e, hp->rms_eps);
+            break;
+        }
+    }
+}
+
+/* Run a stage over n rows (from row `off` for ST_OUT_NORM); ranges of 4
+ * rows, so a one-token decode step stays on the calling thread. */
+static void stage(qk_ctx *c, const qk_layer *L, stage_id st, int off, int n, int pos0, void *kc,
+                  void *vc)
+{
+    stage_job j = {.c = c, .L = L, .st = st, .off = off, .pos0 = pos0, .kc = kc, .vc = vc};
+    qk_parallel_for(c->nthreads, (size_t)n, 4, stage_rows, &j);
+}
+
 /* ---- one batch --------------------------------------------------------------- */
 
 static int mm(qk_ctx *c, const qk_weight *w, const float *x, int n_tok, float *y, qk_err *err)
@@ -351,23 +444,14 @@ static int mm(qk_ctx *c, const qk_weight *w, const float *x, int n_tok, float *y
     return qk_matmul(w, x, n_tok, y, &c->ws, c->nthreads, err);
 }
 
-/* Rows of n floats into the cache at row `first` (converted for F16; with
- * a KV codec, quantized and dequantized per token in place unless `raw`). */
-static int cache_store(const qk_ctx *c, void *cache, int first, const float *rows, int n_tok,
-                       int n, int hd, bool raw, qk_err *err)
+/* With a KV codec (F32 cache): rows of n floats into the cache at row
+ * `first`, quantized and dequantized per token in place unless `raw`. */
+static int kvq_store(const qk_ctx *c, float *cache, int first, const float *rows, int n_tok, int n,
+                     int hd, bool raw, qk_err *err)
 {
-    const size_t count = (size_t)n_tok * n;
-    if (c->kv_type == QK_F16) {
-        uint16_t *dst = (uint16_t *)cache + (size_t)first * n;
-        for (size_t i = 0; i < count; i++)
-            dst[i] = qk_f32_to_f16(rows[i]);
-        return 0;
-    }
-    float *dst = (float *)cache + (size_t)first * n;
-    memcpy(dst, rows, count * sizeof *rows);
-    if (c->has_kvq && !raw)
-        return qk_kvq_rows(&c->kvq, dst, n_tok, n / hd, hd, err);
-    return 0;
+    float *dst = cache + (size_t)first * n;
+    memcpy(dst, rows, (size_t)n_tok * n * sizeof *rows);
+    return raw ? 0 : qk_kvq_rows(&c->kvq, dst, n_tok, n / hd, hd, err);
 }
 
 /* KIVI: copy every key group that the rows [first, first+n_tok) complete
@@ -390,25 +474,21 @@ static int attention_block(qk_ctx *c, int il, int n_tok, qk_err *err)
     const qk_model *m = c->m;
     const qk_hparams *hp = &m->hp;
     const qk_layer *L = &m->layers[il];
-    const int e = hp->n_embd;
     const size_t elt = c->kv_type == QK_F16 ? 2 : 4;
     void *kc = (uint8_t *)c->k_cache + (size_t)il * c->n_ctx * c->kv_dim * elt;
     void *vc = (uint8_t *)c->v_cache + (size_t)il * c->n_ctx * c->kv_dim_v * elt;
 
-    for (int t = 0; t < n_tok; t++)
-        rmsnorm(c->xb + (size_t)t * e, c->x + (size_t)t * e, L->attn_norm, e, hp->rms_eps);
+    stage(c, L, ST_ATTN_NORM, 0, n_tok, 0, NULL, NULL);
     if (mm(c, &L->wq, c->xb, n_tok, c->q, err) || mm(c, &L->wk, c->xb, n_tok, c->k, err) ||
         mm(c, &L->wv, c->xb, n_tok, c->v, err))
         return err->code;
-    add_bias(c->q, L->bq, n_tok, hp->n_head * hp->head_dim);
-    add_bias(c->k, L->bk, n_tok, c->kv_dim);
-    add_bias(c->v, L->bv, n_tok, c->kv_dim_v);
-    prepare_heads(c, c->q, n_tok, hp->n_head, L->q_norm);
-    prepare_heads(c, c->k, n_tok, hp->n_head_kv, L->k_norm);
+    /* with a KV codec the rows are stored on this thread afterwards */
+    stage(c, L, ST_QKV, 0, n_tok, c->n_past, c->has_kvq ? NULL : kc, c->has_kvq ? NULL : vc);
     float *kqc = c->kq_cache ? c->kq_cache + (size_t)il * c->n_ctx * c->kv_dim : NULL;
-    if (cache_store(c, kc, c->n_past, c->k, n_tok, c->kv_dim, hp->head_dim, kqc != NULL, err) ||
-        cache_store(c, vc, c->n_past, c->v, n_tok, c->kv_dim_v, hp->head_dim_v, false, err) ||
-        (kqc && key_groups(c, kc, kqc, c->n_past, n_tok, err)))
+    if (c->has_kvq &&
+        (kvq_store(c, kc, c->n_past, c->k, n_tok, c->kv_dim, hp->head_dim, kqc != NULL, err) ||
+         kvq_store(c, vc, c->n_past, c->v, n_tok, c->kv_dim_v, hp->head_dim_v, false, err) ||
+         (kqc && key_groups(c, kc, kqc, c->n_past, n_tok, err))))
         return err->code;
 
     attn_job j = {.c = c, .kc = kc, .vc = vc, .kqc = kqc, .pos0 = c->n_past};
@@ -430,26 +510,19 @@ static int attention_block(qk_ctx *c, int il, int n_tok, qk_err *err)
 
     if (mm(c, &L->wo, c->att, n_tok, c->proj, err))
         return err->code;
-    add_bias(c->proj, L->bo, n_tok, e);
-    for (size_t i = 0; i < (size_t)n_tok * e; i++)
-        c->x[i] = c->proj[i] + c->x[i];
+    stage(c, L, ST_ATTN_OUT, 0, n_tok, 0, NULL, NULL); /* and the FFN's norm */
     return 0;
 }
 
 static int ffn_block(qk_ctx *c, int il, int n_tok, qk_err *err)
 {
-    const qk_hparams *hp = &c->m->hp;
     const qk_layer *L = &c->m->layers[il];
-    const int e = hp->n_embd;
-    for (int t = 0; t < n_tok; t++)
-        rmsnorm(c->xb + (size_t)t * e, c->x + (size_t)t * e, L->ffn_norm, e, hp->rms_eps);
     if (mm(c, &L->w_gate, c->xb, n_tok, c->gate, err) || mm(c, &L->w_up, c->xb, n_tok, c->up, err))
         return err->code;
-    swiglu(c->gate, c->up, (size_t)n_tok * hp->n_ff);
+    stage(c, L, ST_SWIGLU, 0, n_tok, 0, NULL, NULL);
     if (mm(c, &L->w_down, c->gate, n_tok, c->proj, err))
         return err->code;
-    for (size_t i = 0; i < (size_t)n_tok * e; i++)
-        c->x[i] = c->proj[i] + c->x[i];
+    stage(c, L, ST_FFN_OUT, 0, n_tok, 0, NULL, NULL);
     return 0;
 }
 
@@ -457,10 +530,8 @@ static int ffn_block(qk_ctx *c, int il, int n_tok, qk_err *err)
 static int output_block(qk_ctx *c, int first, int n_tok, float *out, qk_err *err)
 {
     const qk_model *m = c->m;
-    const int e = m->hp.n_embd, nv = m->hp.n_vocab;
-    for (int t = first; t < n_tok; t++)
-        rmsnorm(c->xb + (size_t)(t - first) * e, c->x + (size_t)t * e, m->output_norm, e,
-                m->hp.rms_eps);
+    const int nv = m->hp.n_vocab;
+    stage(c, NULL, ST_OUT_NORM, first, n_tok - first, 0, NULL, NULL);
     if (mm(c, &m->output, c->xb, n_tok - first, out, err))
         return err->code;
     add_bias(out, m->output_bias, n_tok - first, nv);
@@ -572,6 +643,7 @@ int qk_ctx_new(qk_ctx **out, const qk_model *m, const qk_ctx_params *p, qk_err *
      * with 8, AVX2's width, its F32 perplexity is 3.8979, not 3.8980.) */
     c->f16_acc = c->kv_type == QK_F16 && hp->head_dim_v % 16 != 0;
     c->attn = qk_attn_kernels_active();
+    c->f16_enc = qk_kernels_for(QK_F16)->from_float;
     c->kv_dim = hp->n_head_kv * hp->head_dim;
     c->kv_dim_v = hp->n_head_kv * hp->head_dim_v;
 

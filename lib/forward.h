@@ -57,6 +57,7 @@ typedef struct qk_ctx {
     int kv_type;               /* QK_F32 or QK_F16 */
     bool f16_acc;              /* attention accumulates values in F16 (see qk_ctx_new) */
     const struct qk_attn_kernels *attn; /* attention inner loops, active CPU level */
+    void (*f16_enc)(const float *src, void *dst, int64_t n); /* F16 row encoder (cache) */
     int kv_dim, kv_dim_v;      /* n_head_kv * head_dim (_v) */
     void *k_cache, *v_cache;   /* [n_layer][n_ctx][kv_dim(_v)] of kv_type */
     int (*layer_hook)(void *user, int layer, float *x, int n_tok, int n_embd, qk_err *err);
