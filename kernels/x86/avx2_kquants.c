@@ -103,6 +103,66 @@ QK_TARGET_AVX2 static float q4_K_dot1(int64_t n, const uint8_t *x, const uint8_t
     return add_lanes(sumf, sums);
 }
 
+/* The 6-bit scales (bytes 0..7) and mins (bytes 8..15) of a Q4_K/Q5_K
+ * block's scales[12], as qk_get_scale_min_k4 gives them, four at a time. */
+static inline void k4_scales_mins(const uint8_t *q, uint8_t sm[16])
+{
+    const uint32_t u0 = qk_ld_u32(q), u1 = qk_ld_u32(q + 4), u2 = qk_ld_u32(q + 8);
+    qk_st_u32(sm, u0 & 0x3f3f3f3fu);
+    qk_st_u32(sm + 4, (u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u));
+    qk_st_u32(sm + 8, u1 & 0x3f3f3f3fu);
+    qk_st_u32(sm + 12, ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 2) & 0x30303030u));
+}
+
+/* sum over j < 16 of bsums[j] * mins[j / 2] (exact int32). */
+QK_TARGET_AVX2 static inline int k4_summ(const uint8_t *bsums, const uint8_t *mins)
+{
+    const __m128i m = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mins));
+    const __m256i mm = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi16(m, m)),
+                                               _mm_unpackhi_epi16(m, m), 1);
+    return qk_hsum_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), mm));
+}
+
+/* q4_K_dot1 with the activation quants already in lane order (ysh: the
+ * q8 bytes of every block passed through lane_shuffle, 256 per block):
+ * the weights' shuffle commutes with the nibble masks, so one shuffle
+ * serves both halves of 64 elements. */
+QK_TARGET_AVX2 static float q4_K_dot1s(int64_t n, const uint8_t *x, const uint8_t *ysh,
+                                       const uint8_t *y)
+{
+    __m256 sums = _mm256_setzero_ps();
+    float sumf = 0;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int64_t i = 0; i < n / QKK; i++, x += Q4_K_SIZE, y += Q8_K_SIZE, ysh += QKK) {
+        uint8_t sm[16];
+        k4_scales_mins(x + 4, sm);
+        const int summ = k4_summ(y + 4 + QKK, sm + 8);
+        __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
+            const __m256i q = lane_shuffle(_mm256_loadu_si256((const __m256i *)(x + 16 + 32 * c)));
+            const __m256i a1 = _mm256_and_si256(q, m4);
+            const __m256i a2 = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            const __m256i v1 = _mm256_maddubs_epi16(a1, _mm256_loadu_si256((const __m256i *)(ysh + 64 * c)));
+            const __m256i v2 = _mm256_maddubs_epi16(a2, _mm256_loadu_si256((const __m256i *)(ysh + 64 * c + 32)));
+            lanes_pair(&lo, &hi, v1, v2, _mm256_set1_epi32(pair16(sm[2 * c], sm[2 * c + 1])));
+        }
+        const float xd = qk_ldh(x), xdmin = qk_ldh(x + 2), yd = qk_ld_f32(y);
+        const __m256 lane = _mm256_cvtepi32_ps(lanes_total(lo, hi));
+        sums = _mm256_add_ps(sums, _mm256_mul_ps(_mm256_set1_ps(xd * yd), lane));
+        sumf -= xdmin * yd * (float)summ;
+    }
+    return add_lanes(sumf, sums);
+}
+
+/* The q8 bytes of the n / 256 Q8_K blocks at y, lane-shuffled, into ysh. */
+QK_TARGET_AVX2 static void q8_K_shuffled(int64_t n, const uint8_t *y, uint8_t *ysh)
+{
+    for (int64_t i = 0; i < n / QKK; i++, y += Q8_K_SIZE, ysh += QKK)
+        for (int c = 0; c < QKK; c += 32)
+            _mm256_storeu_si256((__m256i *)(ysh + c),
+                                lane_shuffle(_mm256_loadu_si256((const __m256i *)(y + 4 + c))));
+}
+
 /* ---- Q6_K: ql[128] qh[64] scales[16] d ------------------------------------------ */
 
 /* The levels 0..63 of half h (elements 128h .. 128h+127) of the Q6_K block
@@ -148,6 +208,44 @@ QK_TARGET_AVX2 static float q6_K_dot1(int64_t n, const uint8_t *x, const uint8_t
             /* v[s] holds groups g = 8h + 2s (low half) and 8h + 2s + 1 (high half) */
             for (int s = 0; s < 4; s += 2)
                 lanes_pair(&lo, &hi, v[s], v[s + 1], q6_K_scale_pair(sc, 8 * h + 2 * s));
+        }
+        const float d = qk_ldh(x + 208) * qk_ld_f32(y);
+        sums = _mm256_add_ps(sums, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes_total(lo, hi))));
+    }
+    return add_lanes(0, sums);
+}
+
+/* q6_K_dot1 with lane-shuffled activation quants (see q4_K_dot1s): the
+ * levels are built from the shuffled ql/qh bytes (bytewise operations, so
+ * they commute with the shuffle). */
+QK_TARGET_AVX2 static float q6_K_dot1s(int64_t n, const uint8_t *x, const uint8_t *ysh,
+                                       const uint8_t *y)
+{
+    __m256 sums = _mm256_setzero_ps();
+    const __m256i off = _mm256_set1_epi8(32), m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
+    for (int64_t i = 0; i < n / QKK; i++, x += Q6_K_SIZE, y += Q8_K_SIZE, ysh += QKK) {
+        const int8_t *sc = (const int8_t *)(x + 192);
+        __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+            const __m256i A = lane_shuffle(_mm256_loadu_si256((const __m256i *)(x + 64 * h)));
+            const __m256i B = lane_shuffle(_mm256_loadu_si256((const __m256i *)(x + 64 * h + 32)));
+            const __m256i Q = lane_shuffle(_mm256_loadu_si256((const __m256i *)(x + 128 + 32 * h)));
+            __m256i a[4];
+            a[0] = _mm256_or_si256(_mm256_and_si256(A, m4), _mm256_slli_epi16(_mm256_and_si256(Q, m3), 4));
+            a[1] = _mm256_or_si256(_mm256_and_si256(B, m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(Q, 2), m3), 4));
+            a[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(Q, 4), m3), 4));
+            a[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(Q, 6), m3), 4));
+            __m256i v[4];
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+                const __m256i sa = _mm256_sub_epi8(a[k], off);
+                const __m256i sy = _mm256_loadu_si256((const __m256i *)(ysh + 128 * h + 32 * k));
+                v[k] = _mm256_maddubs_epi16(_mm256_sign_epi8(sa, sa), _mm256_sign_epi8(sy, sa));
+            }
+            _Pragma("GCC unroll 2") for (int k = 0; k < 4; k += 2)
+                lanes_pair(&lo, &hi, v[k], v[k + 1], q6_K_scale_pair(sc, 8 * h + 2 * k));
         }
         const float d = qk_ldh(x + 208) * qk_ld_f32(y);
         sums = _mm256_add_ps(sums, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes_total(lo, hi))));
@@ -248,11 +346,21 @@ QK_TARGET_AVX2 static void q6_K_dotT(int64_t n, const uint8_t *x, const uint8_t 
         out[t] = add_lanes(0, sums[t]);
 }
 
-/* One activation row: dot1; several: the weight block shared by KT rows. */
-#define TILE1(name, dot1, dotT)                                                                 \
-    static void name(int64_t n, const void *x, size_t xs, int nr, const void *y, size_t ys,     \
-                     int nt, float *out, size_t ldo)                                            \
+/* One activation row: its quants shuffled once for the tile's rows (dot1s;
+ * dot1 for a lone row or a longer one); several: the weight block shared
+ * by KT rows. */
+#define SHUF_MAX 16384
+#define TILE1(name, dot1, dotT, dot1s)                                                          \
+    QK_TARGET_AVX2 static void name(int64_t n, const void *x, size_t xs, int nr, const void *y, \
+                                    size_t ys, int nt, float *out, size_t ldo)                  \
     {                                                                                           \
+        if (nt == 1 && nr > 1 && n <= SHUF_MAX) {                                               \
+            uint8_t ysh[SHUF_MAX];                                                              \
+            q8_K_shuffled(n, y, ysh);                                                           \
+            for (int r = 0; r < nr; r++)                                                        \
+                out[r] = dot1s(n, (const uint8_t *)x + (size_t)r * xs, ysh, y);                 \
+            return;                                                                             \
+        }                                                                                       \
         for (int r = 0; r < nr; r++) {                                                          \
             const uint8_t *xr = (const uint8_t *)x + (size_t)r * xs;                            \
             if (nt == 1) {                                                                      \
@@ -273,8 +381,8 @@ QK_TARGET_AVX2 static void q6_K_dotT(int64_t n, const uint8_t *x, const uint8_t 
     }                                                                                           \
     static float name##_dot(int64_t n, const void *x, const void *y) { return dot1(n, x, y); }
 
-TILE1(q4_K_tile, q4_K_dot1, q4_K_dotT)
-TILE1(q6_K_tile, q6_K_dot1, q6_K_dotT)
+TILE1(q4_K_tile, q4_K_dot1, q4_K_dotT, q4_K_dot1s)
+TILE1(q6_K_tile, q6_K_dot1, q6_K_dotT, q6_K_dot1s)
 
 /* ---- Q8_K activation encoder ------------------------------------------------------ */
 
