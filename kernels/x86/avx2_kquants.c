@@ -27,21 +27,6 @@ QK_TARGET_AVX2 static inline __m256i lane_shuffle(__m256i v)
     return _mm256_shuffle_epi8(v, p);
 }
 
-/* Per-lane int16 partials of 32 elements: unsigned levels a (0..63) against
- * signed activations y.  Result int16 k of each half = elements k, k+8 of
- * that half (lane k). */
-QK_TARGET_AVX2 static inline __m256i lanes_u(__m256i a, __m256i y)
-{
-    return _mm256_maddubs_epi16(lane_shuffle(a), lane_shuffle(y));
-}
-
-/* The same for signed levels a (|a| <= 64). */
-QK_TARGET_AVX2 static inline __m256i lanes_s(__m256i a, __m256i y)
-{
-    const __m256i sa = lane_shuffle(a), sy = lane_shuffle(y);
-    return _mm256_maddubs_epi16(_mm256_sign_epi8(sa, sa), _mm256_sign_epi8(sy, sa));
-}
-
 /* acc_lo (lanes 0..3 of both halves) and acc_hi (lanes 4..7) += the scaled
  * lane partials of v1 and v2; scale holds, per half, the int16 pair
  * (scale of v1's half, scale of v2's half) in every 32-bit element. */
@@ -72,36 +57,6 @@ QK_TARGET_AVX2 static inline float add_lanes(float sumf, __m256 sums)
 }
 
 /* ---- Q4_K: d dmin scales[12] qs[128] ----------------------------------------- */
-
-QK_TARGET_AVX2 static float q4_K_dot1(int64_t n, const uint8_t *x, const uint8_t *y)
-{
-    __m256 sums = _mm256_setzero_ps();
-    float sumf = 0;
-    for (int64_t i = 0; i < n / QKK; i++, x += Q4_K_SIZE, y += Q8_K_SIZE) {
-        uint8_t sc[8], mn[8];
-        for (int j = 0; j < 8; j++)
-            qk_get_scale_min_k4(j, x + 4, &sc[j], &mn[j]);
-        const uint8_t *q8 = y + 4, *bs = y + 4 + QKK;
-        int summ = 0;
-        for (int j = 0; j < 16; j++)
-            summ += (int16_t)qk_ld_u16(bs + 2 * j) * mn[j / 2];
-        __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
-        for (int c = 0; c < 4; c++) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(x + 16 + 32 * c));
-            const __m256i m4 = _mm256_set1_epi8(0x0F);
-            const __m256i a1 = _mm256_and_si256(q, m4);
-            const __m256i a2 = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            const __m256i v1 = lanes_u(a1, _mm256_loadu_si256((const __m256i *)(q8 + 64 * c)));
-            const __m256i v2 = lanes_u(a2, _mm256_loadu_si256((const __m256i *)(q8 + 64 * c + 32)));
-            lanes_pair(&lo, &hi, v1, v2, _mm256_set1_epi32(pair16(sc[2 * c], sc[2 * c + 1])));
-        }
-        const float xd = qk_ldh(x), xdmin = qk_ldh(x + 2), yd = qk_ld_f32(y);
-        const __m256 lane = _mm256_cvtepi32_ps(lanes_total(lo, hi));
-        sums = _mm256_add_ps(sums, _mm256_mul_ps(_mm256_set1_ps(xd * yd), lane));
-        sumf -= xdmin * yd * (float)summ;
-    }
-    return add_lanes(sumf, sums);
-}
 
 /* The 6-bit scales (bytes 0..7) and mins (bytes 8..15) of a Q4_K/Q5_K
  * block's scales[12], as qk_get_scale_min_k4 gives them, four at a time. */
@@ -190,31 +145,6 @@ QK_TARGET_AVX2 static inline __m256i q6_K_scale_pair(const int8_t *sc, int g)
                                    _mm_set1_epi32(pair16(sc[g + 1], sc[g + 3])), 1);
 }
 
-QK_TARGET_AVX2 static float q6_K_dot1(int64_t n, const uint8_t *x, const uint8_t *y)
-{
-    __m256 sums = _mm256_setzero_ps();
-    const __m256i off = _mm256_set1_epi8(32);
-    for (int64_t i = 0; i < n / QKK; i++, x += Q6_K_SIZE, y += Q8_K_SIZE) {
-        const int8_t *sc = (const int8_t *)(x + 192);
-        const uint8_t *q8 = y + 4;
-        __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
-        for (int h = 0; h < 2; h++) {
-            __m256i a[4];
-            q6_K_half(x, h, a);
-            __m256i v[4];
-            for (int s = 0; s < 4; s++)
-                v[s] = lanes_s(_mm256_sub_epi8(a[s], off),
-                               _mm256_loadu_si256((const __m256i *)(q8 + 128 * h + 32 * s)));
-            /* v[s] holds groups g = 8h + 2s (low half) and 8h + 2s + 1 (high half) */
-            for (int s = 0; s < 4; s += 2)
-                lanes_pair(&lo, &hi, v[s], v[s + 1], q6_K_scale_pair(sc, 8 * h + 2 * s));
-        }
-        const float d = qk_ldh(x + 208) * qk_ld_f32(y);
-        sums = _mm256_add_ps(sums, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes_total(lo, hi))));
-    }
-    return add_lanes(0, sums);
-}
-
 /* q6_K_dot1 with lane-shuffled activation quants (see q4_K_dot1s): the
  * levels are built from the shuffled ql/qh bytes (bytewise operations, so
  * they commute with the shuffle). */
@@ -260,8 +190,8 @@ QK_TARGET_AVX2 static float q6_K_dot1s(int64_t n, const uint8_t *x, const uint8_
  * dot1 stays for decode: dotT with one row is about 15 % slower there. */
 #define KT 4
 
-QK_TARGET_AVX2 static void q4_K_dotT(int64_t n, const uint8_t *x, const uint8_t *const y[KT], int nt,
-                                     float out[KT])
+QK_TARGET_AVX2 static void q4_K_dotTs(int64_t n, const uint8_t *x, const uint8_t *const ysh[KT],
+                                      const uint8_t *const y[KT], int nt, float out[KT])
 {
     __m256 sums[KT];
     float sumf[KT];
@@ -269,29 +199,23 @@ QK_TARGET_AVX2 static void q4_K_dotT(int64_t n, const uint8_t *x, const uint8_t 
         sums[t] = _mm256_setzero_ps(), sumf[t] = 0;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     for (int64_t i = 0; i < n / QKK; i++, x += Q4_K_SIZE) {
-        uint8_t sc[8], mn[8];
-        for (int j = 0; j < 8; j++)
-            qk_get_scale_min_k4(j, x + 4, &sc[j], &mn[j]);
+        uint8_t sm[16];
+        k4_scales_mins(x + 4, sm);
         __m256i a1[4], a2[4], scale[4];
-        for (int c = 0; c < 4; c++) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(x + 16 + 32 * c));
-            a1[c] = lane_shuffle(_mm256_and_si256(q, m4));
-            a2[c] = lane_shuffle(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
-            scale[c] = _mm256_set1_epi32(pair16(sc[2 * c], sc[2 * c + 1]));
+        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
+            const __m256i q = lane_shuffle(_mm256_loadu_si256((const __m256i *)(x + 16 + 32 * c)));
+            a1[c] = _mm256_and_si256(q, m4);
+            a2[c] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            scale[c] = _mm256_set1_epi32(pair16(sm[2 * c], sm[2 * c + 1]));
         }
         const float xd = qk_ldh(x), xdmin = qk_ldh(x + 2);
         for (int t = 0; t < nt; t++) {
-            const uint8_t *yb = y[t] + (size_t)i * Q8_K_SIZE;
-            const uint8_t *q8 = yb + 4, *bs = yb + 4 + QKK;
-            int summ = 0;
-            for (int j = 0; j < 16; j++)
-                summ += (int16_t)qk_ld_u16(bs + 2 * j) * mn[j / 2];
+            const uint8_t *yb = y[t] + (size_t)i * Q8_K_SIZE, *q8 = ysh[t] + (size_t)i * QKK;
+            const int summ = k4_summ(yb + 4 + QKK, sm + 8);
             __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
-            for (int c = 0; c < 4; c++) {
-                const __m256i v1 = _mm256_maddubs_epi16(
-                    a1[c], lane_shuffle(_mm256_loadu_si256((const __m256i *)(q8 + 64 * c))));
-                const __m256i v2 = _mm256_maddubs_epi16(
-                    a2[c], lane_shuffle(_mm256_loadu_si256((const __m256i *)(q8 + 64 * c + 32))));
+            _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
+                const __m256i v1 = _mm256_maddubs_epi16(a1[c], _mm256_loadu_si256((const __m256i *)(q8 + 64 * c)));
+                const __m256i v2 = _mm256_maddubs_epi16(a2[c], _mm256_loadu_si256((const __m256i *)(q8 + 64 * c + 32)));
                 lanes_pair(&lo, &hi, v1, v2, scale[c]);
             }
             const float yd = qk_ld_f32(yb);
@@ -304,8 +228,8 @@ QK_TARGET_AVX2 static void q4_K_dotT(int64_t n, const uint8_t *x, const uint8_t 
         out[t] = add_lanes(sumf[t], sums[t]);
 }
 
-QK_TARGET_AVX2 static void q6_K_dotT(int64_t n, const uint8_t *x, const uint8_t *const y[KT], int nt,
-                                     float out[KT])
+QK_TARGET_AVX2 static void q6_K_dotTs(int64_t n, const uint8_t *x, const uint8_t *const ysh[KT],
+                                      const uint8_t *const y[KT], int nt, float out[KT])
 {
     __m256 sums[KT];
     for (int t = 0; t < nt; t++)
@@ -326,19 +250,18 @@ QK_TARGET_AVX2 static void q6_K_dotT(int64_t n, const uint8_t *x, const uint8_t 
         }
         const float xd = qk_ldh(x + 208);
         for (int t = 0; t < nt; t++) {
-            const uint8_t *yb = y[t] + (size_t)i * Q8_K_SIZE, *q8 = yb + 4;
+            const uint8_t *q8 = ysh[t] + (size_t)i * QKK;
             __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
             for (int h = 0; h < 2; h++) {
                 __m256i v[4];
                 for (int s4 = 0; s4 < 4; s4++) {
-                    const __m256i sy =
-                        lane_shuffle(_mm256_loadu_si256((const __m256i *)(q8 + 128 * h + 32 * s4)));
+                    const __m256i sy = _mm256_loadu_si256((const __m256i *)(q8 + 128 * h + 32 * s4));
                     v[s4] = _mm256_maddubs_epi16(aa[h][s4], _mm256_sign_epi8(sy, sa[h][s4]));
                 }
                 lanes_pair(&lo, &hi, v[0], v[1], scale[h][0]);
                 lanes_pair(&lo, &hi, v[2], v[3], scale[h][1]);
             }
-            const float d = xd * qk_ld_f32(yb);
+            const float d = xd * qk_ld_f32(y[t] + (size_t)i * Q8_K_SIZE);
             sums[t] = _mm256_add_ps(sums[t], _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes_total(lo, hi))));
         }
     }
@@ -346,43 +269,57 @@ QK_TARGET_AVX2 static void q6_K_dotT(int64_t n, const uint8_t *x, const uint8_t 
         out[t] = add_lanes(0, sums[t]);
 }
 
-/* One activation row: its quants shuffled once for the tile's rows (dot1s;
- * dot1 for a lone row or a longer one); several: the weight block shared
- * by KT rows. */
-#define SHUF_MAX 16384
-#define TILE1(name, dot1, dotT, dot1s)                                                          \
+/* The activation quants of the tile's tokens are lane-shuffled once for all
+ * its rows (up to SHUF_MAX elements per row, on the stack; longer rows, which
+ * no model has, go through the table's reference vec_dot: the same bits).
+ * One token: dot1s per row; several: KT tokens share each weight block. */
+#define SHUF_MAX 32768
+#define TILE1(name, id, dot1s, dotTs)                                                           \
     QK_TARGET_AVX2 static void name(int64_t n, const void *x, size_t xs, int nr, const void *y, \
                                     size_t ys, int nt, float *out, size_t ldo)                  \
     {                                                                                           \
-        if (nt == 1 && nr > 1 && n <= SHUF_MAX) {                                               \
-            uint8_t ysh[SHUF_MAX];                                                              \
-            q8_K_shuffled(n, y, ysh);                                                           \
-            for (int r = 0; r < nr; r++)                                                        \
-                out[r] = dot1s(n, (const uint8_t *)x + (size_t)r * xs, ysh, y);                 \
+        const uint8_t *X = x, *Y = y;                                                           \
+        if (n > SHUF_MAX) {                                                                     \
+            const qk_vec_dot_fn ref = qk_type_get(id)->vec_dot;                                 \
+            for (int t = 0; t < nt; t++)                                                        \
+                for (int r = 0; r < nr; r++)                                                    \
+                    out[(size_t)t * ldo + (size_t)r] = ref(n, X + (size_t)r * xs, Y + (size_t)t * ys); \
             return;                                                                             \
         }                                                                                       \
-        for (int r = 0; r < nr; r++) {                                                          \
-            const uint8_t *xr = (const uint8_t *)x + (size_t)r * xs;                            \
-            if (nt == 1) {                                                                      \
-                out[r] = dot1(n, xr, (const uint8_t *)y);                                       \
-                continue;                                                                       \
+        if (nt == 1) {                                                                          \
+            uint8_t ysh[SHUF_MAX];                                                              \
+            q8_K_shuffled(n, Y, ysh);                                                           \
+            for (int r = 0; r < nr; r++)                                                        \
+                out[r] = dot1s(n, X + (size_t)r * xs, ysh, Y);                                  \
+            return;                                                                             \
+        }                                                                                       \
+        _Static_assert(KT * SHUF_MAX <= 131072, "stack");                                      \
+        uint8_t ysh[KT][SHUF_MAX];                                                              \
+        for (int t0 = 0; t0 < nt; t0 += KT) {                                                   \
+            const int q = nt - t0 < KT ? nt - t0 : KT;                                          \
+            const uint8_t *yr[KT], *sr[KT];                                                     \
+            for (int k = 0; k < q; k++) {                                                       \
+                yr[k] = Y + (size_t)(t0 + k) * ys;                                              \
+                q8_K_shuffled(n, yr[k], ysh[k]);                                                \
+                sr[k] = ysh[k];                                                                 \
             }                                                                                   \
-            for (int t0 = 0; t0 < nt; t0 += KT) {                                               \
-                const int q = nt - t0 < KT ? nt - t0 : KT;                                      \
-                const uint8_t *yr[KT];                                                          \
+            for (int r = 0; r < nr; r++) {                                                      \
                 float o[KT];                                                                    \
-                for (int k = 0; k < q; k++)                                                     \
-                    yr[k] = (const uint8_t *)y + (size_t)(t0 + k) * ys;                         \
-                dotT(n, xr, yr, q, o);                                                          \
+                dotTs(n, X + (size_t)r * xs, sr, yr, q, o);                                     \
                 for (int k = 0; k < q; k++)                                                     \
                     out[(size_t)(t0 + k) * ldo + (size_t)r] = o[k];                             \
             }                                                                                   \
         }                                                                                       \
     }                                                                                           \
-    static float name##_dot(int64_t n, const void *x, const void *y) { return dot1(n, x, y); }
+    static float name##_dot(int64_t n, const void *x, const void *y)                            \
+    {                                                                                           \
+        float o;                                                                                \
+        name(n, x, 0, 1, y, 0, 1, &o, 1);                                                       \
+        return o;                                                                               \
+    }
 
-TILE1(q4_K_tile, q4_K_dot1, q4_K_dotT, q4_K_dot1s)
-TILE1(q6_K_tile, q6_K_dot1, q6_K_dotT, q6_K_dot1s)
+TILE1(q4_K_tile, QK_Q4_K, q4_K_dot1s, q4_K_dotTs)
+TILE1(q6_K_tile, QK_Q6_K, q6_K_dot1s, q6_K_dotTs)
 
 /* ---- Q8_K activation encoder ------------------------------------------------------ */
 
