@@ -2,7 +2,8 @@
  * activations (Q8_0, Q4_0, Q5_0, IQ4_NL) and the Q8_0 activation encoder.
  *
  * Bitwise equal to the scalar reference (legacy.c, iq4.c): each block's
- * integer dot is exact in any order, and each output then runs the
+ * integer dot is exact in any order (Q4_0's is taken on the unsigned
+ * nibbles and corrected, see q4_0_unpack), and each output then runs the
  * reference's float expression block by block, in block order, without FMA:
  *   Q8_0    sumf += (float)sumi * (dx * dy)
  *   Q4_0    sumf += ((float)sumi * dx) * dy
@@ -40,15 +41,25 @@ QK_TARGET_AVX2 static inline __m256i q8_0_int(const uint8_t *xb, __m256i y)
     return qk_dot_i8(q8_0_unpack(xb), y);
 }
 
-QK_TARGET_AVX2 static inline __m256i q4_0_unpack(const uint8_t *xb)
+/* Q4_0 works with the unsigned nibbles u = level + 8: sum(level * y) =
+ * sum(u * y) - 8 sum(y), both exact; maddubs takes u as it is, and the
+ * correction 8 sum(y) depends on the activation block alone, so a group
+ * of rows pays it once (CORR_Q4_0). */
+QK_TARGET_AVX2 static inline __m256i q4_0_unpack(const uint8_t *xb) { return nibbles(xb + 2); }
+
+QK_TARGET_AVX2 static inline __m256i dot_u8(__m256i u, __m256i y)
 {
-    return _mm256_sub_epi8(nibbles(xb + 2), _mm256_set1_epi8(8));
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, y), _mm256_set1_epi16(1));
 }
 
 QK_TARGET_AVX2 static inline __m256i q4_0_int(const uint8_t *xb, __m256i y)
 {
-    return qk_dot_i8(q4_0_unpack(xb), y);
+    return dot_u8(q4_0_unpack(xb), y);
 }
+
+/* What each format's block sums must lose: 8 sum(y) for Q4_0, else 0. */
+#define CORR_NONE(y) _mm256_setzero_si256()
+#define CORR_Q4_0(y) _mm256_set1_epi32(8 * qk_hsum_epi32(dot_u8(_mm256_set1_epi8(1), y)))
 
 /* Q5_0: bit j of qh (little-endian u32 at xb + 2) is bit 4 of element j. */
 QK_TARGET_AVX2 static inline __m256i q5_0_unpack(const uint8_t *xb)
@@ -90,7 +101,7 @@ QK_TARGET_AVX2 static inline __m256i iq4_nl_int(const uint8_t *xb, __m256i y)
 /* GROUP(name, size, intfn, combine): out[k] = dot of row xr[k] with y over nb
  * blocks (weight blocks of `size` bytes, Q8_0 activation blocks of 34);
  * combine(s, dx, dy) is the per-block float term of the reference. */
-#define GROUP(name, size, intfn, combine)                                                        \
+#define GROUP(name, size, intfn, combine, corr)                                                  \
     QK_TARGET_AVX2 static void name(int64_t nb, const uint8_t *const xr[8], const uint8_t *y,   \
                                     float out[8])                                                \
     {                                                                                            \
@@ -99,10 +110,11 @@ QK_TARGET_AVX2 static inline __m256i iq4_nl_int(const uint8_t *xb, __m256i y)
             const size_t o = (size_t)i * size;                                                   \
             const uint8_t *yb = y + (size_t)i * Q8_0_SIZE;                                       \
             const __m256i yq = _mm256_loadu_si256((const __m256i *)(yb + 2));                    \
-            const __m256i s = qk_hsum8_epi32(intfn(xr[0] + o, yq), intfn(xr[1] + o, yq),         \
+            __m256i s = qk_hsum8_epi32(intfn(xr[0] + o, yq), intfn(xr[1] + o, yq),         \
                                              intfn(xr[2] + o, yq), intfn(xr[3] + o, yq),         \
                                              intfn(xr[4] + o, yq), intfn(xr[5] + o, yq),         \
                                              intfn(xr[6] + o, yq), intfn(xr[7] + o, yq));        \
+            s = _mm256_sub_epi32(s, corr(yq));                                                   \
             const __m256 dx = qk_ld8_f16(xr, o);                                                 \
             const __m256 dy = _mm256_set1_ps(qk_ldh(yb));                                        \
             acc = _mm256_add_ps(acc, combine(_mm256_cvtepi32_ps(s), dx, dy));                    \
@@ -114,10 +126,10 @@ QK_TARGET_AVX2 static inline __m256i iq4_nl_int(const uint8_t *xb, __m256i y)
 #define COMBINE_Q4_0(s, dx, dy) _mm256_mul_ps(_mm256_mul_ps(s, dx), dy)
 #define COMBINE_DXDY_S(s, dx, dy) _mm256_mul_ps(_mm256_mul_ps(dx, dy), s)
 
-GROUP(q8_0_group, Q8_0_SIZE, q8_0_int, COMBINE_Q8_0)
-GROUP(q4_0_group, Q4_0_SIZE, q4_0_int, COMBINE_Q4_0)
-GROUP(q5_0_group, Q5_0_SIZE, q5_0_int, COMBINE_DXDY_S)
-GROUP(iq4_nl_group, IQ4_NL_SIZE, iq4_nl_int, COMBINE_DXDY_S)
+GROUP(q8_0_group, Q8_0_SIZE, q8_0_int, COMBINE_Q8_0, CORR_NONE)
+GROUP(q4_0_group, Q4_0_SIZE, q4_0_int, COMBINE_Q4_0, CORR_Q4_0)
+GROUP(q5_0_group, Q5_0_SIZE, q5_0_int, COMBINE_DXDY_S, CORR_NONE)
+GROUP(iq4_nl_group, IQ4_NL_SIZE, iq4_nl_int, COMBINE_DXDY_S, CORR_NONE)
 
 typedef void (*group_fn)(int64_t nb, const uint8_t *const xr[8], const uint8_t *y, float out[8]);
 
@@ -127,7 +139,7 @@ typedef void (*group_fn)(int64_t nb, const uint8_t *const xr[8], const uint8_t *
  * decode: this kernel with one activation row is about 15 % slower there. */
 #define GT 4
 
-#define GROUPT(name, size, unpack, combine)                                                      \
+#define GROUPT(name, size, unpack, dot, combine, corr)                                           \
     QK_TARGET_AVX2 static void name(int64_t nb, const uint8_t *const xr[8],                      \
                                     const uint8_t *const y[GT], int nt, float out[GT][8])        \
     {                                                                                            \
@@ -143,10 +155,10 @@ typedef void (*group_fn)(int64_t nb, const uint8_t *const xr[8], const uint8_t *
             for (int t = 0; t < nt; t++) {                                                       \
                 const uint8_t *yb = y[t] + (size_t)i * Q8_0_SIZE;                                \
                 const __m256i yq = _mm256_loadu_si256((const __m256i *)(yb + 2));                \
-                const __m256i s = qk_hsum8_epi32(qk_dot_i8(w[0], yq), qk_dot_i8(w[1], yq),       \
-                                                 qk_dot_i8(w[2], yq), qk_dot_i8(w[3], yq),       \
-                                                 qk_dot_i8(w[4], yq), qk_dot_i8(w[5], yq),       \
-                                                 qk_dot_i8(w[6], yq), qk_dot_i8(w[7], yq));      \
+                const __m256i s = _mm256_sub_epi32(                                              \
+                    qk_hsum8_epi32(dot(w[0], yq), dot(w[1], yq), dot(w[2], yq), dot(w[3], yq),   \
+                                   dot(w[4], yq), dot(w[5], yq), dot(w[6], yq), dot(w[7], yq)),  \
+                    corr(yq));                                                                   \
                 const __m256 dy = _mm256_set1_ps(qk_ldh(yb));                                    \
                 acc[t] = _mm256_add_ps(acc[t], combine(_mm256_cvtepi32_ps(s), dx, dy));          \
             }                                                                                    \
@@ -155,10 +167,10 @@ typedef void (*group_fn)(int64_t nb, const uint8_t *const xr[8], const uint8_t *
             _mm256_storeu_ps(out[t], acc[t]);                                                    \
     }
 
-GROUPT(q8_0_groupT, Q8_0_SIZE, q8_0_unpack, COMBINE_Q8_0)
-GROUPT(q4_0_groupT, Q4_0_SIZE, q4_0_unpack, COMBINE_Q4_0)
-GROUPT(q5_0_groupT, Q5_0_SIZE, q5_0_unpack, COMBINE_DXDY_S)
-GROUPT(iq4_nl_groupT, IQ4_NL_SIZE, iq4_nl_unpack, COMBINE_DXDY_S)
+GROUPT(q8_0_groupT, Q8_0_SIZE, q8_0_unpack, qk_dot_i8, COMBINE_Q8_0, CORR_NONE)
+GROUPT(q4_0_groupT, Q4_0_SIZE, q4_0_unpack, dot_u8, COMBINE_Q4_0, CORR_Q4_0)
+GROUPT(q5_0_groupT, Q5_0_SIZE, q5_0_unpack, qk_dot_i8, COMBINE_DXDY_S, CORR_NONE)
+GROUPT(iq4_nl_groupT, IQ4_NL_SIZE, iq4_nl_unpack, qk_dot_i8, COMBINE_DXDY_S, CORR_NONE)
 
 typedef void (*groupT_fn)(int64_t nb, const uint8_t *const xr[8], const uint8_t *const y[GT], int nt,
                           float out[GT][8]);
