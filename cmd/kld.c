@@ -44,7 +44,7 @@ static const char usage_text[] =
     "  -f, --file TEXT         evaluation text\n"
     "  -c, --ctx-size N        window size in tokens (default 512)\n"
     "      --chunks N          at most N windows\n"
-    "  -b, --batch-size N      tokens per forward call (default 128)\n"
+    "  -b, --batch-size N      tokens per forward call (default: logits within 64 MiB, 32..512)\n"
     "      --kv-type f16|f32   KV cache type (default f16, llama.cpp's numerics)\n"
     "      --kld-base FILE     compare against base log-probs (llama.cpp or qk format)\n"
     "      --base MODEL_B      compare against MODEL_B (GGUF or HF directory) in the same pass\n"

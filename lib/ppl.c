@@ -228,8 +228,11 @@ int qk_ppl_run(qk_ppl_job *j, qk_err *err)
     if (j->base_model && j->base_model->hp.n_vocab != nv)
         return qk_errf(err, QK_EINPUT, "the base model's vocabulary has %d tokens, the model's %d",
                        j->base_model->hp.n_vocab, nv);
-    if (j->n_batch <= 0)
-        j->n_batch = 128;
+    if (j->n_batch <= 0) {
+        /* as many tokens as keep a batch of logits within QK_PPL_LOGITS_BUDGET */
+        const uint64_t fit = QK_PPL_LOGITS_BUDGET / ((uint64_t)nv * sizeof(float));
+        j->n_batch = fit < 32 ? 32 : fit > 512 ? 512 : (int)fit;
+    }
     if (j->n_batch > j->n_ctx)
         j->n_batch = j->n_ctx;
     run_bufs r = {0};

@@ -54,7 +54,8 @@ typedef struct qk_ppl_job {
     int chunk_a, chunk_b;        /* chunks [a, b) */
     int32_t bos;
     bool add_bos;
-    int n_batch;                 /* tokens per forward call (0: 128) */
+    int n_batch;                 /* tokens per forward call (0: as many as keep one batch of
+                                  * logits within QK_PPL_LOGITS_BUDGET, 32 .. 512) */
     int nthreads;
     int kv_type;                 /* QK_F16 (llama.cpp's cache) or QK_F32 */
     /* numerics studies (docs/studies.md), applied to the model under test
@@ -72,5 +73,8 @@ typedef struct qk_ppl_job {
 /* Run the chunks.  KLD mode when base_model or base_in is given (acc must
  * be in that mode).  Errors: a forward-pass or base-file error. */
 int qk_ppl_run(qk_ppl_job *j, qk_err *err);
+
+/* Bytes of logits one default batch may hold (per model). */
+#define QK_PPL_LOGITS_BUDGET (64u << 20)
 
 #endif
