@@ -1,4 +1,4 @@
-/* avx2_kquants.c - AVX2 kernels of the K-quants against Q8_K (Q4_K, Q6_K)
+/* avx2_kquants.c - AVX2 kernels of the K-quants against Q8_K (Q4_K, Q5_K, Q6_K)
  * and the Q8_K activation encoder.
  *
  * Bitwise equal to the scalar reference (kquants.c).  The reference sums
@@ -17,7 +17,7 @@
 
 #define QKK 256
 
-enum { Q4_K_SIZE = 144, Q6_K_SIZE = 210, Q8_K_SIZE = 292 };
+enum { Q4_K_SIZE = 144, Q5_K_SIZE = 176, Q6_K_SIZE = 210, Q8_K_SIZE = 292 };
 
 /* Within each 16-byte half: element e and e + 8 become neighbours. */
 QK_TARGET_AVX2 static inline __m256i lane_shuffle(__m256i v)
@@ -78,36 +78,60 @@ QK_TARGET_AVX2 static inline int k4_summ(const uint8_t *bsums, const uint8_t *mi
     return qk_hsum_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), mm));
 }
 
-/* q4_K_dot1 with the activation quants already in lane order (ysh: the
- * q8 bytes of every block passed through lane_shuffle, 256 per block):
- * the weights' shuffle commutes with the nibble masks, so one shuffle
- * serves both halves of 64 elements. */
-QK_TARGET_AVX2 static float q4_K_dot1s(int64_t n, const uint8_t *x, const uint8_t *ysh,
-                                       const uint8_t *y)
+/* The levels of 64-element chunk c of a Q4_K block (qs bytes q, lane-
+ * shuffled) or of a Q5_K block (also hb: its 32 qh bytes, lane-shuffled;
+ * bit 2c of qh[i] is bit 4 of element 64c + i, bit 2c + 1 that of element
+ * 64c + 32 + i).  Bytewise masks and shifts commute with the shuffle. */
+QK_TARGET_AVX2 static inline void k4_chunk(__m256i q, const __m256i *hb, int c, __m256i *a1,
+                                           __m256i *a2)
 {
-    __m256 sums = _mm256_setzero_ps();
-    float sumf = 0;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    for (int64_t i = 0; i < n / QKK; i++, x += Q4_K_SIZE, y += Q8_K_SIZE, ysh += QKK) {
-        uint8_t sm[16];
-        k4_scales_mins(x + 4, sm);
-        const int summ = k4_summ(y + 4 + QKK, sm + 8);
-        __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
-        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
-            const __m256i q = lane_shuffle(_mm256_loadu_si256((const __m256i *)(x + 16 + 32 * c)));
-            const __m256i a1 = _mm256_and_si256(q, m4);
-            const __m256i a2 = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            const __m256i v1 = _mm256_maddubs_epi16(a1, _mm256_loadu_si256((const __m256i *)(ysh + 64 * c)));
-            const __m256i v2 = _mm256_maddubs_epi16(a2, _mm256_loadu_si256((const __m256i *)(ysh + 64 * c + 32)));
-            lanes_pair(&lo, &hi, v1, v2, _mm256_set1_epi32(pair16(sm[2 * c], sm[2 * c + 1])));
-        }
-        const float xd = qk_ldh(x), xdmin = qk_ldh(x + 2), yd = qk_ld_f32(y);
-        const __m256 lane = _mm256_cvtepi32_ps(lanes_total(lo, hi));
-        sums = _mm256_add_ps(sums, _mm256_mul_ps(_mm256_set1_ps(xd * yd), lane));
-        sumf -= xdmin * yd * (float)summ;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    *a1 = _mm256_and_si256(q, m4);
+    *a2 = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    if (hb) {
+        const __m256i h = _mm256_srli_epi16(*hb, 2 * c);
+        *a1 = _mm256_or_si256(*a1, _mm256_slli_epi16(_mm256_and_si256(h, one), 4));
+        *a2 = _mm256_or_si256(*a2, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 1), one), 4));
     }
-    return add_lanes(sumf, sums);
 }
+
+/* Q4_K (K5 0: qs at 16, 144-byte blocks) and Q5_K (K5 1: qh at 16, qs at
+ * 48, 176 bytes) against one activation row whose quants are already in
+ * lane order (ysh: the q8 bytes of every block through lane_shuffle, 256
+ * per block): the reference's k4_block_dot, lane for lane. */
+#define K4_DOT1S(name, SIZE, K5)                                                                 \
+    QK_TARGET_AVX2 static float name(int64_t n, const uint8_t *x, const uint8_t *ysh,            \
+                                     const uint8_t *y)                                           \
+    {                                                                                            \
+        __m256 sums = _mm256_setzero_ps();                                                       \
+        float sumf = 0;                                                                          \
+        for (int64_t i = 0; i < n / QKK; i++, x += SIZE, y += Q8_K_SIZE, ysh += QKK) {           \
+            uint8_t sm[16];                                                                      \
+            k4_scales_mins(x + 4, sm);                                                           \
+            const int summ = k4_summ(y + 4 + QKK, sm + 8);                                       \
+            const __m256i hb = K5 ? lane_shuffle(_mm256_loadu_si256((const __m256i *)(x + 16)))  \
+                                  : _mm256_setzero_si256();                                      \
+            __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();                    \
+            _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {                                \
+                const __m256i q =                                                                \
+                    lane_shuffle(_mm256_loadu_si256((const __m256i *)(x + 16 + 32 * K5 + 32 * c))); \
+                __m256i a1, a2;                                                                  \
+                k4_chunk(q, K5 ? &hb : NULL, c, &a1, &a2);                                       \
+                const __m256i v1 = _mm256_maddubs_epi16(a1, _mm256_loadu_si256((const __m256i *)(ysh + 64 * c))); \
+                const __m256i v2 =                                                               \
+                    _mm256_maddubs_epi16(a2, _mm256_loadu_si256((const __m256i *)(ysh + 64 * c + 32))); \
+                lanes_pair(&lo, &hi, v1, v2, _mm256_set1_epi32(pair16(sm[2 * c], sm[2 * c + 1]))); \
+            }                                                                                    \
+            const float xd = qk_ldh(x), xdmin = qk_ldh(x + 2), yd = qk_ld_f32(y);                \
+            const __m256 lane = _mm256_cvtepi32_ps(lanes_total(lo, hi));                         \
+            sums = _mm256_add_ps(sums, _mm256_mul_ps(_mm256_set1_ps(xd * yd), lane));            \
+            sumf -= xdmin * yd * (float)summ;                                                    \
+        }                                                                                        \
+        return add_lanes(sumf, sums);                                                            \
+    }
+
+K4_DOT1S(q4_K_dot1s, Q4_K_SIZE, 0)
+K4_DOT1S(q5_K_dot1s, Q5_K_SIZE, 1)
 
 /* The q8 bytes of the n / 256 Q8_K blocks at y, lane-shuffled, into ysh. */
 QK_TARGET_AVX2 static void q8_K_shuffled(int64_t n, const uint8_t *y, uint8_t *ysh)
@@ -190,43 +214,51 @@ QK_TARGET_AVX2 static float q6_K_dot1s(int64_t n, const uint8_t *x, const uint8_
  * dot1 stays for decode: dotT with one row is about 15 % slower there. */
 #define KT 4
 
-QK_TARGET_AVX2 static void q4_K_dotTs(int64_t n, const uint8_t *x, const uint8_t *const ysh[KT],
-                                      const uint8_t *const y[KT], int nt, float out[KT])
-{
-    __m256 sums[KT];
-    float sumf[KT];
-    for (int t = 0; t < nt; t++)
-        sums[t] = _mm256_setzero_ps(), sumf[t] = 0;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    for (int64_t i = 0; i < n / QKK; i++, x += Q4_K_SIZE) {
-        uint8_t sm[16];
-        k4_scales_mins(x + 4, sm);
-        __m256i a1[4], a2[4], scale[4];
-        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
-            const __m256i q = lane_shuffle(_mm256_loadu_si256((const __m256i *)(x + 16 + 32 * c)));
-            a1[c] = _mm256_and_si256(q, m4);
-            a2[c] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            scale[c] = _mm256_set1_epi32(pair16(sm[2 * c], sm[2 * c + 1]));
-        }
-        const float xd = qk_ldh(x), xdmin = qk_ldh(x + 2);
-        for (int t = 0; t < nt; t++) {
-            const uint8_t *yb = y[t] + (size_t)i * Q8_K_SIZE, *q8 = ysh[t] + (size_t)i * QKK;
-            const int summ = k4_summ(yb + 4 + QKK, sm + 8);
-            __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
-            _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
-                const __m256i v1 = _mm256_maddubs_epi16(a1[c], _mm256_loadu_si256((const __m256i *)(q8 + 64 * c)));
-                const __m256i v2 = _mm256_maddubs_epi16(a2[c], _mm256_loadu_si256((const __m256i *)(q8 + 64 * c + 32)));
-                lanes_pair(&lo, &hi, v1, v2, scale[c]);
-            }
-            const float yd = qk_ld_f32(yb);
-            const __m256 lane = _mm256_cvtepi32_ps(lanes_total(lo, hi));
-            sums[t] = _mm256_add_ps(sums[t], _mm256_mul_ps(_mm256_set1_ps(xd * yd), lane));
-            sumf[t] -= xdmin * yd * (float)summ;
-        }
+/* The same for up to KT activation rows sharing each unpacked weight block. */
+#define K4_DOTTS(name, SIZE, K5)                                                                 \
+    QK_TARGET_AVX2 static void name(int64_t n, const uint8_t *x, const uint8_t *const ysh[KT],   \
+                                    const uint8_t *const y[KT], int nt, float out[KT])           \
+    {                                                                                            \
+        __m256 sums[KT];                                                                         \
+        float sumf[KT];                                                                          \
+        for (int t = 0; t < nt; t++)                                                             \
+            sums[t] = _mm256_setzero_ps(), sumf[t] = 0;                                          \
+        for (int64_t i = 0; i < n / QKK; i++, x += SIZE) {                                       \
+            uint8_t sm[16];                                                                      \
+            k4_scales_mins(x + 4, sm);                                                           \
+            const __m256i hb = K5 ? lane_shuffle(_mm256_loadu_si256((const __m256i *)(x + 16)))  \
+                                  : _mm256_setzero_si256();                                      \
+            __m256i a1[4], a2[4], scale[4];                                                      \
+            _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {                                \
+                const __m256i q =                                                                \
+                    lane_shuffle(_mm256_loadu_si256((const __m256i *)(x + 16 + 32 * K5 + 32 * c))); \
+                k4_chunk(q, K5 ? &hb : NULL, c, &a1[c], &a2[c]);                                 \
+                scale[c] = _mm256_set1_epi32(pair16(sm[2 * c], sm[2 * c + 1]));                  \
+            }                                                                                    \
+            const float xd = qk_ldh(x), xdmin = qk_ldh(x + 2);                                   \
+            for (int t = 0; t < nt; t++) {                                                       \
+                const uint8_t *yb = y[t] + (size_t)i * Q8_K_SIZE, *q8 = ysh[t] + (size_t)i * QKK; \
+                const int summ = k4_summ(yb + 4 + QKK, sm + 8);                                  \
+                __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();                \
+                _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {                            \
+                    const __m256i v1 =                                                           \
+                        _mm256_maddubs_epi16(a1[c], _mm256_loadu_si256((const __m256i *)(q8 + 64 * c))); \
+                    const __m256i v2 = _mm256_maddubs_epi16(                                     \
+                        a2[c], _mm256_loadu_si256((const __m256i *)(q8 + 64 * c + 32)));         \
+                    lanes_pair(&lo, &hi, v1, v2, scale[c]);                                      \
+                }                                                                                \
+                const float yd = qk_ld_f32(yb);                                                  \
+                const __m256 lane = _mm256_cvtepi32_ps(lanes_total(lo, hi));                     \
+                sums[t] = _mm256_add_ps(sums[t], _mm256_mul_ps(_mm256_set1_ps(xd * yd), lane));  \
+                sumf[t] -= xdmin * yd * (float)summ;                                             \
+            }                                                                                    \
+        }                                                                                        \
+        for (int t = 0; t < nt; t++)                                                             \
+            out[t] = add_lanes(sumf[t], sums[t]);                                                \
     }
-    for (int t = 0; t < nt; t++)
-        out[t] = add_lanes(sumf[t], sums[t]);
-}
+
+K4_DOTTS(q4_K_dotTs, Q4_K_SIZE, 0)
+K4_DOTTS(q5_K_dotTs, Q5_K_SIZE, 1)
 
 QK_TARGET_AVX2 static void q6_K_dotTs(int64_t n, const uint8_t *x, const uint8_t *const ysh[KT],
                                       const uint8_t *const y[KT], int nt, float out[KT])
@@ -319,6 +351,7 @@ QK_TARGET_AVX2 static void q6_K_dotTs(int64_t n, const uint8_t *x, const uint8_t
     }
 
 TILE1(q4_K_tile, QK_Q4_K, q4_K_dot1s, q4_K_dotTs)
+TILE1(q5_K_tile, QK_Q5_K, q5_K_dot1s, q5_K_dotTs)
 TILE1(q6_K_tile, QK_Q6_K, q6_K_dot1s, q6_K_dotTs)
 
 /* ---- Q8_K activation encoder ------------------------------------------------------ */
@@ -406,6 +439,7 @@ QK_TARGET_AVX2 static void q8_K_from_float(const float *src, void *dst, int64_t 
 
 const qk_simd_ops qk_x86_avx2_kquants[] = {
     {QK_Q4_K, q4_K_tile, q4_K_tile_dot, NULL, NULL, NULL},
+    {QK_Q5_K, q5_K_tile, q5_K_tile_dot, NULL, NULL, NULL},
     {QK_Q6_K, q6_K_tile, q6_K_tile_dot, NULL, NULL, NULL},
     {QK_Q8_K, NULL, NULL, q8_K_from_float, NULL, NULL},
     {.id = -1},
