@@ -1,4 +1,4 @@
-/* avx2_kquants.c - AVX2 kernels of the K-quants against Q8_K (Q4_K, Q5_K, Q6_K)
+/* avx2_kquants.c - AVX2 kernels of the K-quants against Q8_K (Q2_K, Q4_K, Q5_K, Q6_K)
  * and the Q8_K activation encoder.
  *
  * Bitwise equal to the scalar reference (kquants.c).  The reference sums
@@ -301,6 +301,77 @@ QK_TARGET_AVX2 static void q6_K_dotTs(int64_t n, const uint8_t *x, const uint8_t
         out[t] = add_lanes(0, sums[t]);
 }
 
+/* ---- Q2_K: scales[16] qs[64] d dmin ---------------------------------------------
+ * The reference (q2_K_vec_dot) takes each block's whole integer sum
+ * isum = sum_j (scales[j] & 15) * sum of group j's 16 products, exact in any
+ * order, and then  sumf += dall * isum - dmin * summs  in float.  Element
+ * 128h + 32s + l is bits 2s..2s+1 of qs[32h + l]; a 32-element chunk (h, s)
+ * holds groups 8h + 2s (low 16 bytes) and 8h + 2s + 1 (high 16). */
+enum { Q2_K_SIZE = 84 };
+
+QK_TARGET_AVX2 static void q2_K_dotT(int64_t n, const uint8_t *x, const uint8_t *const y[KT], int nt,
+                                     float out[KT])
+{
+    float sumf[KT] = {0};
+    const __m256i m3 = _mm256_set1_epi8(3);
+    for (int64_t i = 0; i < n / QKK; i++, x += Q2_K_SIZE) {
+        __m256i a[8], sc[8];
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(x + 16 + 32 * h));
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+                const int j = 8 * h + 2 * k;
+                a[4 * h + k] = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m3);
+                sc[4 * h + k] = _mm256_inserti128_si256(_mm256_set1_epi16((short)(x[j] & 0xF)),
+                                                        _mm_set1_epi16((short)(x[j + 1] & 0xF)), 1);
+            }
+        }
+        const __m128i mn8 = _mm_srli_epi16(_mm_loadu_si128((const __m128i *)x), 4);
+        const __m128i mn = _mm_and_si128(mn8, _mm_set1_epi8(0x0F));
+        const __m256i mins = _mm256_cvtepu8_epi16(mn);
+        const float xd = qk_ldh(x + 80), xdmin = qk_ldh(x + 82);
+        for (int t = 0; t < nt; t++) {
+            const uint8_t *yb = y[t] + (size_t)i * Q8_K_SIZE, *q8 = yb + 4;
+            __m256i acc = _mm256_setzero_si256();
+            _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) {
+                const __m256i p = _mm256_maddubs_epi16(a[c], _mm256_loadu_si256((const __m256i *)(q8 + 32 * c)));
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, sc[c]));
+            }
+            const int isum = qk_hsum_epi32(acc);
+            const int summs = qk_hsum_epi32(
+                _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(yb + 4 + QKK)), mins));
+            const float yd = qk_ld_f32(yb);
+            const float dall = yd * xd, dmin = yd * xdmin;
+            sumf[t] += dall * (float)isum - dmin * (float)summs;
+        }
+    }
+    for (int t = 0; t < nt; t++)
+        out[t] = sumf[t];
+}
+
+QK_TARGET_AVX2 static void q2_K_tile(int64_t n, const void *x, size_t xs, int nr, const void *y,
+                                     size_t ys, int nt, float *out, size_t ldo)
+{
+    for (int t0 = 0; t0 < nt; t0 += KT) {
+        const int q = nt - t0 < KT ? nt - t0 : KT;
+        const uint8_t *yr[KT];
+        for (int k = 0; k < q; k++)
+            yr[k] = (const uint8_t *)y + (size_t)(t0 + k) * ys;
+        for (int r = 0; r < nr; r++) {
+            float o[KT];
+            q2_K_dotT(n, (const uint8_t *)x + (size_t)r * xs, yr, q, o);
+            for (int k = 0; k < q; k++)
+                out[(size_t)(t0 + k) * ldo + (size_t)r] = o[k];
+        }
+    }
+}
+
+static float q2_K_tile_dot(int64_t n, const void *x, const void *y)
+{
+    float o;
+    q2_K_tile(n, x, 0, 1, y, 0, 1, &o, 1);
+    return o;
+}
+
 /* The activation quants of the tile's tokens are lane-shuffled once for all
  * its rows (up to SHUF_MAX elements per row, on the stack; longer rows, which
  * no model has, go through the table's reference vec_dot: the same bits).
@@ -438,6 +509,7 @@ QK_TARGET_AVX2 static void q8_K_from_float(const float *src, void *dst, int64_t 
 }
 
 const qk_simd_ops qk_x86_avx2_kquants[] = {
+    {QK_Q2_K, q2_K_tile, q2_K_tile_dot, NULL, NULL, NULL},
     {QK_Q4_K, q4_K_tile, q4_K_tile_dot, NULL, NULL, NULL},
     {QK_Q5_K, q5_K_tile, q5_K_tile_dot, NULL, NULL, NULL},
     {QK_Q6_K, q6_K_tile, q6_K_tile_dot, NULL, NULL, NULL},
