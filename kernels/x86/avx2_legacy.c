@@ -1,5 +1,6 @@
 /* avx2_legacy.c - AVX2 kernels of the 32-element block formats against Q8_0
- * activations (Q8_0, Q4_0, Q5_0, IQ4_NL) and the Q8_0 activation encoder.
+ * activations (Q8_0, Q4_0, Q5_0, IQ4_NL), of IQ4_XS (IQ4_NL's sub-blocks
+ * against Q8_K) and the Q8_0 activation encoder.
  *
  * Bitwise equal to the scalar reference (legacy.c, iq4.c): each block's
  * integer dot is exact in any order (Q4_0's is taken on the unsigned
@@ -224,6 +225,64 @@ QK_VEC_DOT_OF_TILE(q4_0_dot, q4_0_tile)
 QK_VEC_DOT_OF_TILE(q5_0_dot, q5_0_tile)
 QK_VEC_DOT_OF_TILE(iq4_nl_dot, iq4_nl_tile)
 
+/* ---- IQ4_XS against Q8_K ------------------------------------------------------------
+ * d (f16), scales_h (u16), scales_l[4], qs[128]: eight 32-element sub-blocks
+ * laid out as IQ4_NL's.  The reference (iq4.c) adds, sub-block by
+ * sub-block, dl * (float)isum with dl = (d * yd) * (float)scale; here the
+ * eight exact isums come out of one qk_hsum8_epi32 (lane s = sub-block s),
+ * the products lane by lane, and the sum in order. */
+enum { IQ4_XS_SIZE = 136, Q8_K_SIZE = 292, QKK = 256, XT = 4 };
+
+QK_TARGET_AVX2 static void iq4_xs_dotT(int64_t n, const uint8_t *x, const uint8_t *const y[XT], int nt,
+                                       float out[XT])
+{
+    float sumf[XT] = {0};
+    for (int64_t i = 0; i < n / QKK; i++, x += IQ4_XS_SIZE) {
+        __m256i w[8];
+        int32_t sc[8];
+        const unsigned sh = qk_ld_u16(x + 2);
+        for (int k = 0; k < 8; k++) {
+            w[k] = iq4_nl_unpack(x + 6 + 16 * k); /* reads the qs at x + 8 + 16k */
+            sc[k] = (int32_t)(((x[4 + k / 2] >> 4 * (k % 2)) & 15) | ((sh >> 2 * k) & 3) << 4) - 32;
+        }
+        const __m256 scf = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)sc));
+        const float xd = qk_ldh(x);
+        for (int t = 0; t < nt; t++) {
+            const uint8_t *yb = y[t] + (size_t)i * Q8_K_SIZE, *q8 = yb + 4;
+            __m256i v[8];
+            for (int k = 0; k < 8; k++)
+                v[k] = qk_dot_i8(w[k], _mm256_loadu_si256((const __m256i *)(q8 + 32 * k)));
+            const __m256i isum = qk_hsum8_epi32(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
+            const __m256 dl = _mm256_mul_ps(_mm256_set1_ps(xd * qk_ld_f32(yb)), scf);
+            float p[8];
+            _mm256_storeu_ps(p, _mm256_mul_ps(dl, _mm256_cvtepi32_ps(isum)));
+            for (int k = 0; k < 8; k++)
+                sumf[t] += p[k];
+        }
+    }
+    for (int t = 0; t < nt; t++)
+        out[t] = sumf[t];
+}
+
+QK_TARGET_AVX2 static void iq4_xs_tile(int64_t n, const void *x, size_t xs, int nr, const void *y,
+                                       size_t ys, int nt, float *out, size_t ldo)
+{
+    for (int t0 = 0; t0 < nt; t0 += XT) {
+        const int q = nt - t0 < XT ? nt - t0 : XT;
+        const uint8_t *yr[XT];
+        for (int k = 0; k < q; k++)
+            yr[k] = (const uint8_t *)y + (size_t)(t0 + k) * ys;
+        for (int r = 0; r < nr; r++) {
+            float o[XT];
+            iq4_xs_dotT(n, (const uint8_t *)x + (size_t)r * xs, yr, q, o);
+            for (int k = 0; k < q; k++)
+                out[(size_t)(t0 + k) * ldo + (size_t)r] = o[k];
+        }
+    }
+}
+
+QK_VEC_DOT_OF_TILE(iq4_xs_dot, iq4_xs_tile)
+
 /* ---- Q8_0 activation encoder ---------------------------------------------------- */
 
 /* roundf (half away from zero) of finite v: trunc(v), plus sign(v) when the
@@ -306,6 +365,7 @@ const qk_simd_ops qk_x86_avx2_legacy[] = {
     {QK_Q4_0, q4_0_tile, q4_0_dot, NULL, NULL, NULL},
     {QK_Q5_0, q5_0_tile, q5_0_dot, NULL, NULL, NULL},
     {QK_IQ4_NL, iq4_nl_tile, iq4_nl_dot, NULL, NULL, NULL},
+    {QK_IQ4_XS, iq4_xs_tile, iq4_xs_dot, NULL, NULL, NULL},
     {.id = -1},
 };
 
