@@ -1,4 +1,4 @@
-/* avx2_kquants.c - AVX2 kernels of the K-quants against Q8_K (Q2_K, Q4_K, Q5_K, Q6_K)
+/* avx2_kquants.c - AVX2 kernels of the K-quants against Q8_K (Q2_K..Q6_K)
  * and the Q8_K activation encoder.
  *
  * Bitwise equal to the scalar reference (kquants.c).  The reference sums
@@ -372,6 +372,71 @@ static float q2_K_tile_dot(int64_t n, const void *x, const void *y)
     return o;
 }
 
+/* ---- Q3_K: hmask[32] qs[64] scales[12] d --------------------------------------------
+ * Q6_K's lane scheme with other levels: element 128h + 32s + l is bits
+ * 2s..2s+1 of qs[32h + l], less 4 unless bit 4h + s of hmask[l] is set
+ * (-4..3); sixteen 6-bit scales less 32, one per 16 elements, as Q6_K's. */
+enum { Q3_K_SIZE = 110 };
+
+static void q3_K_scales8(const uint8_t *s12, int8_t sc[16])
+{
+    for (int j = 0; j < 16; j++) {
+        const int lo = j < 8 ? s12[j] & 0xF : s12[j - 8] >> 4;
+        sc[j] = (int8_t)((lo | ((s12[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32);
+    }
+}
+
+QK_TARGET_AVX2 static void q3_K_dotTs(int64_t n, const uint8_t *x, const uint8_t *const ysh[KT],
+                                      const uint8_t *const y[KT], int nt, float out[KT])
+{
+    __m256 sums[KT];
+    for (int t = 0; t < nt; t++)
+        sums[t] = _mm256_setzero_ps();
+    const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1), four = _mm256_set1_epi8(4);
+    for (int64_t i = 0; i < n / QKK; i++, x += Q3_K_SIZE) {
+        int8_t sc[16];
+        q3_K_scales8(x + 96, sc);
+        const __m256i hm = lane_shuffle(_mm256_loadu_si256((const __m256i *)x));
+        __m256i sa[8], aa[8], scale[4];
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+            const __m256i Q = lane_shuffle(_mm256_loadu_si256((const __m256i *)(x + 32 + 32 * h)));
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+                const __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(Q, 2 * k), m3);
+                const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + k), one);
+                const __m256i a = _mm256_sub_epi8(_mm256_or_si256(q2, _mm256_slli_epi16(hb, 2)), four);
+                sa[4 * h + k] = a;
+                aa[4 * h + k] = _mm256_sign_epi8(a, a);
+            }
+            scale[2 * h] = q6_K_scale_pair(sc, 8 * h);
+            scale[2 * h + 1] = q6_K_scale_pair(sc, 8 * h + 4);
+        }
+        const float xd = qk_ldh(x + 108);
+        for (int t = 0; t < nt; t++) {
+            const uint8_t *q8 = ysh[t] + (size_t)i * QKK;
+            __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+            __m256i v[8];
+            _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) {
+                const __m256i sy = _mm256_loadu_si256((const __m256i *)(q8 + 32 * c));
+                v[c] = _mm256_maddubs_epi16(aa[c], _mm256_sign_epi8(sy, sa[c]));
+            }
+            _Pragma("GCC unroll 4") for (int c = 0; c < 8; c += 2)
+                lanes_pair(&lo, &hi, v[c], v[c + 1], scale[c / 2]);
+            const float d = xd * qk_ld_f32(y[t] + (size_t)i * Q8_K_SIZE);
+            sums[t] = _mm256_add_ps(sums[t], _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes_total(lo, hi))));
+        }
+    }
+    for (int t = 0; t < nt; t++)
+        out[t] = add_lanes(0, sums[t]);
+}
+
+QK_TARGET_AVX2 static float q3_K_dot1s(int64_t n, const uint8_t *x, const uint8_t *ysh, const uint8_t *y)
+{
+    const uint8_t *s1[KT] = {ysh}, *y1[KT] = {y};
+    float o[KT];
+    q3_K_dotTs(n, x, s1, y1, 1, o);
+    return o[0];
+}
+
 /* The activation quants of the tile's tokens are lane-shuffled once for all
  * its rows (up to SHUF_MAX elements per row, on the stack; longer rows, which
  * no model has, go through the table's reference vec_dot: the same bits).
@@ -421,6 +486,7 @@ static float q2_K_tile_dot(int64_t n, const void *x, const void *y)
         return o;                                                                               \
     }
 
+TILE1(q3_K_tile, QK_Q3_K, q3_K_dot1s, q3_K_dotTs)
 TILE1(q4_K_tile, QK_Q4_K, q4_K_dot1s, q4_K_dotTs)
 TILE1(q5_K_tile, QK_Q5_K, q5_K_dot1s, q5_K_dotTs)
 TILE1(q6_K_tile, QK_Q6_K, q6_K_dot1s, q6_K_dotTs)
@@ -510,6 +576,7 @@ QK_TARGET_AVX2 static void q8_K_from_float(const float *src, void *dst, int64_t 
 
 const qk_simd_ops qk_x86_avx2_kquants[] = {
     {QK_Q2_K, q2_K_tile, q2_K_tile_dot, NULL, NULL, NULL},
+    {QK_Q3_K, q3_K_tile, q3_K_tile_dot, NULL, NULL, NULL},
     {QK_Q4_K, q4_K_tile, q4_K_tile_dot, NULL, NULL, NULL},
     {QK_Q5_K, q5_K_tile, q5_K_tile_dot, NULL, NULL, NULL},
     {QK_Q6_K, q6_K_tile, q6_K_tile_dot, NULL, NULL, NULL},
