@@ -1,5 +1,5 @@
 /* avx2_legacy.c - AVX2 kernels of the 32-element block formats against Q8_0
- * activations (Q8_0, Q4_0, Q5_0, IQ4_NL), of IQ4_XS (IQ4_NL's sub-blocks
+ * activations (Q8_0, Q4_0, Q5_0, IQ4_NL) or Q8_1 (Q4_1, Q5_1), of IQ4_XS (IQ4_NL's sub-blocks
  * against Q8_K) and the Q8_0 activation encoder.
  *
  * Bitwise equal to the scalar reference (legacy.c, iq4.c): each block's
@@ -10,6 +10,7 @@
  *   Q4_0    sumf += ((float)sumi * dx) * dy
  *   Q5_0    sumf += (dx * dy) * (float)sumi
  *   IQ4_NL  sumf += (dx * dy) * (float)sumi
+ *   Q4_1, Q5_1 (against Q8_1)  sumf += (dx * dy) * (float)sumi + mx * sy
  * The serial float sum is why eight outputs (eight weight rows against one
  * activation row) share one vector: lane k is output k's own running sum. */
 #include "simd_common.h"
@@ -19,7 +20,7 @@
 
 #define QK 32
 
-enum { Q8_0_SIZE = 34, Q4_0_SIZE = 18, Q5_0_SIZE = 22, IQ4_NL_SIZE = 18 };
+enum { Q8_0_SIZE = 34, Q4_0_SIZE = 18, Q5_0_SIZE = 22, IQ4_NL_SIZE = 18, Q4_1_SIZE = 20, Q5_1_SIZE = 24 };
 
 /* ---- per-block integer dots (8 int32 partials) ------------------------------ */
 
@@ -62,10 +63,11 @@ QK_TARGET_AVX2 static inline __m256i q4_0_int(const uint8_t *xb, __m256i y)
 #define CORR_NONE(y) _mm256_setzero_si256()
 #define CORR_Q4_0(y) _mm256_set1_epi32(8 * qk_hsum_epi32(dot_u8(_mm256_set1_epi8(1), y)))
 
-/* Q5_0: bit j of qh (little-endian u32 at xb + 2) is bit 4 of element j. */
-QK_TARGET_AVX2 static inline __m256i q5_0_unpack(const uint8_t *xb)
+/* Q5_0/Q5_1 levels 0..31: bit j of qh (little-endian u32 at qh) is bit 4 of
+ * element j, its low four bits the nibbles at qs. */
+QK_TARGET_AVX2 static inline __m256i q5_levels(const uint8_t *qh, const uint8_t *qs)
 {
-    const __m256i bits = _mm256_set1_epi32((int)qk_ld_u32(xb + 2));
+    const __m256i bits = _mm256_set1_epi32((int)qk_ld_u32(qh));
     /* byte j takes byte j/8 of qh, then tests bit j%8 */
     const __m256i spread = _mm256_shuffle_epi8(
         bits, _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2,
@@ -73,14 +75,25 @@ QK_TARGET_AVX2 static inline __m256i q5_0_unpack(const uint8_t *xb)
     const __m256i mask = _mm256_set1_epi64x(0x8040201008040201ll);
     const __m256i hb = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, mask), mask),
                                         _mm256_set1_epi8(0x10));
-    const __m256i q = _mm256_or_si256(nibbles(xb + 6), hb);
-    return _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+    return _mm256_or_si256(nibbles(qs), hb);
 }
+
+QK_TARGET_AVX2 static inline __m256i q5_0_unpack(const uint8_t *xb)
+{
+    return _mm256_sub_epi8(q5_levels(xb + 2, xb + 6), _mm256_set1_epi8(16));
+}
+
+/* Q4_1 and Q5_1 (d, m, [qh], qs against Q8_1): unsigned levels. */
+QK_TARGET_AVX2 static inline __m256i q4_1_unpack(const uint8_t *xb) { return nibbles(xb + 4); }
+QK_TARGET_AVX2 static inline __m256i q5_1_unpack(const uint8_t *xb) { return q5_levels(xb + 4, xb + 8); }
 
 QK_TARGET_AVX2 static inline __m256i q5_0_int(const uint8_t *xb, __m256i y)
 {
     return qk_dot_i8(q5_0_unpack(xb), y);
 }
+
+QK_TARGET_AVX2 static inline __m256i q4_1_int(const uint8_t *xb, __m256i y) { return dot_u8(q4_1_unpack(xb), y); }
+QK_TARGET_AVX2 static inline __m256i q5_1_int(const uint8_t *xb, __m256i y) { return dot_u8(q5_1_unpack(xb), y); }
 
 /* kvalues_iq4nl of ggml (iq4.c holds the same table). */
 static const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
@@ -99,38 +112,50 @@ QK_TARGET_AVX2 static inline __m256i iq4_nl_int(const uint8_t *xb, __m256i y)
 
 /* ---- eight rows x one activation row ---------------------------------------- */
 
-/* GROUP(name, size, intfn, combine): out[k] = dot of row xr[k] with y over nb
- * blocks (weight blocks of `size` bytes, Q8_0 activation blocks of 34);
- * combine(s, dx, dy) is the per-block float term of the reference. */
-#define GROUP(name, size, intfn, combine, corr)                                                  \
+/* GROUP(name, size, intfn, term, corr, A): out[k] = dot of row xr[k] with
+ * y over nb blocks (weight blocks of `size` bytes; activation blocks of
+ * format A: Q8_0, 34 bytes, quants at 2, or Q8_1, 36 bytes, quants at 4);
+ * term(s, dx, dy, xr, o, yb) is the per-block float term of the reference,
+ * corr(yq) what the block's integer sum must lose. */
+#define A_SIZE_Q8_0 34
+#define A_QS_Q8_0 2
+#define A_SIZE_Q8_1 36
+#define A_QS_Q8_1 4
+#define GROUP(name, size, intfn, term, corr, A)                                                  \
     QK_TARGET_AVX2 static void name(int64_t nb, const uint8_t *const xr[8], const uint8_t *y,   \
                                     float out[8])                                                \
     {                                                                                            \
         __m256 acc = _mm256_setzero_ps();                                                        \
         for (int64_t i = 0; i < nb; i++) {                                                       \
             const size_t o = (size_t)i * size;                                                   \
-            const uint8_t *yb = y + (size_t)i * Q8_0_SIZE;                                       \
-            const __m256i yq = _mm256_loadu_si256((const __m256i *)(yb + 2));                    \
-            __m256i s = qk_hsum8_epi32(intfn(xr[0] + o, yq), intfn(xr[1] + o, yq),         \
-                                             intfn(xr[2] + o, yq), intfn(xr[3] + o, yq),         \
-                                             intfn(xr[4] + o, yq), intfn(xr[5] + o, yq),         \
-                                             intfn(xr[6] + o, yq), intfn(xr[7] + o, yq));        \
+            const uint8_t *yb = y + (size_t)i * A_SIZE_##A;                                      \
+            const __m256i yq = _mm256_loadu_si256((const __m256i *)(yb + A_QS_##A));             \
+            __m256i s = qk_hsum8_epi32(intfn(xr[0] + o, yq), intfn(xr[1] + o, yq),               \
+                                       intfn(xr[2] + o, yq), intfn(xr[3] + o, yq),               \
+                                       intfn(xr[4] + o, yq), intfn(xr[5] + o, yq),               \
+                                       intfn(xr[6] + o, yq), intfn(xr[7] + o, yq));              \
             s = _mm256_sub_epi32(s, corr(yq));                                                   \
             const __m256 dx = qk_ld8_f16(xr, o);                                                 \
             const __m256 dy = _mm256_set1_ps(qk_ldh(yb));                                        \
-            acc = _mm256_add_ps(acc, combine(_mm256_cvtepi32_ps(s), dx, dy));                    \
+            acc = _mm256_add_ps(acc, term(_mm256_cvtepi32_ps(s), dx, dy, xr, o, yb));            \
         }                                                                                        \
         _mm256_storeu_ps(out, acc);                                                              \
     }
 
-#define COMBINE_Q8_0(s, dx, dy) _mm256_mul_ps(s, _mm256_mul_ps(dx, dy))
-#define COMBINE_Q4_0(s, dx, dy) _mm256_mul_ps(_mm256_mul_ps(s, dx), dy)
-#define COMBINE_DXDY_S(s, dx, dy) _mm256_mul_ps(_mm256_mul_ps(dx, dy), s)
+#define TERM_Q8_0(s, dx, dy, xr, o, yb) _mm256_mul_ps(s, _mm256_mul_ps(dx, dy))
+#define TERM_Q4_0(s, dx, dy, xr, o, yb) _mm256_mul_ps(_mm256_mul_ps(s, dx), dy)
+#define TERM_DXDY_S(s, dx, dy, xr, o, yb) _mm256_mul_ps(_mm256_mul_ps(dx, dy), s)
+/* Q4_1/Q5_1: (dx * dy) * sumi + m * s, the activation block's s at 2 */
+#define TERM_MIN(s, dx, dy, xr, o, yb)                                                           \
+    _mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(dx, dy), s),                                      \
+                  _mm256_mul_ps(qk_ld8_f16(xr, (o) + 2), _mm256_set1_ps(qk_ldh((yb) + 2))))
 
-GROUP(q8_0_group, Q8_0_SIZE, q8_0_int, COMBINE_Q8_0, CORR_NONE)
-GROUP(q4_0_group, Q4_0_SIZE, q4_0_int, COMBINE_Q4_0, CORR_Q4_0)
-GROUP(q5_0_group, Q5_0_SIZE, q5_0_int, COMBINE_DXDY_S, CORR_NONE)
-GROUP(iq4_nl_group, IQ4_NL_SIZE, iq4_nl_int, COMBINE_DXDY_S, CORR_NONE)
+GROUP(q8_0_group, Q8_0_SIZE, q8_0_int, TERM_Q8_0, CORR_NONE, Q8_0)
+GROUP(q4_0_group, Q4_0_SIZE, q4_0_int, TERM_Q4_0, CORR_Q4_0, Q8_0)
+GROUP(q5_0_group, Q5_0_SIZE, q5_0_int, TERM_DXDY_S, CORR_NONE, Q8_0)
+GROUP(iq4_nl_group, IQ4_NL_SIZE, iq4_nl_int, TERM_DXDY_S, CORR_NONE, Q8_0)
+GROUP(q4_1_group, Q4_1_SIZE, q4_1_int, TERM_MIN, CORR_NONE, Q8_1)
+GROUP(q5_1_group, Q5_1_SIZE, q5_1_int, TERM_MIN, CORR_NONE, Q8_1)
 
 typedef void (*group_fn)(int64_t nb, const uint8_t *const xr[8], const uint8_t *y, float out[8]);
 
@@ -140,7 +165,7 @@ typedef void (*group_fn)(int64_t nb, const uint8_t *const xr[8], const uint8_t *
  * decode: this kernel with one activation row is about 15 % slower there. */
 #define GT 4
 
-#define GROUPT(name, size, unpack, dot, combine, corr)                                           \
+#define GROUPT(name, size, unpack, dot, term, corr, A)                                           \
     QK_TARGET_AVX2 static void name(int64_t nb, const uint8_t *const xr[8],                      \
                                     const uint8_t *const y[GT], int nt, float out[GT][8])        \
     {                                                                                            \
@@ -154,24 +179,26 @@ typedef void (*group_fn)(int64_t nb, const uint8_t *const xr[8], const uint8_t *
                 w[k] = unpack(xr[k] + o);                                                        \
             const __m256 dx = qk_ld8_f16(xr, o);                                                 \
             for (int t = 0; t < nt; t++) {                                                       \
-                const uint8_t *yb = y[t] + (size_t)i * Q8_0_SIZE;                                \
-                const __m256i yq = _mm256_loadu_si256((const __m256i *)(yb + 2));                \
+                const uint8_t *yb = y[t] + (size_t)i * A_SIZE_##A;                               \
+                const __m256i yq = _mm256_loadu_si256((const __m256i *)(yb + A_QS_##A));         \
                 const __m256i s = _mm256_sub_epi32(                                              \
                     qk_hsum8_epi32(dot(w[0], yq), dot(w[1], yq), dot(w[2], yq), dot(w[3], yq),   \
                                    dot(w[4], yq), dot(w[5], yq), dot(w[6], yq), dot(w[7], yq)),  \
                     corr(yq));                                                                   \
                 const __m256 dy = _mm256_set1_ps(qk_ldh(yb));                                    \
-                acc[t] = _mm256_add_ps(acc[t], combine(_mm256_cvtepi32_ps(s), dx, dy));          \
+                acc[t] = _mm256_add_ps(acc[t], term(_mm256_cvtepi32_ps(s), dx, dy, xr, o, yb));  \
             }                                                                                    \
         }                                                                                        \
         for (int t = 0; t < nt; t++)                                                             \
             _mm256_storeu_ps(out[t], acc[t]);                                                    \
     }
 
-GROUPT(q8_0_groupT, Q8_0_SIZE, q8_0_unpack, qk_dot_i8, COMBINE_Q8_0, CORR_NONE)
-GROUPT(q4_0_groupT, Q4_0_SIZE, q4_0_unpack, dot_u8, COMBINE_Q4_0, CORR_Q4_0)
-GROUPT(q5_0_groupT, Q5_0_SIZE, q5_0_unpack, qk_dot_i8, COMBINE_DXDY_S, CORR_NONE)
-GROUPT(iq4_nl_groupT, IQ4_NL_SIZE, iq4_nl_unpack, qk_dot_i8, COMBINE_DXDY_S, CORR_NONE)
+GROUPT(q8_0_groupT, Q8_0_SIZE, q8_0_unpack, qk_dot_i8, TERM_Q8_0, CORR_NONE, Q8_0)
+GROUPT(q4_0_groupT, Q4_0_SIZE, q4_0_unpack, dot_u8, TERM_Q4_0, CORR_Q4_0, Q8_0)
+GROUPT(q5_0_groupT, Q5_0_SIZE, q5_0_unpack, qk_dot_i8, TERM_DXDY_S, CORR_NONE, Q8_0)
+GROUPT(iq4_nl_groupT, IQ4_NL_SIZE, iq4_nl_unpack, qk_dot_i8, TERM_DXDY_S, CORR_NONE, Q8_0)
+GROUPT(q4_1_groupT, Q4_1_SIZE, q4_1_unpack, dot_u8, TERM_MIN, CORR_NONE, Q8_1)
+GROUPT(q5_1_groupT, Q5_1_SIZE, q5_1_unpack, dot_u8, TERM_MIN, CORR_NONE, Q8_1)
 
 typedef void (*groupT_fn)(int64_t nb, const uint8_t *const xr[8], const uint8_t *const y[GT], int nt,
                           float out[GT][8]);
@@ -220,10 +247,14 @@ TILE(q8_0_tile, q8_0_group)
 TILE(q4_0_tile, q4_0_group)
 TILE(q5_0_tile, q5_0_group)
 TILE(iq4_nl_tile, iq4_nl_group)
+TILE(q4_1_tile, q4_1_group)
+TILE(q5_1_tile, q5_1_group)
 QK_VEC_DOT_OF_TILE(q8_0_dot, q8_0_tile)
 QK_VEC_DOT_OF_TILE(q4_0_dot, q4_0_tile)
 QK_VEC_DOT_OF_TILE(q5_0_dot, q5_0_tile)
 QK_VEC_DOT_OF_TILE(iq4_nl_dot, iq4_nl_tile)
+QK_VEC_DOT_OF_TILE(q4_1_dot, q4_1_tile)
+QK_VEC_DOT_OF_TILE(q5_1_dot, q5_1_tile)
 
 /* ---- IQ4_XS against Q8_K ------------------------------------------------------------
  * d (f16), scales_h (u16), scales_l[4], qs[128]: eight 32-element sub-blocks
@@ -366,6 +397,8 @@ const qk_simd_ops qk_x86_avx2_legacy[] = {
     {QK_Q5_0, q5_0_tile, q5_0_dot, NULL, NULL, NULL},
     {QK_IQ4_NL, iq4_nl_tile, iq4_nl_dot, NULL, NULL, NULL},
     {QK_IQ4_XS, iq4_xs_tile, iq4_xs_dot, NULL, NULL, NULL},
+    {QK_Q4_1, q4_1_tile, q4_1_dot, NULL, NULL, NULL},
+    {QK_Q5_1, q5_1_tile, q5_1_dot, NULL, NULL, NULL},
     {.id = -1},
 };
 
