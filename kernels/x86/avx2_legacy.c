@@ -1,6 +1,6 @@
 /* avx2_legacy.c - AVX2 kernels of the 32-element block formats against Q8_0
- * activations (Q8_0, Q4_0, Q5_0, IQ4_NL) or Q8_1 (Q4_1, Q5_1), of IQ4_XS (IQ4_NL's sub-blocks
- * against Q8_K) and the Q8_0 activation encoder.
+ * activations (Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4, NVFP4) or Q8_1 (Q4_1, Q5_1), of
+ * IQ4_XS (IQ4_NL's sub-blocks against Q8_K) and the Q8_0 activation encoder.
  *
  * Bitwise equal to the scalar reference (legacy.c, iq4.c): each block's
  * integer dot is exact in any order (Q4_0's is taken on the unsigned
@@ -9,18 +9,22 @@
  *   Q8_0    sumf += (float)sumi * (dx * dy)
  *   Q4_0    sumf += ((float)sumi * dx) * dy
  *   Q5_0    sumf += (dx * dy) * (float)sumi
- *   IQ4_NL  sumf += (dx * dy) * (float)sumi
+ *   IQ4_NL, MXFP4  sumf += (dx * dy) * (float)sumi
+ *   NVFP4   per 16-element sub-block  sumf += (dy * d) * (float)sumi
  *   Q4_1, Q5_1 (against Q8_1)  sumf += (dx * dy) * (float)sumi + mx * sy
  * The serial float sum is why eight outputs (eight weight rows against one
  * activation row) share one vector: lane k is output k's own running sum. */
 #include "simd_common.h"
+
+#include "fp4.h"
 
 #ifdef QK_X86
 #include <math.h>
 
 #define QK 32
 
-enum { Q8_0_SIZE = 34, Q4_0_SIZE = 18, Q5_0_SIZE = 22, IQ4_NL_SIZE = 18, Q4_1_SIZE = 20, Q5_1_SIZE = 24 };
+enum { Q8_0_SIZE = 34, Q4_0_SIZE = 18, Q5_0_SIZE = 22, IQ4_NL_SIZE = 18, Q4_1_SIZE = 20, Q5_1_SIZE = 24,
+       MXFP4_SIZE = 17, NVFP4_SIZE = 36 };
 
 /* ---- per-block integer dots (8 int32 partials) ------------------------------ */
 
@@ -110,18 +114,40 @@ QK_TARGET_AVX2 static inline __m256i iq4_nl_int(const uint8_t *xb, __m256i y)
     return qk_dot_i8(iq4_nl_unpack(xb), y);
 }
 
+/* MXFP4 (E8M0 scale byte, 16 bytes of E2M1 codes laid out as IQ4_NL's): the
+ * doubled code values of fp4.h, signed. */
+QK_TARGET_AVX2 static inline __m256i mxfp4_unpack(const uint8_t *xb)
+{
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qk_e2m1_x2));
+    return _mm256_shuffle_epi8(lut, nibbles(xb + 1));
+}
+
+QK_TARGET_AVX2 static inline __m256i mxfp4_int(const uint8_t *xb, __m256i y)
+{
+    return qk_dot_i8(mxfp4_unpack(xb), y);
+}
+
 /* ---- eight rows x one activation row ---------------------------------------- */
 
-/* GROUP(name, size, intfn, term, corr, A): out[k] = dot of row xr[k] with
+/* The eight rows' block scales: F16 at the block's start, or (MXFP4) an
+ * E8M0 byte as half its value (fp4.h). */
+#define DX_F16(xr, o) qk_ld8_f16(xr, o)
+#define DX_E8M0(xr, o)                                                                           \
+    _mm256_setr_ps(qk_e8m0_to_f32_half((xr)[0][o]), qk_e8m0_to_f32_half((xr)[1][o]),             \
+                   qk_e8m0_to_f32_half((xr)[2][o]), qk_e8m0_to_f32_half((xr)[3][o]),             \
+                   qk_e8m0_to_f32_half((xr)[4][o]), qk_e8m0_to_f32_half((xr)[5][o]),             \
+                   qk_e8m0_to_f32_half((xr)[6][o]), qk_e8m0_to_f32_half((xr)[7][o]))
+
+/* GROUP(name, size, intfn, term, corr, A, dxl): out[k] = dot of row xr[k] with
  * y over nb blocks (weight blocks of `size` bytes; activation blocks of
  * format A: Q8_0, 34 bytes, quants at 2, or Q8_1, 36 bytes, quants at 4);
  * term(s, dx, dy, xr, o, yb) is the per-block float term of the reference,
- * corr(yq) what the block's integer sum must lose. */
+ * corr(yq) what the block's integer sum must lose, dxl the scales' loader. */
 #define A_SIZE_Q8_0 34
 #define A_QS_Q8_0 2
 #define A_SIZE_Q8_1 36
 #define A_QS_Q8_1 4
-#define GROUP(name, size, intfn, term, corr, A)                                                  \
+#define GROUP(name, size, intfn, term, corr, A, dxl)                                             \
     QK_TARGET_AVX2 static void name(int64_t nb, const uint8_t *const xr[8], const uint8_t *y,   \
                                     float out[8])                                                \
     {                                                                                            \
@@ -135,7 +161,7 @@ QK_TARGET_AVX2 static inline __m256i iq4_nl_int(const uint8_t *xb, __m256i y)
                                        intfn(xr[4] + o, yq), intfn(xr[5] + o, yq),               \
                                        intfn(xr[6] + o, yq), intfn(xr[7] + o, yq));              \
             s = _mm256_sub_epi32(s, corr(yq));                                                   \
-            const __m256 dx = qk_ld8_f16(xr, o);                                                 \
+            const __m256 dx = dxl(xr, o);                                                        \
             const __m256 dy = _mm256_set1_ps(qk_ldh(yb));                                        \
             acc = _mm256_add_ps(acc, term(_mm256_cvtepi32_ps(s), dx, dy, xr, o, yb));            \
         }                                                                                        \
@@ -150,12 +176,13 @@ QK_TARGET_AVX2 static inline __m256i iq4_nl_int(const uint8_t *xb, __m256i y)
     _mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(dx, dy), s),                                      \
                   _mm256_mul_ps(qk_ld8_f16(xr, (o) + 2), _mm256_set1_ps(qk_ldh((yb) + 2))))
 
-GROUP(q8_0_group, Q8_0_SIZE, q8_0_int, TERM_Q8_0, CORR_NONE, Q8_0)
-GROUP(q4_0_group, Q4_0_SIZE, q4_0_int, TERM_Q4_0, CORR_Q4_0, Q8_0)
-GROUP(q5_0_group, Q5_0_SIZE, q5_0_int, TERM_DXDY_S, CORR_NONE, Q8_0)
-GROUP(iq4_nl_group, IQ4_NL_SIZE, iq4_nl_int, TERM_DXDY_S, CORR_NONE, Q8_0)
-GROUP(q4_1_group, Q4_1_SIZE, q4_1_int, TERM_MIN, CORR_NONE, Q8_1)
-GROUP(q5_1_group, Q5_1_SIZE, q5_1_int, TERM_MIN, CORR_NONE, Q8_1)
+GROUP(q8_0_group, Q8_0_SIZE, q8_0_int, TERM_Q8_0, CORR_NONE, Q8_0, DX_F16)
+GROUP(q4_0_group, Q4_0_SIZE, q4_0_int, TERM_Q4_0, CORR_Q4_0, Q8_0, DX_F16)
+GROUP(q5_0_group, Q5_0_SIZE, q5_0_int, TERM_DXDY_S, CORR_NONE, Q8_0, DX_F16)
+GROUP(iq4_nl_group, IQ4_NL_SIZE, iq4_nl_int, TERM_DXDY_S, CORR_NONE, Q8_0, DX_F16)
+GROUP(q4_1_group, Q4_1_SIZE, q4_1_int, TERM_MIN, CORR_NONE, Q8_1, DX_F16)
+GROUP(q5_1_group, Q5_1_SIZE, q5_1_int, TERM_MIN, CORR_NONE, Q8_1, DX_F16)
+GROUP(mxfp4_group, MXFP4_SIZE, mxfp4_int, TERM_DXDY_S, CORR_NONE, Q8_0, DX_E8M0)
 
 typedef void (*group_fn)(int64_t nb, const uint8_t *const xr[8], const uint8_t *y, float out[8]);
 
@@ -165,7 +192,7 @@ typedef void (*group_fn)(int64_t nb, const uint8_t *const xr[8], const uint8_t *
  * decode: this kernel with one activation row is about 15 % slower there. */
 #define GT 4
 
-#define GROUPT(name, size, unpack, dot, term, corr, A)                                           \
+#define GROUPT(name, size, unpack, dot, term, corr, A, dxl)                                      \
     QK_TARGET_AVX2 static void name(int64_t nb, const uint8_t *const xr[8],                      \
                                     const uint8_t *const y[GT], int nt, float out[GT][8])        \
     {                                                                                            \
@@ -177,7 +204,7 @@ typedef void (*group_fn)(int64_t nb, const uint8_t *const xr[8], const uint8_t *
             __m256i w[8];                                                                        \
             for (int k = 0; k < 8; k++)                                                          \
                 w[k] = unpack(xr[k] + o);                                                        \
-            const __m256 dx = qk_ld8_f16(xr, o);                                                 \
+            const __m256 dx = dxl(xr, o);                                                        \
             for (int t = 0; t < nt; t++) {                                                       \
                 const uint8_t *yb = y[t] + (size_t)i * A_SIZE_##A;                               \
                 const __m256i yq = _mm256_loadu_si256((const __m256i *)(yb + A_QS_##A));         \
@@ -193,12 +220,13 @@ typedef void (*group_fn)(int64_t nb, const uint8_t *const xr[8], const uint8_t *
             _mm256_storeu_ps(out[t], acc[t]);                                                    \
     }
 
-GROUPT(q8_0_groupT, Q8_0_SIZE, q8_0_unpack, qk_dot_i8, TERM_Q8_0, CORR_NONE, Q8_0)
-GROUPT(q4_0_groupT, Q4_0_SIZE, q4_0_unpack, dot_u8, TERM_Q4_0, CORR_Q4_0, Q8_0)
-GROUPT(q5_0_groupT, Q5_0_SIZE, q5_0_unpack, qk_dot_i8, TERM_DXDY_S, CORR_NONE, Q8_0)
-GROUPT(iq4_nl_groupT, IQ4_NL_SIZE, iq4_nl_unpack, qk_dot_i8, TERM_DXDY_S, CORR_NONE, Q8_0)
-GROUPT(q4_1_groupT, Q4_1_SIZE, q4_1_unpack, dot_u8, TERM_MIN, CORR_NONE, Q8_1)
-GROUPT(q5_1_groupT, Q5_1_SIZE, q5_1_unpack, dot_u8, TERM_MIN, CORR_NONE, Q8_1)
+GROUPT(q8_0_groupT, Q8_0_SIZE, q8_0_unpack, qk_dot_i8, TERM_Q8_0, CORR_NONE, Q8_0, DX_F16)
+GROUPT(q4_0_groupT, Q4_0_SIZE, q4_0_unpack, dot_u8, TERM_Q4_0, CORR_Q4_0, Q8_0, DX_F16)
+GROUPT(q5_0_groupT, Q5_0_SIZE, q5_0_unpack, qk_dot_i8, TERM_DXDY_S, CORR_NONE, Q8_0, DX_F16)
+GROUPT(iq4_nl_groupT, IQ4_NL_SIZE, iq4_nl_unpack, qk_dot_i8, TERM_DXDY_S, CORR_NONE, Q8_0, DX_F16)
+GROUPT(q4_1_groupT, Q4_1_SIZE, q4_1_unpack, dot_u8, TERM_MIN, CORR_NONE, Q8_1, DX_F16)
+GROUPT(q5_1_groupT, Q5_1_SIZE, q5_1_unpack, dot_u8, TERM_MIN, CORR_NONE, Q8_1, DX_F16)
+GROUPT(mxfp4_groupT, MXFP4_SIZE, mxfp4_unpack, qk_dot_i8, TERM_DXDY_S, CORR_NONE, Q8_0, DX_E8M0)
 
 typedef void (*groupT_fn)(int64_t nb, const uint8_t *const xr[8], const uint8_t *const y[GT], int nt,
                           float out[GT][8]);
@@ -249,12 +277,14 @@ TILE(q5_0_tile, q5_0_group)
 TILE(iq4_nl_tile, iq4_nl_group)
 TILE(q4_1_tile, q4_1_group)
 TILE(q5_1_tile, q5_1_group)
+TILE(mxfp4_tile, mxfp4_group)
 QK_VEC_DOT_OF_TILE(q8_0_dot, q8_0_tile)
 QK_VEC_DOT_OF_TILE(q4_0_dot, q4_0_tile)
 QK_VEC_DOT_OF_TILE(q5_0_dot, q5_0_tile)
 QK_VEC_DOT_OF_TILE(iq4_nl_dot, iq4_nl_tile)
 QK_VEC_DOT_OF_TILE(q4_1_dot, q4_1_tile)
 QK_VEC_DOT_OF_TILE(q5_1_dot, q5_1_tile)
+QK_VEC_DOT_OF_TILE(mxfp4_dot, mxfp4_tile)
 
 /* ---- IQ4_XS against Q8_K ------------------------------------------------------------
  * d (f16), scales_h (u16), scales_l[4], qs[128]: eight 32-element sub-blocks
@@ -313,6 +343,74 @@ QK_TARGET_AVX2 static void iq4_xs_tile(int64_t n, const void *x, size_t xs, int 
 }
 
 QK_VEC_DOT_OF_TILE(iq4_xs_dot, iq4_xs_tile)
+
+/* ---- NVFP4 against Q8_0 ------------------------------------------------------------
+ * Four UE4M3 scale bytes, then 32 bytes of E2M1 codes: sub-block s (16
+ * elements) is the low nibbles of bytes 4 + 8s .. +7, then their high
+ * nibbles; two sub-blocks per Q8_0 activation block.  The reference adds
+ * dy * d_s * (float)isum_s sub-block by sub-block; here each 32-element half
+ * (two sub-blocks) is one vector of levels whose 16-byte halves are the two
+ * sub-blocks, so each sub-block's exact sum is its half's lanes. */
+QK_TARGET_AVX2 static inline int hsum4(__m128i v)
+{
+    v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4e));
+    return _mm_cvtsi128_si32(_mm_add_epi32(v, _mm_shuffle_epi32(v, 0xb1)));
+}
+
+QK_TARGET_AVX2 static void nvfp4_dotT(int64_t n, const uint8_t *x, const uint8_t *const y[GT], int nt,
+                                      float out[GT])
+{
+    float sumf[GT] = {0};
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qk_e2m1_x2));
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int64_t i = 0; i < n / 64; i++, x += NVFP4_SIZE) {
+        __m256i w[2];
+        float d[4];
+        for (int h = 0; h < 2; h++) {
+            /* bytes 0..7 of sub-block 2h and 8..15 of 2h+1: low nibbles
+             * then high nibbles of each, one 16-byte half per sub-block */
+            const __m128i q = _mm_loadu_si128((const __m128i *)(x + 4 + 16 * h));
+            const __m128i lo = _mm_and_si128(q, _mm_set1_epi8(0x0F));
+            const __m128i hi = _mm_and_si128(_mm_srli_epi16(q, 4), _mm_set1_epi8(0x0F));
+            const __m256i codes = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi64(lo, hi)),
+                                                          _mm_unpackhi_epi64(lo, hi), 1);
+            w[h] = _mm256_shuffle_epi8(lut, _mm256_and_si256(codes, m4));
+        }
+        for (int k = 0; k < 4; k++)
+            d[k] = qk_ue4m3_to_f32_half(x[k]);
+        for (int t = 0; t < nt; t++) {
+            for (int h = 0; h < 2; h++) {
+                const uint8_t *yb = y[t] + (size_t)(2 * i + h) * Q8_0_SIZE;
+                const __m256i p = qk_dot_i8(w[h], _mm256_loadu_si256((const __m256i *)(yb + 2)));
+                const int s0 = hsum4(_mm256_castsi256_si128(p)), s1 = hsum4(_mm256_extracti128_si256(p, 1));
+                const float dy = qk_ldh(yb);
+                sumf[t] += dy * d[2 * h] * (float)s0;
+                sumf[t] += dy * d[2 * h + 1] * (float)s1;
+            }
+        }
+    }
+    for (int t = 0; t < nt; t++)
+        out[t] = sumf[t];
+}
+
+QK_TARGET_AVX2 static void nvfp4_tile(int64_t n, const void *x, size_t xs, int nr, const void *y,
+                                      size_t ys, int nt, float *out, size_t ldo)
+{
+    for (int t0 = 0; t0 < nt; t0 += GT) {
+        const int q = nt - t0 < GT ? nt - t0 : GT;
+        const uint8_t *yr[GT];
+        for (int k = 0; k < q; k++)
+            yr[k] = (const uint8_t *)y + (size_t)(t0 + k) * ys;
+        for (int r = 0; r < nr; r++) {
+            float o[GT];
+            nvfp4_dotT(n, (const uint8_t *)x + (size_t)r * xs, yr, q, o);
+            for (int k = 0; k < q; k++)
+                out[(size_t)(t0 + k) * ldo + (size_t)r] = o[k];
+        }
+    }
+}
+
+QK_VEC_DOT_OF_TILE(nvfp4_dot, nvfp4_tile)
 
 /* ---- Q8_0 activation encoder ---------------------------------------------------- */
 
@@ -399,6 +497,8 @@ const qk_simd_ops qk_x86_avx2_legacy[] = {
     {QK_IQ4_XS, iq4_xs_tile, iq4_xs_dot, NULL, NULL, NULL},
     {QK_Q4_1, q4_1_tile, q4_1_dot, NULL, NULL, NULL},
     {QK_Q5_1, q5_1_tile, q5_1_dot, NULL, NULL, NULL},
+    {QK_MXFP4, mxfp4_tile, mxfp4_dot, NULL, NULL, NULL},
+    {QK_NVFP4, nvfp4_tile, nvfp4_dot, NULL, NULL, NULL},
     {.id = -1},
 };
 
