@@ -477,6 +477,31 @@ QK_TARGET_AVX2 static void q8_0_from_float(const float *src, void *dst, int64_t 
     }
 }
 
+/* Q8_1 activations (Q4_1, Q5_1): Q8_0's block, then s = (float)sum(q) * d,
+ * both as F16 (legacy.c q8_1_from_float). */
+QK_TARGET_AVX2 static void q8_1_from_float(const float *src, void *dst, int64_t n)
+{
+    uint8_t *b = dst;
+    const qk_from_float_fn scalar = qk_type_get(QK_Q8_1)->from_float;
+    for (int64_t i = 0; i < n / QK; i++, src += QK, b += A_SIZE_Q8_1) {
+        if (!qk_all_finite(src, QK)) {
+            scalar(src, b, QK);
+            continue;
+        }
+        const float amax = qk_absmax(src, QK);
+        const float id = amax != 0.0f ? 127.f / amax : 0.0f, d = amax / 127.f;
+        const __m256 vid = _mm256_set1_ps(id);
+        __m256i q[4];
+        for (int k = 0; k < 4; k++)
+            q[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(src + 8 * k), vid),
+                                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        qk_store_i8x32((int8_t *)(b + 4), q[0], q[1], q[2], q[3]);
+        const int sum = qk_hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+        qk_st_f16(b, d);
+        qk_st_f16(b + 2, (float)sum * d);
+    }
+}
+
 QK_TARGET_AVX2 static void q8_0_to_float(const void *src, float *dst, int64_t n)
 {
     const uint8_t *b = src;
@@ -497,6 +522,7 @@ const qk_simd_ops qk_x86_avx2_legacy[] = {
     {QK_IQ4_XS, iq4_xs_tile, iq4_xs_dot, NULL, NULL, NULL},
     {QK_Q4_1, q4_1_tile, q4_1_dot, NULL, NULL, NULL},
     {QK_Q5_1, q5_1_tile, q5_1_dot, NULL, NULL, NULL},
+    {QK_Q8_1, NULL, NULL, q8_1_from_float, NULL, NULL},
     {QK_MXFP4, mxfp4_tile, mxfp4_dot, NULL, NULL, NULL},
     {QK_NVFP4, nvfp4_tile, nvfp4_dot, NULL, NULL, NULL},
     {.id = -1},
