@@ -5,7 +5,8 @@
  * its own kernel (qk_kernels.level_* > 0):
  * - dot products on the golden rows (goldens/ggml/input.f32, 8 x 4096,
  *   scales 1e-4 .. 1e3) and Gaussian rows of 1, 3, 7, 33 and 88 blocks and of
- *   16384 columns, each through vec_dot and through dot_tile with several
+ *   33024 columns (longer than the K-quant tiles shuffle on the stack), each
+ *   through vec_dot and through dot_tile with several
  *   tile shapes (1 .. 13 rows x 1 .. 3 activation rows): bitwise equal to
  *   the scalar vec_dot (memcmp) for EVERY type, the float types included
  *   (issue #10: F16 and BF16 follow the float-dot order of kernels/float.c
@@ -248,7 +249,7 @@ ParameterizedTest(int *id, simd, dots)
                 dot_case(&c, w, 5, ncols, NULL, &rng);
             }
         { /* one long row */
-            const int64_t ncols = 16384;
+            const int64_t ncols = 33024; /* past the K-quant kernels' SHUF_MAX (32768) */
             float *w = malloc(sizeof(float) * (size_t)ncols * 2);
             float *qw = malloc(sizeof(float) * (size_t)ncols);
             cr_assert(w && qw);
