@@ -479,8 +479,9 @@ static int attention_block(qk_ctx *c, int il, int n_tok, qk_err *err)
     void *vc = (uint8_t *)c->v_cache + (size_t)il * c->n_ctx * c->kv_dim_v * elt;
 
     stage(c, L, ST_ATTN_NORM, 0, n_tok, 0, NULL, NULL);
-    if (mm(c, &L->wq, c->xb, n_tok, c->q, err) || mm(c, &L->wk, c->xb, n_tok, c->k, err) ||
-        mm(c, &L->wv, c->xb, n_tok, c->v, err))
+    const qk_weight *qkv[3] = {&L->wq, &L->wk, &L->wv};
+    float *const qkv_out[3] = {c->q, c->k, c->v};
+    if (qk_matmul_n(qkv, qkv_out, 3, c->xb, n_tok, &c->ws, c->nthreads, err))
         return err->code;
     /* with a KV codec the rows are stored on this thread afterwards */
     stage(c, L, ST_QKV, 0, n_tok, c->n_past, c->has_kvq ? NULL : kc, c->has_kvq ? NULL : vc);
@@ -517,7 +518,9 @@ static int attention_block(qk_ctx *c, int il, int n_tok, qk_err *err)
 static int ffn_block(qk_ctx *c, int il, int n_tok, qk_err *err)
 {
     const qk_layer *L = &c->m->layers[il];
-    if (mm(c, &L->w_gate, c->xb, n_tok, c->gate, err) || mm(c, &L->w_up, c->xb, n_tok, c->up, err))
+    const qk_weight *gu[2] = {&L->w_gate, &L->w_up};
+    float *const gu_out[2] = {c->gate, c->up};
+    if (qk_matmul_n(gu, gu_out, 2, c->xb, n_tok, &c->ws, c->nthreads, err))
         return err->code;
     stage(c, L, ST_SWIGLU, 0, n_tok, 0, NULL, NULL);
     if (mm(c, &L->w_down, c->gate, n_tok, c->proj, err))

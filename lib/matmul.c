@@ -19,74 +19,144 @@
 #define TOK_TILE 64                /* activation rows per pass over a row tile */
 #define RANGE_WORK (1u << 18)      /* about this many multiply-adds per thread range */
 
+/* One weight of a call: its kernels, encoded activations and output. */
 typedef struct {
     const qk_weight *w;
-    const qk_type_traits *vt;      /* activation (vec_dot_type) traits */
-    const float *x;
-    uint8_t *xq;                   /* encoded activations, or NULL for F32 */
-    size_t xq_row;                 /* bytes per encoded row */
-    int64_t n_tok;
-    float *y;
     const qk_kernels *k;           /* weight type's dot kernels */
-    qk_from_float_fn from_float;   /* activation encoder */
+    const uint8_t *act;            /* activation rows in the vec_dot_type */
+    size_t act_row;                /* bytes per activation row */
+    float *y;
+} part;
+
+/* A range of rows of one part: the unit a thread takes. */
+typedef struct {
+    int p;
+    size_t r0, r1;
+} range;
+
+typedef struct {
+    const part *parts;
+    const range *ranges;
+    int64_t n_tok;
 } job;
+
+typedef struct {
+    const float *x;
+    uint8_t *xq;
+    size_t xq_row;
+    int64_t cols;
+    qk_from_float_fn from_float;
+} enc_job;
 
 static void encode_range(void *ctx, size_t begin, size_t end)
 {
-    const job *j = ctx;
+    const enc_job *j = ctx;
     for (size_t t = begin; t < end; t++)
-        j->from_float(j->x + t * (size_t)j->w->cols, j->xq + t * j->xq_row, j->w->cols);
+        j->from_float(j->x + t * (size_t)j->cols, j->xq + t * j->xq_row, j->cols);
 }
 
-static void dot_range(void *ctx, size_t begin, size_t end)
+static void dot_ranges(void *ctx, size_t begin, size_t end)
 {
     const job *j = ctx;
-    const qk_weight *w = j->w;
-    const uint8_t *act = j->xq ? j->xq : (const uint8_t *)j->x;
-    const size_t act_row = j->xq ? j->xq_row : (size_t)w->cols * sizeof(float);
-    for (size_t r0 = begin; r0 < end; r0 += ROW_TILE) {
-        const int nr = (int)(end - r0 < ROW_TILE ? end - r0 : ROW_TILE);
-        for (int64_t t0 = 0; t0 < j->n_tok; t0 += TOK_TILE) {
-            const int nt = (int)(j->n_tok - t0 < TOK_TILE ? j->n_tok - t0 : TOK_TILE);
-            qk_dot_tile(j->k, w->cols, w->data + r0 * w->row_size, w->row_size, nr,
-                        act + (size_t)t0 * act_row, act_row, nt,
-                        j->y + (size_t)t0 * (size_t)w->rows + r0, (size_t)w->rows);
+    for (size_t i = begin; i < end; i++) {
+        const range *rg = &j->ranges[i];
+        const part *pt = &j->parts[rg->p];
+        const qk_weight *w = pt->w;
+        for (size_t r0 = rg->r0; r0 < rg->r1; r0 += ROW_TILE) {
+            const int nr = (int)(rg->r1 - r0 < ROW_TILE ? rg->r1 - r0 : ROW_TILE);
+            for (int64_t t0 = 0; t0 < j->n_tok; t0 += TOK_TILE) {
+                const int nt = (int)(j->n_tok - t0 < TOK_TILE ? j->n_tok - t0 : TOK_TILE);
+                qk_dot_tile(pt->k, w->cols, w->data + r0 * w->row_size, w->row_size, nr,
+                            pt->act + (size_t)t0 * pt->act_row, pt->act_row, nt,
+                            pt->y + (size_t)t0 * (size_t)w->rows + r0, (size_t)w->rows);
+            }
         }
     }
+}
+
+#define MAX_PARTS 8
+
+/* Rows per range for a weight of `cols` columns against n_tok rows: about
+ * RANGE_WORK multiply-adds, whole row tiles. */
+static size_t range_rows(int64_t cols, int64_t n_tok)
+{
+    const uint64_t per_row = (uint64_t)cols * (uint64_t)n_tok;
+    const uint64_t grain = per_row >= RANGE_WORK ? 1 : RANGE_WORK / per_row;
+    return (size_t)((grain + ROW_TILE - 1) / ROW_TILE * ROW_TILE);
+}
+
+int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float *x, int64_t n_tok,
+                qk_matmul_ws *ws, int nthreads, qk_err *err)
+{
+    if (n_tok <= 0 || nw <= 0)
+        return 0;
+    if (nw > MAX_PARTS)
+        return qk_errf(err, QK_EIO, "matmul: %d weights in one call (at most %d)", nw, MAX_PARTS);
+    const int64_t cols = w[0]->cols;
+    part parts[MAX_PARTS];
+    /* the activation encodings the call needs, each made once */
+    int vt[MAX_PARTS], nvt = 0, enc[MAX_PARTS]; /* enc[i]: weight i's encoding in vt */
+    size_t off[MAX_PARTS], rowb[MAX_PARTS], need = 0, nranges = 0;
+    for (int i = 0; i < nw; i++) {
+        if (w[i]->cols != cols)
+            return qk_errf(err, QK_EIO, "matmul: weights of one call differ in columns");
+        const int t = qk_type_get(w[i]->type)->vec_dot_type;
+        int e = 0;
+        while (e < nvt && vt[e] != t)
+            e++;
+        if (e == nvt) {
+            vt[nvt] = t;
+            rowb[nvt] = t == QK_F32 ? 0 : qk_row_size(t, cols);
+            uint64_t n;
+            if (qk_ckd_mul(&n, rowb[nvt], (uint64_t)n_tok) || qk_ckd_add(&n, n, need) || n > SIZE_MAX)
+                return qk_errf(err, QK_EIO, "matmul: activation buffer size overflows");
+            off[nvt] = need;
+            need = (size_t)n;
+            nvt++;
+        }
+        parts[i] = (part){.w = w[i], .k = qk_kernels_for(w[i]->type), .y = y[i]};
+        parts[i].act_row = t == QK_F32 ? (size_t)cols * sizeof(float) : rowb[e];
+        enc[i] = e;
+        /* The range size only affects speed: every element is one vec_dot. */
+        const size_t grain = range_rows(cols, n_tok);
+        nranges += ((size_t)(w[i]->rows > 0 ? w[i]->rows : 0) + grain - 1) / grain;
+    }
+    if (need > ws->cap) {
+        void *p = realloc(ws->buf, need);
+        if (!p)
+            return qk_errf(err, QK_EIO, "matmul: out of memory (%llu bytes)", (unsigned long long)need);
+        ws->buf = p;
+        ws->cap = need;
+    }
+    uint8_t *buf = ws->buf;
+    for (int e = 0; e < nvt; e++)
+        if (vt[e] != QK_F32) {
+            enc_job ej = {.x = x, .xq = buf + off[e], .xq_row = rowb[e], .cols = cols,
+                          .from_float = qk_kernels_for(vt[e])->from_float};
+            qk_parallel_for(nthreads, (size_t)n_tok, 1, encode_range, &ej);
+        }
+    range *ranges = malloc((nranges ? nranges : 1) * sizeof *ranges);
+    if (!ranges)
+        return qk_errf(err, QK_EIO, "matmul: out of memory (%zu row ranges)", nranges);
+    size_t nr = 0;
+    for (int i = 0; i < nw; i++) {
+        parts[i].act = vt[enc[i]] == QK_F32 ? (const uint8_t *)x : buf + off[enc[i]];
+        const size_t grain = range_rows(cols, n_tok), rows = (size_t)(w[i]->rows > 0 ? w[i]->rows : 0);
+        for (size_t r0 = 0; r0 < rows; r0 += grain)
+            ranges[nr++] = (range){i, r0, r0 + grain < rows ? r0 + grain : rows};
+    }
+    job j = {.parts = parts, .ranges = ranges, .n_tok = n_tok};
+    qk_parallel_for(nthreads, nr, 1, dot_ranges, &j);
+    free(ranges);
+    return 0;
 }
 
 int qk_matmul(const qk_weight *w, const float *x, int64_t n_tok, float *y, qk_matmul_ws *ws,
               int nthreads, qk_err *err)
 {
-    if (n_tok <= 0 || w->rows <= 0)
+    if (w->rows <= 0)
         return 0;
-    const qk_type_traits *wt = qk_type_get(w->type);
-    job j = {.w = w, .vt = qk_type_get(wt->vec_dot_type), .x = x, .n_tok = n_tok, .y = y,
-             .k = qk_kernels_for(w->type)};
-    if (wt->vec_dot_type != QK_F32)
-        j.from_float = qk_kernels_for(wt->vec_dot_type)->from_float;
-    if (wt->vec_dot_type != QK_F32) {
-        uint64_t need;
-        j.xq_row = qk_row_size(wt->vec_dot_type, w->cols);
-        if (qk_ckd_mul(&need, j.xq_row, (uint64_t)n_tok) || need > SIZE_MAX)
-            return qk_errf(err, QK_EIO, "matmul: activation buffer size overflows");
-        if (need > ws->cap) {
-            void *p = realloc(ws->buf, need);
-            if (!p)
-                return qk_errf(err, QK_EIO, "matmul: out of memory (%llu bytes)",
-                               (unsigned long long)need);
-            ws->buf = p;
-            ws->cap = need;
-        }
-        j.xq = ws->buf;
-        qk_parallel_for(nthreads, (size_t)n_tok, 1, encode_range, &j);
-    }
-    /* The range size only affects speed: every element is one vec_dot. */
-    uint64_t per_row = (uint64_t)w->cols * (uint64_t)n_tok;
-    uint64_t grain = per_row >= RANGE_WORK ? 1 : RANGE_WORK / per_row;
-    grain = (grain + ROW_TILE - 1) / ROW_TILE * ROW_TILE;
-    qk_parallel_for(nthreads, (size_t)w->rows, (size_t)grain, dot_range, &j);
-    return 0;
+    return qk_matmul_n(&w, &y, 1, x, n_tok, ws, nthreads, err);
 }
 
 void qk_matmul_ws_free(qk_matmul_ws *ws)

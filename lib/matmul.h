@@ -30,4 +30,11 @@ void qk_matmul_ws_free(qk_matmul_ws *ws);
 int qk_matmul(const qk_weight *w, const float *x, int64_t n_tok, float *y, qk_matmul_ws *ws,
               int nthreads, qk_err *err);
 
+/* Several weights on the same input x (all with x's w[i]->cols columns), as
+ * qk_matmul each into y[i], in one pass of the threads: x is encoded once
+ * per activation type, and the row ranges of all the weights share one
+ * parallel loop.  The same bytes as nw qk_matmul calls.  nw <= 8. */
+int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float *x, int64_t n_tok,
+                qk_matmul_ws *ws, int nthreads, qk_err *err);
+
 #endif
