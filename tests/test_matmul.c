@@ -1,0 +1,121 @@
+/* test_matmul.c - lib/matmul.h against the format table's vec_dot:
+ * - qk_matmul: every output element is the table's vec_dot of a weight row
+ *   and the activation row encoded by the vec_dot_type's from_float (the
+ *   active CPU level; test_simd holds the levels to the scalar bits);
+ * - qk_matmul_n over weights of different types on one input (F32, F16,
+ *   Q8_0, Q4_K, Q6_K, IQ4_XS: four activation encodings) gives the bytes of
+ *   one qk_matmul per weight, for one token and for a batch, with 1 and 2
+ *   threads. */
+#include <string.h>
+
+#include "cpu.h"
+#include "matmul.h"
+#include "testutil.h" /* criterion.h first */
+#include "types.h"
+
+#define COLS 512
+#define NTOK 37
+#define NW 6
+
+static const int types[NW] = {QK_F32, QK_F16, QK_Q8_0, QK_Q4_K, QK_Q6_K, QK_IQ4_XS};
+static const int rows[NW] = {24, 40, 33, 17, 64, 9};
+
+static qk_weight make_weight(int type, int nrows, uint64_t *s)
+{
+    float *w = malloc(sizeof(float) * COLS * (size_t)nrows);
+    cr_assert(w);
+    for (int i = 0; i < COLS * nrows; i++)
+        w[i] = tu_gauss(s);
+    const size_t rs = qk_row_size(type, COLS);
+    uint8_t *data = malloc(rs * (size_t)nrows);
+    cr_assert(data);
+    const qk_type_traits *t = qk_type_get(type);
+    if (type == QK_F32)
+        memcpy(data, w, rs * (size_t)nrows);
+    else
+        t->quantize(w, data, nrows, COLS, NULL);
+    free(w);
+    return (qk_weight){.type = type, .rows = nrows, .cols = COLS, .row_size = rs, .data = data};
+}
+
+/* The reference: encode each activation row, then the table's vec_dot. */
+static void reference(const qk_weight *w, const float *x, int ntok, float *y)
+{
+    const qk_type_traits *t = qk_type_get(w->type);
+    const int vt = t->vec_dot_type;
+    const size_t ar = vt == QK_F32 ? COLS * sizeof(float) : qk_row_size(vt, COLS);
+    uint8_t *a = malloc(ar * (size_t)ntok);
+    cr_assert(a);
+    for (int k = 0; k < ntok; k++) {
+        if (vt == QK_F32)
+            memcpy(a + k * ar, x + (size_t)k * COLS, ar);
+        else
+            qk_kernels_for(vt)->from_float(x + (size_t)k * COLS, a + k * ar, COLS);
+    }
+    for (int k = 0; k < ntok; k++)
+        for (int64_t r = 0; r < w->rows; r++)
+            y[(size_t)k * w->rows + r] = qk_kernels_for(w->type)->vec_dot(COLS, w->data + r * w->row_size, a + k * ar);
+    free(a);
+}
+
+Test(matmul, one_and_several_weights_equal_vec_dot)
+{
+    uint64_t s = 42;
+    qk_weight w[NW];
+    for (int i = 0; i < NW; i++)
+        w[i] = make_weight(types[i], rows[i], &s);
+    float *x = malloc(sizeof(float) * COLS * NTOK);
+    cr_assert(x);
+    for (int i = 0; i < COLS * NTOK; i++)
+        x[i] = tu_gauss(&s);
+    const int ntoks[2] = {1, NTOK};
+    for (int c = 0; c < 2; c++) {
+        const int nt = ntoks[c];
+        float *want[NW], *one[NW], *many[NW];
+        const qk_weight *wp[NW];
+        for (int i = 0; i < NW; i++) {
+            const size_t n = (size_t)rows[i] * (size_t)nt;
+            want[i] = malloc(n * sizeof(float)), one[i] = malloc(n * sizeof(float));
+            many[i] = malloc(n * sizeof(float));
+            cr_assert(want[i] && one[i] && many[i]);
+            wp[i] = &w[i];
+            reference(&w[i], x, nt, want[i]);
+        }
+        for (int threads = 1; threads <= 2; threads++) {
+            qk_matmul_ws ws = {0};
+            qk_err err = {0};
+            for (int i = 0; i < NW; i++) {
+                cr_assert_eq(qk_matmul(&w[i], x, nt, one[i], &ws, threads, &err), 0, "%s", err.msg);
+                cr_assert(!memcmp(one[i], want[i], sizeof(float) * (size_t)rows[i] * (size_t)nt),
+                          "qk_matmul %s, %d tokens, %d threads", qk_type_get(types[i])->name, nt, threads);
+            }
+            cr_assert_eq(qk_matmul_n(wp, many, NW, x, nt, &ws, threads, &err), 0, "%s", err.msg);
+            for (int i = 0; i < NW; i++)
+                cr_assert(!memcmp(many[i], want[i], sizeof(float) * (size_t)rows[i] * (size_t)nt),
+                          "qk_matmul_n %s, %d tokens, %d threads", qk_type_get(types[i])->name, nt, threads);
+            qk_matmul_ws_free(&ws);
+        }
+        for (int i = 0; i < NW; i++)
+            free(want[i]), free(one[i]), free(many[i]);
+    }
+    for (int i = 0; i < NW; i++)
+        free((void *)w[i].data);
+    free(x);
+}
+
+Test(matmul, weights_of_one_call_must_share_columns)
+{
+    uint64_t s = 7;
+    qk_weight a = make_weight(QK_F16, 8, &s), b = a;
+    b.cols = COLS / 2;
+    b.row_size = qk_row_size(QK_F16, COLS / 2);
+    const qk_weight *wp[2] = {&a, &b};
+    float ya[8], yb[8], x[COLS] = {0};
+    float *out[2] = {ya, yb};
+    qk_matmul_ws ws = {0};
+    qk_err err = {0};
+    cr_assert_neq(qk_matmul_n(wp, out, 2, x, 1, &ws, 1, &err), 0);
+    cr_assert(strstr(err.msg, "columns"), "%s", err.msg);
+    qk_matmul_ws_free(&ws);
+    free((void *)a.data);
+}
