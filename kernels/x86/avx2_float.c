@@ -84,10 +84,13 @@ QK_TARGET_AVX2 static inline float reduce32(__m256 s0, __m256 s1, __m256 s2, __m
             c30 = _mm256_fmadd_ps(a, b0, c30), c31 = _mm256_fmadd_ps(a, b1, c31);                 \
             c32 = _mm256_fmadd_ps(a, b2, c32);                                                     \
         }                                                                                          \
-        out[0][0] = qk_hsum8_ps(c00), out[0][1] = qk_hsum8_ps(c01), out[0][2] = qk_hsum8_ps(c02);                   \
-        out[1][0] = qk_hsum8_ps(c10), out[1][1] = qk_hsum8_ps(c11), out[1][2] = qk_hsum8_ps(c12);                   \
-        out[2][0] = qk_hsum8_ps(c20), out[2][1] = qk_hsum8_ps(c21), out[2][2] = qk_hsum8_ps(c22);                   \
-        out[3][0] = qk_hsum8_ps(c30), out[3][1] = qk_hsum8_ps(c31), out[3][2] = qk_hsum8_ps(c32);                   \
+        /* lanes: c00 c20 c01 c21 | c10 c30 c11 c31, then c02 c22 . . | c12 c32 . . */            \
+        float h[16];                                                                               \
+        _mm256_storeu_ps(h, qk_hsum8x8_ps(c00, c10, c20, c30, c01, c11, c21, c31));                \
+        _mm256_storeu_ps(h + 8, qk_hsum8x8_ps(c02, c12, c22, c32, c02, c12, c22, c32));            \
+        out[0][0] = h[0], out[2][0] = h[1], out[0][1] = h[2], out[2][1] = h[3];                    \
+        out[1][0] = h[4], out[3][0] = h[5], out[1][1] = h[6], out[3][1] = h[7];                    \
+        out[0][2] = h[8], out[2][2] = h[9], out[1][2] = h[12], out[3][2] = h[13];                  \
     }                                                                                              \
     /* 8 rows x 1 activation (decode; n % 8 == 0) */                                              \
     QK_TARGET_AVX2 static void name##_m8x1(int64_t n, const uint8_t *const xr[8], const uint8_t *y, \
@@ -100,7 +103,10 @@ QK_TARGET_AVX2 static inline float reduce32(__m256 s0, __m256 s1, __m256 s2, __m
             _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)                                    \
                 c[k] = _mm256_fmadd_ps(load(xr[k] + o), b, c[k]);                                  \
         }                                                                                          \
-        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) out[k] = qk_hsum8_ps(c[k]);                  \
+        float h[8];                                                                                \
+        _mm256_storeu_ps(h, qk_hsum8x8_ps(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]));       \
+        out[0] = h[0], out[2] = h[1], out[4] = h[2], out[6] = h[3];                                \
+        out[1] = h[4], out[3] = h[5], out[5] = h[6], out[7] = h[7];                                \
     }                                                                                              \
     static void name##_tile(int64_t n, const void *x, size_t xs, int nr, const void *y, size_t ys, \
                             int nt, float *out, size_t ldo)                                        \

@@ -41,6 +41,21 @@ QK_TARGET_AVX2 static inline float qk_hsum8_ps(__m256 v)
     return _mm_cvtss_f32(_mm_add_ss(b, _mm_movehdup_ps(b)));
 }
 
+/* qk_hsum8_ps of eight vectors at once, the same additions in the same
+ * order: lane k of the result is the sum of a[p[k]], p = {0, 2, 4, 6, 1, 3,
+ * 5, 7} (halves added first, then elements 0+2 and 1+3, then those two). */
+QK_TARGET_AVX2 static inline __m256 qk_hsum8x8_ps(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4,
+                                                  __m256 a5, __m256 a6, __m256 a7)
+{
+    const __m256 s0 = _mm256_add_ps(_mm256_permute2f128_ps(a0, a1, 0x20), _mm256_permute2f128_ps(a0, a1, 0x31));
+    const __m256 s1 = _mm256_add_ps(_mm256_permute2f128_ps(a2, a3, 0x20), _mm256_permute2f128_ps(a2, a3, 0x31));
+    const __m256 s2 = _mm256_add_ps(_mm256_permute2f128_ps(a4, a5, 0x20), _mm256_permute2f128_ps(a4, a5, 0x31));
+    const __m256 s3 = _mm256_add_ps(_mm256_permute2f128_ps(a6, a7, 0x20), _mm256_permute2f128_ps(a6, a7, 0x31));
+    const __m256 t0 = _mm256_add_ps(_mm256_shuffle_ps(s0, s1, 0x44), _mm256_shuffle_ps(s0, s1, 0xEE));
+    const __m256 t1 = _mm256_add_ps(_mm256_shuffle_ps(s2, s3, 0x44), _mm256_shuffle_ps(s2, s3, 0xEE));
+    return _mm256_add_ps(_mm256_shuffle_ps(t0, t1, 0x88), _mm256_shuffle_ps(t0, t1, 0xDD));
+}
+
 /* Exact int32 dot of 32 signed bytes x and 32 signed bytes y, as 8 int32
  * partials.  Exact when y has no -128 (activation quants are in
  * [-127, 127]); x may hold any value. */
