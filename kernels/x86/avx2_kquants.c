@@ -69,13 +69,18 @@ static inline void k4_scales_mins(const uint8_t *q, uint8_t sm[16])
     qk_st_u32(sm + 12, ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 2) & 0x30303030u));
 }
 
-/* sum over j < 16 of bsums[j] * mins[j / 2] (exact int32). */
-QK_TARGET_AVX2 static inline int k4_summ(const uint8_t *bsums, const uint8_t *mins)
+/* The eight mins as sixteen int16 (each twice), and with them
+ * sum over j < 16 of bsums[j] * mins[j / 2] (exact int32). */
+QK_TARGET_AVX2 static inline __m256i k4_mins16(const uint8_t *mins)
 {
     const __m128i m = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mins));
-    const __m256i mm = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi16(m, m)),
-                                               _mm_unpackhi_epi16(m, m), 1);
-    return qk_hsum_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), mm));
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi16(m, m)),
+                                   _mm_unpackhi_epi16(m, m), 1);
+}
+
+QK_TARGET_AVX2 static inline int k4_summ(const uint8_t *bsums, __m256i mins16)
+{
+    return qk_hsum_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), mins16));
 }
 
 /* The levels of 64-element chunk c of a Q4_K block (qs bytes q, lane-
@@ -108,7 +113,7 @@ QK_TARGET_AVX2 static inline void k4_chunk(__m256i q, const __m256i *hb, int c, 
         for (int64_t i = 0; i < n / QKK; i++, x += SIZE, y += Q8_K_SIZE, ysh += QKK) {           \
             uint8_t sm[16];                                                                      \
             k4_scales_mins(x + 4, sm);                                                           \
-            const int summ = k4_summ(y + 4 + QKK, sm + 8);                                       \
+            const int summ = k4_summ(y + 4 + QKK, k4_mins16(sm + 8));                            \
             const __m256i hb = K5 ? lane_shuffle(_mm256_loadu_si256((const __m256i *)(x + 16)))  \
                                   : _mm256_setzero_si256();                                      \
             __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();                    \
@@ -236,9 +241,10 @@ QK_TARGET_AVX2 static float q6_K_dot1s(int64_t n, const uint8_t *x, const uint8_
                 scale[c] = _mm256_set1_epi32(pair16(sm[2 * c], sm[2 * c + 1]));                  \
             }                                                                                    \
             const float xd = qk_ldh(x), xdmin = qk_ldh(x + 2);                                   \
+            const __m256i mins16 = k4_mins16(sm + 8);                                            \
             for (int t = 0; t < nt; t++) {                                                       \
                 const uint8_t *yb = y[t] + (size_t)i * Q8_K_SIZE, *q8 = ysh[t] + (size_t)i * QKK; \
-                const int summ = k4_summ(yb + 4 + QKK, sm + 8);                                  \
+                const int summ = k4_summ(yb + 4 + QKK, mins16);                                  \
                 __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();                \
                 _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {                            \
                     const __m256i v1 =                                                           \
