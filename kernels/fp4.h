@@ -51,9 +51,14 @@ static inline float qk_ue4m3_to_f32_half(uint8_t x)
 {
     if (x == 0 || x == 0x7F)
         return 0.0f;
-    int exp = (x >> 3) & 0xF, man = x & 7;
-    float raw = exp == 0 ? ldexpf((float)man, -9) : ldexpf(1.0f + (float)man / 8.0f, exp - 7);
-    return raw * 0.5f; /* exact: every result is a normal float */
+    const uint32_t exp = (x >> 3) & 0xF, man = x & 7;
+    if (exp == 0)
+        return (float)man * 0x1p-10f; /* man * 2^-9, halved: exact */
+    /* (1 + man/8) * 2^(exp-7), halved: a normal float built from its fields */
+    const uint32_t bits = (exp - 7 + 127 - 1) << 23 | man << 20;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
 }
 
 /* float -> UE4M3 byte, ggml_fp32_to_ue4m3: non-positive (and NaN) -> 0,

@@ -278,13 +278,37 @@ TILE(iq4_nl_tile, iq4_nl_group)
 TILE(q4_1_tile, q4_1_group)
 TILE(q5_1_tile, q5_1_group)
 TILE(mxfp4_tile, mxfp4_group)
-QK_VEC_DOT_OF_TILE(q8_0_dot, q8_0_tile)
-QK_VEC_DOT_OF_TILE(q4_0_dot, q4_0_tile)
-QK_VEC_DOT_OF_TILE(q5_0_dot, q5_0_tile)
-QK_VEC_DOT_OF_TILE(iq4_nl_dot, iq4_nl_tile)
-QK_VEC_DOT_OF_TILE(q4_1_dot, q4_1_tile)
-QK_VEC_DOT_OF_TILE(q5_1_dot, q5_1_tile)
-QK_VEC_DOT_OF_TILE(mxfp4_dot, mxfp4_tile)
+/* ONE(name, ...): vec_dot, one row against one activation row, GROUP's
+ * steps for a single lane (a tile of one row would fill all eight lanes
+ * with it). */
+#define DX1_F16(x, o) qk_ldh((x) + (o))
+#define DX1_E8M0(x, o) qk_e8m0_to_f32_half((x)[o])
+#define ONE(name, size, intfn, term, corr, A, dx1)                                               \
+    QK_TARGET_AVX2 static float name(int64_t n, const void *vx, const void *vy)                  \
+    {                                                                                            \
+        const uint8_t *x = vx, *y = vy;                                                          \
+        const uint8_t *const xr[8] = {x, x, x, x, x, x, x, x}; /* for TERM_MIN */            \
+        (void)xr;                                                                                \
+        float acc = 0.0f;                                                                        \
+        for (int64_t i = 0; i < n / QK; i++) {                                                   \
+            const size_t o = (size_t)i * size;                                                   \
+            const uint8_t *yb = y + (size_t)i * A_SIZE_##A;                                      \
+            const __m256i yq = _mm256_loadu_si256((const __m256i *)(yb + A_QS_##A));             \
+            const int s = qk_hsum_epi32(intfn(x + o, yq)) - _mm256_cvtsi256_si32(corr(yq));      \
+            const __m256 t = term(_mm256_set1_ps((float)s), _mm256_set1_ps(dx1(x, o)),           \
+                                  _mm256_set1_ps(qk_ldh(yb)), xr, o, yb);                        \
+            acc += _mm256_cvtss_f32(t);                                                          \
+        }                                                                                        \
+        return acc;                                                                              \
+    }
+
+ONE(q8_0_dot, Q8_0_SIZE, q8_0_int, TERM_Q8_0, CORR_NONE, Q8_0, DX1_F16)
+ONE(q4_0_dot, Q4_0_SIZE, q4_0_int, TERM_Q4_0, CORR_Q4_0, Q8_0, DX1_F16)
+ONE(q5_0_dot, Q5_0_SIZE, q5_0_int, TERM_DXDY_S, CORR_NONE, Q8_0, DX1_F16)
+ONE(iq4_nl_dot, IQ4_NL_SIZE, iq4_nl_int, TERM_DXDY_S, CORR_NONE, Q8_0, DX1_F16)
+ONE(q4_1_dot, Q4_1_SIZE, q4_1_int, TERM_MIN, CORR_NONE, Q8_1, DX1_F16)
+ONE(q5_1_dot, Q5_1_SIZE, q5_1_int, TERM_MIN, CORR_NONE, Q8_1, DX1_F16)
+ONE(mxfp4_dot, MXFP4_SIZE, mxfp4_int, TERM_DXDY_S, CORR_NONE, Q8_0, DX1_E8M0)
 
 /* ---- IQ4_XS against Q8_K ------------------------------------------------------------
  * d (f16), scales_h (u16), scales_l[4], qs[128]: eight 32-element sub-blocks
