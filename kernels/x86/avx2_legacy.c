@@ -372,69 +372,106 @@ QK_VEC_DOT_OF_TILE(iq4_xs_dot, iq4_xs_tile)
  * Four UE4M3 scale bytes, then 32 bytes of E2M1 codes: sub-block s (16
  * elements) is the low nibbles of bytes 4 + 8s .. +7, then their high
  * nibbles; two sub-blocks per Q8_0 activation block.  The reference adds
- * dy * d_s * (float)isum_s sub-block by sub-block; here each 32-element half
- * (two sub-blocks) is one vector of levels whose 16-byte halves are the two
- * sub-blocks, so each sub-block's exact sum is its half's lanes. */
+ * dy * d_s * (float)isum_s sub-block by sub-block, one float chain per
+ * output; as in GROUP, eight rows share a vector (lane k = row k) so the
+ * chains run side by side.  Each 32-element half (two sub-blocks) of a row
+ * is one vector of levels whose 16-byte halves are the two sub-blocks, so
+ * a sub-block's exact sum is the sum of its half's int32 lanes. */
+QK_TARGET_AVX2 static inline __m256i nvfp4_half(const uint8_t *xb, int h, __m256i lut)
+{
+    const __m128i q = _mm_loadu_si128((const __m128i *)(xb + 4 + 16 * h));
+    const __m128i lo = _mm_and_si128(q, _mm_set1_epi8(0x0F));
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(q, 4), _mm_set1_epi8(0x0F));
+    const __m256i codes = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi64(lo, hi)),
+                                                  _mm_unpackhi_epi64(lo, hi), 1);
+    return _mm256_shuffle_epi8(lut, codes);
+}
+
+/* out[t][k] for rows xr[k] (8) and up to GT activation rows y[t]. */
+QK_TARGET_AVX2 static void nvfp4_group8T(int64_t n, const uint8_t *const xr[8], const uint8_t *const y[GT],
+                                         int nt, float out[GT][8])
+{
+    __m256 acc[GT];
+    for (int t = 0; t < GT; t++)
+        acc[t] = _mm256_setzero_ps();
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qk_e2m1_x2));
+    for (int64_t i = 0; i < n / 64; i++) {
+        const size_t o = (size_t)i * NVFP4_SIZE;
+        __m256i w[2][8];
+        float d[4][8];
+        for (int k = 0; k < 8; k++) {
+            w[0][k] = nvfp4_half(xr[k] + o, 0, lut);
+            w[1][k] = nvfp4_half(xr[k] + o, 1, lut);
+            for (int s = 0; s < 4; s++)
+                d[s][k] = qk_ue4m3_to_f32_half(xr[k][o + (size_t)s]);
+        }
+        for (int t = 0; t < nt; t++)
+            for (int h = 0; h < 2; h++) {
+                const uint8_t *yb = y[t] + (size_t)(2 * i + h) * Q8_0_SIZE;
+                const __m256i yq = _mm256_loadu_si256((const __m256i *)(yb + 2));
+                __m256i p[8];
+                for (int k = 0; k < 8; k++)
+                    p[k] = qk_dot_i8(w[h][k], yq);
+                /* [A0..A3 | B0..B3] and [A4..A7 | B4..B7]: A, B the two sub-blocks */
+                const __m256i y0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+                const __m256i y1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+                const __m256 sa = _mm256_cvtepi32_ps(_mm256_permute2x128_si256(y0, y1, 0x20));
+                const __m256 sb = _mm256_cvtepi32_ps(_mm256_permute2x128_si256(y0, y1, 0x31));
+                const __m256 dy = _mm256_set1_ps(qk_ldh(yb));
+                acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(_mm256_mul_ps(dy, _mm256_loadu_ps(d[2 * h])), sa));
+                acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(_mm256_mul_ps(dy, _mm256_loadu_ps(d[2 * h + 1])), sb));
+            }
+    }
+    for (int t = 0; t < nt; t++)
+        _mm256_storeu_ps(out[t], acc[t]);
+}
+
+QK_TARGET_AVX2 static void nvfp4_tile(int64_t n, const void *x, size_t xs, int nr, const void *y,
+                                      size_t ys, int nt, float *out, size_t ldo)
+{
+    const uint8_t *xb = x, *yb = y;
+    for (int r0 = 0; r0 < nr; r0 += 8) {
+        const int m = nr - r0 < 8 ? nr - r0 : 8;
+        const uint8_t *xr[8];
+        for (int k = 0; k < 8; k++)
+            xr[k] = xb + (size_t)(r0 + (k < m ? k : 0)) * xs;
+        for (int t0 = 0; t0 < nt; t0 += GT) {
+            const int q = nt - t0 < GT ? nt - t0 : GT;
+            const uint8_t *yr[GT];
+            float o[GT][8];
+            for (int t = 0; t < q; t++)
+                yr[t] = yb + (size_t)(t0 + t) * ys;
+            nvfp4_group8T(n, xr, yr, q, o);
+            for (int t = 0; t < q; t++)
+                for (int k = 0; k < m; k++)
+                    out[(size_t)(t0 + t) * ldo + (size_t)(r0 + k)] = o[t][k];
+        }
+    }
+}
+
 QK_TARGET_AVX2 static inline int hsum4(__m128i v)
 {
     v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4e));
     return _mm_cvtsi128_si32(_mm_add_epi32(v, _mm_shuffle_epi32(v, 0xb1)));
 }
 
-QK_TARGET_AVX2 static void nvfp4_dotT(int64_t n, const uint8_t *x, const uint8_t *const y[GT], int nt,
-                                      float out[GT])
+/* vec_dot: one row, its one float chain (a tile of one row would fill all
+ * eight lanes with it). */
+QK_TARGET_AVX2 static float nvfp4_dot(int64_t n, const void *vx, const void *vy)
 {
-    float sumf[GT] = {0};
+    const uint8_t *x = vx, *y = vy;
     const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qk_e2m1_x2));
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    for (int64_t i = 0; i < n / 64; i++, x += NVFP4_SIZE) {
-        __m256i w[2];
-        float d[4];
+    float sumf = 0.0f;
+    for (int64_t i = 0; i < n / 64; i++, x += NVFP4_SIZE)
         for (int h = 0; h < 2; h++) {
-            /* bytes 0..7 of sub-block 2h and 8..15 of 2h+1: low nibbles
-             * then high nibbles of each, one 16-byte half per sub-block */
-            const __m128i q = _mm_loadu_si128((const __m128i *)(x + 4 + 16 * h));
-            const __m128i lo = _mm_and_si128(q, _mm_set1_epi8(0x0F));
-            const __m128i hi = _mm_and_si128(_mm_srli_epi16(q, 4), _mm_set1_epi8(0x0F));
-            const __m256i codes = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi64(lo, hi)),
-                                                          _mm_unpackhi_epi64(lo, hi), 1);
-            w[h] = _mm256_shuffle_epi8(lut, _mm256_and_si256(codes, m4));
+            const uint8_t *yb = y + (size_t)(2 * i + h) * Q8_0_SIZE;
+            const __m256i p = qk_dot_i8(nvfp4_half(x, h, lut), _mm256_loadu_si256((const __m256i *)(yb + 2)));
+            const float dy = qk_ldh(yb);
+            sumf += dy * qk_ue4m3_to_f32_half(x[2 * h]) * (float)hsum4(_mm256_castsi256_si128(p));
+            sumf += dy * qk_ue4m3_to_f32_half(x[2 * h + 1]) * (float)hsum4(_mm256_extracti128_si256(p, 1));
         }
-        for (int k = 0; k < 4; k++)
-            d[k] = qk_ue4m3_to_f32_half(x[k]);
-        for (int t = 0; t < nt; t++) {
-            for (int h = 0; h < 2; h++) {
-                const uint8_t *yb = y[t] + (size_t)(2 * i + h) * Q8_0_SIZE;
-                const __m256i p = qk_dot_i8(w[h], _mm256_loadu_si256((const __m256i *)(yb + 2)));
-                const int s0 = hsum4(_mm256_castsi256_si128(p)), s1 = hsum4(_mm256_extracti128_si256(p, 1));
-                const float dy = qk_ldh(yb);
-                sumf[t] += dy * d[2 * h] * (float)s0;
-                sumf[t] += dy * d[2 * h + 1] * (float)s1;
-            }
-        }
-    }
-    for (int t = 0; t < nt; t++)
-        out[t] = sumf[t];
+    return sumf;
 }
-
-QK_TARGET_AVX2 static void nvfp4_tile(int64_t n, const void *x, size_t xs, int nr, const void *y,
-                                      size_t ys, int nt, float *out, size_t ldo)
-{
-    for (int t0 = 0; t0 < nt; t0 += GT) {
-        const int q = nt - t0 < GT ? nt - t0 : GT;
-        const uint8_t *yr[GT];
-        for (int k = 0; k < q; k++)
-            yr[k] = (const uint8_t *)y + (size_t)(t0 + k) * ys;
-        for (int r = 0; r < nr; r++) {
-            float o[GT];
-            nvfp4_dotT(n, (const uint8_t *)x + (size_t)r * xs, yr, q, o);
-            for (int k = 0; k < q; k++)
-                out[(size_t)(t0 + k) * ldo + (size_t)r] = o[k];
-        }
-    }
-}
-
-QK_VEC_DOT_OF_TILE(nvfp4_dot, nvfp4_tile)
 
 /* ---- Q8_0 activation encoder ---------------------------------------------------- */
 
