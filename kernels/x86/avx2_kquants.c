@@ -150,13 +150,15 @@ QK_TARGET_AVX2 static void q8_K_shuffled(int64_t n, const uint8_t *y, uint8_t *y
 /* ---- Q6_K: ql[128] qh[64] scales[16] d ------------------------------------------ */
 
 /* The levels 0..63 of half h (elements 128h .. 128h+127) of the Q6_K block
- * at x, as four vectors of 32 (a[s]: elements 128h + 32s .. +31). */
+ * at x, as four vectors of 32 (a[s]: elements 128h + 32s .. +31) in lane
+ * order: built from the lane-shuffled ql/qh bytes, since the bytewise masks
+ * and shifts commute with the shuffle. */
 QK_TARGET_AVX2 static inline void q6_K_half(const uint8_t *x, int h, __m256i a[4])
 {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
-    const __m256i A = _mm256_loadu_si256((const __m256i *)(x + 64 * h));
-    const __m256i B = _mm256_loadu_si256((const __m256i *)(x + 64 * h + 32));
-    const __m256i Q = _mm256_loadu_si256((const __m256i *)(x + 128 + 32 * h));
+    const __m256i A = lane_shuffle(_mm256_loadu_si256((const __m256i *)(x + 64 * h)));
+    const __m256i B = lane_shuffle(_mm256_loadu_si256((const __m256i *)(x + 64 * h + 32)));
+    const __m256i Q = lane_shuffle(_mm256_loadu_si256((const __m256i *)(x + 128 + 32 * h)));
     a[0] = _mm256_or_si256(_mm256_and_si256(A, m4), _mm256_slli_epi16(_mm256_and_si256(Q, m3), 4));
     a[1] = _mm256_or_si256(_mm256_and_si256(B, m4),
                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(Q, 2), m3), 4));
@@ -174,29 +176,19 @@ QK_TARGET_AVX2 static inline __m256i q6_K_scale_pair(const int8_t *sc, int g)
                                    _mm_set1_epi32(pair16(sc[g + 1], sc[g + 3])), 1);
 }
 
-/* q6_K_dot1 with lane-shuffled activation quants (see q4_K_dot1s): the
- * levels are built from the shuffled ql/qh bytes (bytewise operations, so
- * they commute with the shuffle). */
+/* Q6_K against one activation row whose quants are lane-shuffled (see
+ * q4_K_dot1s). */
 QK_TARGET_AVX2 static float q6_K_dot1s(int64_t n, const uint8_t *x, const uint8_t *ysh,
                                        const uint8_t *y)
 {
     __m256 sums = _mm256_setzero_ps();
-    const __m256i off = _mm256_set1_epi8(32), m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
+    const __m256i off = _mm256_set1_epi8(32);
     for (int64_t i = 0; i < n / QKK; i++, x += Q6_K_SIZE, y += Q8_K_SIZE, ysh += QKK) {
         const int8_t *sc = (const int8_t *)(x + 192);
         __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
         _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
-            const __m256i A = lane_shuffle(_mm256_loadu_si256((const __m256i *)(x + 64 * h)));
-            const __m256i B = lane_shuffle(_mm256_loadu_si256((const __m256i *)(x + 64 * h + 32)));
-            const __m256i Q = lane_shuffle(_mm256_loadu_si256((const __m256i *)(x + 128 + 32 * h)));
             __m256i a[4];
-            a[0] = _mm256_or_si256(_mm256_and_si256(A, m4), _mm256_slli_epi16(_mm256_and_si256(Q, m3), 4));
-            a[1] = _mm256_or_si256(_mm256_and_si256(B, m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(Q, 2), m3), 4));
-            a[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(Q, 4), m3), 4));
-            a[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(Q, 6), m3), 4));
+            q6_K_half(x, h, a);
             __m256i v[4];
             _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
                 const __m256i sa = _mm256_sub_epi8(a[k], off);
@@ -280,7 +272,7 @@ QK_TARGET_AVX2 static void q6_K_dotTs(int64_t n, const uint8_t *x, const uint8_t
             __m256i a[4];
             q6_K_half(x, h, a);
             for (int s4 = 0; s4 < 4; s4++) {
-                sa[h][s4] = lane_shuffle(_mm256_sub_epi8(a[s4], off));
+                sa[h][s4] = _mm256_sub_epi8(a[s4], off);
                 aa[h][s4] = _mm256_sign_epi8(sa[h][s4], sa[h][s4]);
             }
             for (int s4 = 0; s4 < 4; s4 += 2)
