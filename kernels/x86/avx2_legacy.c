@@ -514,9 +514,22 @@ QK_TARGET_AVX2 static size_t q8_0_quantize(const float *src, void *dst, int64_t 
     return (size_t)nrows * (size_t)(ncols / QK) * Q8_0_SIZE;
 }
 
-/* The activation encoder, llama.cpp's x86 quantize_row_q8_0 (legacy.c
- * q8_act_block): id = 127 / amax, round half to even.  Blocks with an
- * infinity or NaN go through the scalar encoder. */
+/* One finite block of 32 activations as llama.cpp's x86 quantize_row_q8_0
+ * makes it (legacy.c q8_act_block): id = 127 / amax, round half to even;
+ * the quants into qs, their int32 values into q, the scale returned. */
+QK_TARGET_AVX2 static inline float q8_act_block_avx2(const float *src, int8_t *qs, __m256i q[4])
+{
+    const float amax = qk_absmax(src, QK);
+    const __m256 vid = _mm256_set1_ps(amax != 0.0f ? 127.f / amax : 0.0f);
+    for (int k = 0; k < 4; k++)
+        q[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(src + 8 * k), vid),
+                                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    qk_store_i8x32(qs, q[0], q[1], q[2], q[3]);
+    return amax / 127.f;
+}
+
+/* The Q8_0 activation encoder.  Blocks with an infinity or NaN go through
+ * the scalar encoder (as in q8_1_from_float). */
 QK_TARGET_AVX2 static void q8_0_from_float(const float *src, void *dst, int64_t n)
 {
     uint8_t *b = dst;
@@ -526,15 +539,8 @@ QK_TARGET_AVX2 static void q8_0_from_float(const float *src, void *dst, int64_t 
             scalar(src, b, QK);
             continue;
         }
-        const float amax = qk_absmax(src, QK);
-        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
-        const __m256 vid = _mm256_set1_ps(id);
         __m256i q[4];
-        for (int k = 0; k < 4; k++)
-            q[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(src + 8 * k), vid),
-                                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-        qk_store_i8x32((int8_t *)(b + 2), q[0], q[1], q[2], q[3]);
-        qk_st_f16(b, amax / 127.f);
+        qk_st_f16(b, q8_act_block_avx2(src, (int8_t *)(b + 2), q));
     }
 }
 
@@ -549,14 +555,8 @@ QK_TARGET_AVX2 static void q8_1_from_float(const float *src, void *dst, int64_t 
             scalar(src, b, QK);
             continue;
         }
-        const float amax = qk_absmax(src, QK);
-        const float id = amax != 0.0f ? 127.f / amax : 0.0f, d = amax / 127.f;
-        const __m256 vid = _mm256_set1_ps(id);
         __m256i q[4];
-        for (int k = 0; k < 4; k++)
-            q[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(src + 8 * k), vid),
-                                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-        qk_store_i8x32((int8_t *)(b + 4), q[0], q[1], q[2], q[3]);
+        const float d = q8_act_block_avx2(src, (int8_t *)(b + 4), q);
         const int sum = qk_hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
         qk_st_f16(b, d);
         qk_st_f16(b + 2, (float)sum * d);
