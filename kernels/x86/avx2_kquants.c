@@ -346,29 +346,9 @@ QK_TARGET_AVX2 static void q2_K_dotT(int64_t n, const uint8_t *x, const uint8_t 
         out[t] = sumf[t];
 }
 
-QK_TARGET_AVX2 static void q2_K_tile(int64_t n, const void *x, size_t xs, int nr, const void *y,
-                                     size_t ys, int nt, float *out, size_t ldo)
-{
-    for (int t0 = 0; t0 < nt; t0 += KT) {
-        const int q = nt - t0 < KT ? nt - t0 : KT;
-        const uint8_t *yr[KT];
-        for (int k = 0; k < q; k++)
-            yr[k] = (const uint8_t *)y + (size_t)(t0 + k) * ys;
-        for (int r = 0; r < nr; r++) {
-            float o[KT];
-            q2_K_dotT(n, (const uint8_t *)x + (size_t)r * xs, yr, q, o);
-            for (int k = 0; k < q; k++)
-                out[(size_t)(t0 + k) * ldo + (size_t)r] = o[k];
-        }
-    }
-}
+QK_TILE_OF_DOTT(q2_K_tile, q2_K_dotT, KT)
 
-static float q2_K_tile_dot(int64_t n, const void *x, const void *y)
-{
-    float o;
-    q2_K_tile(n, x, 0, 1, y, 0, 1, &o, 1);
-    return o;
-}
+QK_VEC_DOT_OF_TILE(q2_K_tile_dot, q2_K_tile)
 
 /* ---- Q3_K: hmask[32] qs[64] scales[12] d --------------------------------------------
  * Q6_K's lane scheme with other levels: element 128h + 32s + l is bits

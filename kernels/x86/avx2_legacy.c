@@ -349,23 +349,7 @@ QK_TARGET_AVX2 static void iq4_xs_dotT(int64_t n, const uint8_t *x, const uint8_
         out[t] = sumf[t];
 }
 
-QK_TARGET_AVX2 static void iq4_xs_tile(int64_t n, const void *x, size_t xs, int nr, const void *y,
-                                       size_t ys, int nt, float *out, size_t ldo)
-{
-    for (int t0 = 0; t0 < nt; t0 += XT) {
-        const int q = nt - t0 < XT ? nt - t0 : XT;
-        const uint8_t *yr[XT];
-        for (int k = 0; k < q; k++)
-            yr[k] = (const uint8_t *)y + (size_t)(t0 + k) * ys;
-        for (int r = 0; r < nr; r++) {
-            float o[XT];
-            iq4_xs_dotT(n, (const uint8_t *)x + (size_t)r * xs, yr, q, o);
-            for (int k = 0; k < q; k++)
-                out[(size_t)(t0 + k) * ldo + (size_t)r] = o[k];
-        }
-    }
-}
-
+QK_TILE_OF_DOTT(iq4_xs_tile, iq4_xs_dotT, XT)
 QK_VEC_DOT_OF_TILE(iq4_xs_dot, iq4_xs_tile)
 
 /* ---- NVFP4 against Q8_0 ------------------------------------------------------------

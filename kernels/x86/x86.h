@@ -54,6 +54,27 @@ void qk_x86_avx2_iq4_pack(const float *x, float id, const int8_t *codebook, uint
         return o;                                                 \
     }
 
+/* QK_TILE_OF_DOTT(name, dotT, T): a tile kernel from dotT(n, x, y[T], nt,
+ * out[T]), one weight row against up to T activation rows: tokens in groups
+ * of T, each group against every row. */
+#define QK_TILE_OF_DOTT(name, dotT, T)                                                      \
+    static void name(int64_t n, const void *x, size_t xs, int nr, const void *y, size_t ys, \
+                     int nt, float *out, size_t ldo)                                        \
+    {                                                                                       \
+        for (int t0 = 0; t0 < nt; t0 += T) {                                                \
+            const int q = nt - t0 < T ? nt - t0 : T;                                        \
+            const uint8_t *yr[T];                                                           \
+            for (int k = 0; k < q; k++)                                                     \
+                yr[k] = (const uint8_t *)y + (size_t)(t0 + k) * ys;                         \
+            for (int r = 0; r < nr; r++) {                                                  \
+                float o[T];                                                                 \
+                dotT(n, (const uint8_t *)x + (size_t)r * xs, yr, q, o);                     \
+                for (int k = 0; k < q; k++)                                                 \
+                    out[(size_t)(t0 + k) * ldo + (size_t)r] = o[k];                         \
+            }                                                                               \
+        }                                                                                   \
+    }
+
 /* Target attribute strings of the levels. */
 #define QK_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define QK_TARGET_AVX512 \
