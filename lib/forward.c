@@ -167,10 +167,6 @@ static void online_step(online *o, float s, float *ms, float *vs)
     }
 }
 
-/* Keys per softmax tile: the running maximum moves once per tile, as in
- * llama.cpp's tiled flash-attention kernel (GGML_FA_TILE_KV). */
-#define ATT_TILE 64
-
 /* F16 cache and F16 accumulator, llama.cpp's generic kernel
  * (ggml_compute_forward_flash_attn_ext_f16_one_chunk with F16 K and V): q is
  * rounded to F16, each score is ggml_vec_dot_f16 (exact products summed in
