@@ -139,7 +139,8 @@ QK_TARGET_AVX2 static inline __m256i mxfp4_int(const uint8_t *xb, __m256i y)
                    qk_e8m0_to_f32_half((xr)[6][o]), qk_e8m0_to_f32_half((xr)[7][o]))
 
 /* GROUP(name, size, intfn, term, corr, A, dxl): out[k] = dot of row xr[k] with
- * y over nb blocks (weight blocks of `size` bytes; activation blocks of
+ * y over nb blocks, while the 8 rows' bytes that follow the group in memory
+ * (next: the caller's next group, most likely) are prefetched in step (weight blocks of `size` bytes; activation blocks of
  * format A: Q8_0, 34 bytes, quants at 2, or Q8_1, 36 bytes, quants at 4);
  * term(s, dx, dy, xr, o, yb) is the per-block float term of the reference,
  * corr(yq) what the block's integer sum must lose, dxl the scales' loader. */
@@ -149,11 +150,12 @@ QK_TARGET_AVX2 static inline __m256i mxfp4_int(const uint8_t *xb, __m256i y)
 #define A_QS_Q8_1 4
 #define GROUP(name, size, intfn, term, corr, A, dxl)                                             \
     QK_TARGET_AVX2 static void name(int64_t nb, const uint8_t *const xr[8], const uint8_t *y,   \
-                                    float out[8])                                                \
+                                    float out[8], const uint8_t *next)                           \
     {                                                                                            \
         __m256 acc = _mm256_setzero_ps();                                                        \
         for (int64_t i = 0; i < nb; i++) {                                                       \
             const size_t o = (size_t)i * size;                                                   \
+            qk_prefetch_span(next + 8 * o, 8 * size);                                            \
             const uint8_t *yb = y + (size_t)i * A_SIZE_##A;                                      \
             const __m256i yq = _mm256_loadu_si256((const __m256i *)(yb + A_QS_##A));             \
             __m256i s = qk_hsum8_epi32(intfn(xr[0] + o, yq), intfn(xr[1] + o, yq),               \
@@ -184,7 +186,8 @@ GROUP(q4_1_group, Q4_1_SIZE, q4_1_int, TERM_MIN, CORR_NONE, Q8_1, DX_F16)
 GROUP(q5_1_group, Q5_1_SIZE, q5_1_int, TERM_MIN, CORR_NONE, Q8_1, DX_F16)
 GROUP(mxfp4_group, MXFP4_SIZE, mxfp4_int, TERM_DXDY_S, CORR_NONE, Q8_0, DX_E8M0)
 
-typedef void (*group_fn)(int64_t nb, const uint8_t *const xr[8], const uint8_t *y, float out[8]);
+typedef void (*group_fn)(int64_t nb, const uint8_t *const xr[8], const uint8_t *y, float out[8],
+                         const uint8_t *next);
 
 /* ---- eight rows x up to GT activation rows (prompt batches) --------------------
  * The same per-pair steps as GROUP; each weight block is unpacked (and its
@@ -245,7 +248,7 @@ static void tile(group_fn g, groupT_fn gt, int64_t n, const void *x, size_t xs, 
             xr[k] = xb + (size_t)(r0 + (k < m ? k : 0)) * xs;
         if (nt == 1) {
             float o[8];
-            g(n / QK, xr, yb, o);
+            g(n / QK, xr, yb, o, xb + (size_t)(r0 + 8) * xs);
             for (int k = 0; k < m; k++)
                 out[r0 + k] = o[k];
             continue;
