@@ -92,13 +92,14 @@ QK_TARGET_AVX2 static inline float reduce32(__m256 s0, __m256 s1, __m256 s2, __m
         out[1][0] = h[4], out[3][0] = h[5], out[1][1] = h[6], out[3][1] = h[7];                    \
         out[0][2] = h[8], out[2][2] = h[9], out[1][2] = h[12], out[3][2] = h[13];                  \
     }                                                                                              \
-    /* 8 rows x 1 activation (decode; n % 8 == 0) */                                              \
+    /* 8 rows x 1 activation (decode; n % 8 == 0), the next 8 rows prefetched in step */         \
     QK_TARGET_AVX2 static void name##_m8x1(int64_t n, const uint8_t *const xr[8], const uint8_t *y, \
-                                           float out[8])                                           \
+                                           float out[8], const uint8_t *next)                      \
     {                                                                                              \
         __m256 c[8];                                                                               \
         _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) c[k] = _mm256_setzero_ps();            \
         for (int64_t o = 0; o < 2 * n; o += 16) {                                                  \
+            qk_prefetch_span(next + 8 * o, 128);                                                   \
             const __m256 b = load(y + o);                                                          \
             _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)                                    \
                 c[k] = _mm256_fmadd_ps(load(xr[k] + o), b, c[k]);                                  \
@@ -126,7 +127,7 @@ QK_TARGET_AVX2 static inline float reduce32(__m256 s0, __m256 s1, __m256 s2, __m
                 float o[8];                                                                        \
                 for (int k = 0; k < 8; k++)                                                        \
                     xr[k] = X + (size_t)(r0 + (k < m ? k : 0)) * xs;                               \
-                name##_m8x1(n, xr, Y, o);                                                          \
+                name##_m8x1(n, xr, Y, o, X + (size_t)(r0 + 8) * xs);                               \
                 for (int k = 0; k < m; k++)                                                        \
                     out[r0 + k] = o[k];                                                            \
             }                                                                                      \

@@ -111,6 +111,7 @@ QK_TARGET_AVX2 static inline void k4_chunk(__m256i q, const __m256i *hb, int c, 
         __m256 sums = _mm256_setzero_ps();                                                       \
         float sumf = 0;                                                                          \
         for (int64_t i = 0; i < n / QKK; i++, x += SIZE, y += Q8_K_SIZE, ysh += QKK) {           \
+            qk_prefetch_span(x + QK_PREFETCH_AHEAD, SIZE);                                                     \
             uint8_t sm[16];                                                                      \
             k4_scales_mins(x + 4, sm);                                                           \
             const int summ = k4_summ(y + 4 + QKK, k4_mins16(sm + 8));                            \
@@ -184,6 +185,7 @@ QK_TARGET_AVX2 static float q6_K_dot1s(int64_t n, const uint8_t *x, const uint8_
     __m256 sums = _mm256_setzero_ps();
     const __m256i off = _mm256_set1_epi8(32);
     for (int64_t i = 0; i < n / QKK; i++, x += Q6_K_SIZE, y += Q8_K_SIZE, ysh += QKK) {
+        qk_prefetch_span(x + QK_PREFETCH_AHEAD, Q6_K_SIZE);
         const int8_t *sc = (const int8_t *)(x + 192);
         __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
         _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
@@ -313,6 +315,7 @@ QK_TARGET_AVX2 static void q2_K_dotT(int64_t n, const uint8_t *x, const uint8_t 
     float sumf[KT] = {0};
     const __m256i m3 = _mm256_set1_epi8(3);
     for (int64_t i = 0; i < n / QKK; i++, x += Q2_K_SIZE) {
+        qk_prefetch_span(x + QK_PREFETCH_AHEAD, Q2_K_SIZE);
         __m256i a[8], sc[8];
         _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
             const __m256i q = _mm256_loadu_si256((const __m256i *)(x + 16 + 32 * h));
@@ -372,6 +375,7 @@ QK_TARGET_AVX2 static void q3_K_dotTs(int64_t n, const uint8_t *x, const uint8_t
         sums[t] = _mm256_setzero_ps();
     const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1), four = _mm256_set1_epi8(4);
     for (int64_t i = 0; i < n / QKK; i++, x += Q3_K_SIZE) {
+        qk_prefetch_span(x + QK_PREFETCH_AHEAD, Q3_K_SIZE);
         int8_t sc[16];
         q3_K_scales8(x + 96, sc);
         const __m256i hm = lane_shuffle(_mm256_loadu_si256((const __m256i *)x));

@@ -326,6 +326,7 @@ QK_TARGET_AVX2 static void iq4_xs_dotT(int64_t n, const uint8_t *x, const uint8_
 {
     float sumf[XT] = {0};
     for (int64_t i = 0; i < n / QKK; i++, x += IQ4_XS_SIZE) {
+        qk_prefetch_span(x + QK_PREFETCH_AHEAD, IQ4_XS_SIZE);
         __m256i w[8];
         int32_t sc[8];
         const unsigned sh = qk_ld_u16(x + 2);

@@ -65,12 +65,17 @@ QK_TARGET_AVX2 static inline __m256i qk_dot_i8(__m256i x, __m256i y)
     return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
 }
 
-/* Prefetch the len bytes at p into L1.  The decode kernels stream eight
- * rows at once, and the hardware prefetchers keep up with those eight
- * interleaved streams poorly (Q8_0 one-token products read 6 GB/s from
- * DRAM, 10 GB/s with the next group's rows prefetched linearly in step,
- * against 12 GB/s for a plain read); a prefetch never faults, so the
- * bytes after a matrix's last row are safe to name. */
+/* Prefetch the len bytes at p into L1.  One-token products are where the
+ * weights stream from DRAM, and the hardware prefetchers alone leave them
+ * well short of the read bandwidth (12 GB/s per thread here):
+ * - kernels that stream eight rows at once (Q8_0 and the other 32-element
+ *   formats, F16, BF16) prefetch the next group's rows linearly in step:
+ *   Q8_0 went from 6 to 10 GB/s;
+ * - kernels that walk one row at a time (the K-quants) prefetch
+ *   QK_PREFETCH_AHEAD bytes ahead: Q4_K from 5 to 9 GB/s, Q6_K from 6 to 9.
+ * A prefetch never faults, so the bytes after a matrix's last row, or of
+ * another thread's rows, are safe to name. */
+#define QK_PREFETCH_AHEAD 4096
 QK_TARGET_AVX2 static inline void qk_prefetch_span(const uint8_t *p, size_t len)
 {
     for (size_t l = 0; l < len; l += 64)
