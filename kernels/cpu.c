@@ -89,6 +89,15 @@ static void merge(int level, const qk_simd_ops *ops)
     }
 }
 
+static void merge_pack(int level, const qk_pack_ops *ops)
+{
+    for (; ops->id >= 0; ops++)
+        if (ops->id < QK_TYPE_MAX) {
+            kern[level][ops->id].pack = ops->pack;
+            kern[level][ops->id].packed_tile = ops->packed_tile;
+        }
+}
+
 static void init(void)
 {
     detect();
@@ -116,6 +125,7 @@ static void init(void)
             merge(l, qk_x86_avx2_float);
             merge(l, qk_x86_avx2_legacy);
             merge(l, qk_x86_avx2_kquants);
+            merge_pack(l, qk_x86_avx2_packed);
         } else if (l == QK_CPU_AVX512) {
             merge(l, qk_x86_avx512);
         }

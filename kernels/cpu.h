@@ -48,6 +48,18 @@ typedef enum qk_cpu_level {
 typedef void (*qk_dot_tile_fn)(int64_t n, const void *x, size_t xs, int nr, const void *y,
                                size_t ys, int nt, float *out, size_t ldo);
 
+/* Repacked weights (optional, per type and level): groups of QK_PACK_ROWS
+ * rows rearranged, in the same number of bytes, so that a kernel reads each
+ * group as one stream with the rows' values side by side.
+ *   pack: rows [0, QK_PACK_ROWS) at x (row stride xs, n columns) into the
+ *         QK_PACK_ROWS * row-size bytes at dst;
+ *   packed_tile: ng packed groups at xp (consecutive) against nt activation
+ *         rows: out[t * ldo + r] for the 8 * ng rows, vec_dot's bits. */
+#define QK_PACK_ROWS 8
+typedef void (*qk_pack_fn)(int64_t n, const void *x, size_t xs, void *dst);
+typedef void (*qk_packed_tile_fn)(int64_t n, const void *xp, int ng, const void *y, size_t ys,
+                                  int nt, float *out, size_t ldo);
+
 typedef struct qk_kernels {
     int id;                     /* type id */
     qk_vec_dot_fn vec_dot;      /* weight type: dot with its vec_dot_type row; NULL if none */
@@ -55,6 +67,8 @@ typedef struct qk_kernels {
     qk_from_float_fn from_float;/* activation encoder of this type; NULL if none */
     qk_to_float_fn to_float;    /* decoder; NULL if none */
     qk_quantize_fn quantize;    /* weight encoder (the table's bytes exactly); NULL if none */
+    qk_pack_fn pack;            /* repacking (both set or both NULL) */
+    qk_packed_tile_fn packed_tile;
     /* level each came from (lower when a level has no kernel) */
     signed char level_dot, level_from, level_to, level_quantize;
 } qk_kernels;

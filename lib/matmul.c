@@ -16,6 +16,7 @@
 #include "types.h"
 
 #define ROW_TILE 16                /* weight rows kept hot while the tokens stream past */
+_Static_assert(ROW_TILE % QK_PACK_ROWS == 0, "a row tile is whole packed groups");
 #define TOK_TILE 64                /* activation rows per pass over a row tile */
 #define RANGE_WORK (1u << 18)      /* about this many multiply-adds per thread range */
 
@@ -66,9 +67,16 @@ static void dot_ranges(void *ctx, size_t begin, size_t end)
             const int nr = (int)(rg->r1 - r0 < ROW_TILE ? rg->r1 - r0 : ROW_TILE);
             for (int64_t t0 = 0; t0 < j->n_tok; t0 += TOK_TILE) {
                 const int nt = (int)(j->n_tok - t0 < TOK_TILE ? j->n_tok - t0 : TOK_TILE);
-                qk_dot_tile(pt->k, w->cols, w->data + r0 * w->row_size, w->row_size, nr,
-                            pt->act + (size_t)t0 * pt->act_row, pt->act_row, nt,
-                            pt->y + (size_t)t0 * (size_t)w->rows + r0, (size_t)w->rows);
+                const uint8_t *act = pt->act + (size_t)t0 * pt->act_row;
+                float *out = pt->y + (size_t)t0 * (size_t)w->rows + r0;
+                /* packed rows come in whole groups: ranges and tiles start
+                 * at multiples of ROW_TILE, and rows is a multiple of the group */
+                if (w->packed)
+                    w->pk->packed_tile(w->cols, w->packed + r0 * w->row_size, nr / QK_PACK_ROWS, act,
+                                       pt->act_row, nt, out, (size_t)w->rows);
+                else
+                    qk_dot_tile(pt->k, w->cols, w->data + r0 * w->row_size, w->row_size, nr, act,
+                                pt->act_row, nt, out, (size_t)w->rows);
             }
         }
     }
@@ -148,6 +156,39 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
     job j = {.parts = parts, .ranges = ranges, .n_tok = n_tok};
     qk_parallel_for(nthreads, nr, 1, dot_ranges, &j);
     free(ranges);
+    return 0;
+}
+
+typedef struct {
+    const qk_weight *w;
+    uint8_t *dst;
+    qk_pack_fn pack;
+} pack_job;
+
+static void pack_groups(void *ctx, size_t begin, size_t end)
+{
+    const pack_job *j = ctx;
+    const size_t gbytes = QK_PACK_ROWS * j->w->row_size;
+    for (size_t g = begin; g < end; g++)
+        j->pack(j->w->cols, j->w->data + g * gbytes, j->w->row_size, j->dst + g * gbytes);
+}
+
+int qk_weight_pack(qk_weight *w, void **mem, qk_err *err)
+{
+    *mem = NULL;
+    const qk_kernels *k = qk_kernels_for(w->type);
+    if (!k || !k->pack || w->rows <= 0 || w->rows % QK_PACK_ROWS)
+        return 0;
+    const size_t bytes = (size_t)w->rows * w->row_size;
+    uint8_t *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p)
+        return qk_errf(err, QK_EIO, "out of memory repacking %.*s (%zu bytes)", w->name_len, w->name,
+                       bytes);
+    pack_job j = {.w = w, .dst = p, .pack = k->pack};
+    qk_parallel_for(qk_cpu_count(), (size_t)(w->rows / QK_PACK_ROWS), 64, pack_groups, &j);
+    w->packed = p;
+    w->pk = k;
+    *mem = p;
     return 0;
 }
 

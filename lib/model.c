@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "ckd.h"
+#include "matmul.h"
 #include "types.h"
 
 #define MAX_DIM (1 << 24) /* sanity bound on every hyper-parameter */
@@ -293,11 +294,11 @@ static int load_matrix(const loader *ld, const char *name, int64_t cols, int64_t
     return 0;
 }
 
-static int own(qk_model *m, float *p, qk_err *err)
+static int own(qk_model *m, void *p, qk_err *err)
 {
     if (m->n_owned == m->cap_owned) {
         int cap = m->cap_owned ? 2 * m->cap_owned : 64;
-        float **o = realloc(m->owned, (size_t)cap * sizeof *o);
+        void **o = realloc(m->owned, (size_t)cap * sizeof *o);
         if (!o) {
             free(p);
             return qk_errf(err, QK_EIO, "out of memory");
@@ -398,6 +399,30 @@ static int load_embeddings(const loader *ld, qk_err *err)
                        m->hp.n_vocab, &m->output, err);
 }
 
+/* ---- repacking (lib/matmul.h) ------------------------------------------------- */
+
+static int pack_weight(qk_model *m, qk_weight *w, qk_err *err)
+{
+    void *mem;
+    if (qk_weight_pack(w, &mem, err))
+        return err->code;
+    return mem ? own(m, mem, err) : 0;
+}
+
+static int pack_weights(qk_model *m, qk_err *err)
+{
+    if (pack_weight(m, &m->output, err))
+        return err->code;
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        qk_layer *l = &m->layers[il];
+        qk_weight *ws[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down};
+        for (size_t i = 0; i < sizeof ws / sizeof *ws; i++)
+            if (pack_weight(m, ws[i], err))
+                return err->code;
+    }
+    return 0;
+}
+
 int qk_model_load_source(qk_model *m, const qk_hparams *hp, const qk_model_source *src,
                          qk_err *err)
 {
@@ -418,6 +443,8 @@ int qk_model_load_source(qk_model *m, const qk_hparams *hp, const qk_model_sourc
     for (int il = 0; il < m->hp.n_layer; il++)
         if (load_layer(&ld, il, err))
             goto fail;
+    if (pack_weights(m, err))
+        goto fail;
     return 0;
 fail:
     qk_model_free(m);

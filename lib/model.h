@@ -48,6 +48,11 @@ typedef struct qk_weight {
     int64_t rows, cols;   /* ne[1], ne[0] */
     size_t row_size;      /* bytes per row */
     const uint8_t *data;
+    /* The rows repacked at load for pk's packed_tile (kernels/cpu.h), in
+     * groups of QK_PACK_ROWS; NULL when the type and CPU level have no
+     * packed kernel or rows is not a multiple of the group. */
+    const uint8_t *packed;
+    const struct qk_kernels *pk;
 } qk_weight;
 
 typedef struct qk_layer {
@@ -68,7 +73,7 @@ typedef struct qk_model {
     const float *output_bias;        /* optional [n_vocab] */
     const float *rope_freqs;         /* optional [n_rot/2] frequency divisors */
     qk_layer *layers;                /* n_layer */
-    float **owned;                   /* every decoded 1-D tensor, freed with the model */
+    void **owned;                    /* decoded 1-D tensors and packed weights, freed with the model */
     int n_owned, cap_owned;
 } qk_model;
 

@@ -5,7 +5,8 @@
  * - qk_matmul_n over weights of different types on one input (F32, F16,
  *   Q8_0, Q4_K, Q6_K, IQ4_XS: four activation encodings) gives the bytes of
  *   one qk_matmul per weight, for one token and for a batch, with 1 and 2
- *   threads. */
+ *   threads;
+ * - weights repacked for the level's packed kernels give the same bytes. */
 #include <string.h>
 
 #include "cpu.h"
@@ -100,6 +101,53 @@ Test(matmul, one_and_several_weights_equal_vec_dot)
     }
     for (int i = 0; i < NW; i++)
         free((void *)w[i].data);
+    free(x);
+}
+
+/* Repacked weights (qk_weight_pack) give the same bytes as the rows they
+ * came from, for every type with a packed kernel at the active level. */
+Test(matmul, packed_weights_equal_vec_dot)
+{
+    uint64_t s = 11;
+    float *x = malloc(sizeof(float) * COLS * NTOK);
+    cr_assert(x);
+    for (int i = 0; i < COLS * NTOK; i++)
+        x[i] = tu_gauss(&s);
+    if (qk_cpu_level_active() >= QK_CPU_AVX2)
+        cr_assert(qk_kernels_for(QK_Q4_0)->pack, "AVX2 packs Q4_0");
+    int npacked = 0;
+    for (int type = 0; type < QK_TYPE_MAX; type++) {
+        const qk_kernels *k = qk_kernels_for(type);
+        if (!k || !k->pack)
+            continue;
+        npacked++;
+        qk_weight w = make_weight(type, 48, &s), odd = make_weight(type, 44, &s);
+        void *mem, *none;
+        qk_err err = {0};
+        cr_assert_eq(qk_weight_pack(&w, &mem, &err), 0, "%s", err.msg);
+        cr_assert(mem && w.packed == mem && w.pk == k);
+        cr_assert_eq(qk_weight_pack(&odd, &none, &err), 0, "%s", err.msg);
+        cr_assert(!none && !odd.packed, "44 rows are not whole groups of %d", QK_PACK_ROWS);
+        const int ntoks[3] = {1, 5, NTOK};
+        for (int c = 0; c < 3; c++) {
+            const int nt = ntoks[c];
+            float *want = malloc(sizeof(float) * 48 * (size_t)nt), *got = malloc(sizeof(float) * 48 * (size_t)nt);
+            cr_assert(want && got);
+            reference(&w, x, nt, want);
+            for (int threads = 1; threads <= 2; threads++) {
+                qk_matmul_ws ws = {0};
+                memset(got, 0xff, sizeof(float) * 48 * (size_t)nt);
+                cr_assert_eq(qk_matmul(&w, x, nt, got, &ws, threads, &err), 0, "%s", err.msg);
+                cr_assert(!memcmp(got, want, sizeof(float) * 48 * (size_t)nt), "packed %s, %d tokens, %d threads",
+                          qk_type_get(type)->name, nt, threads);
+                qk_matmul_ws_free(&ws);
+            }
+            free(want), free(got);
+        }
+        free(mem);
+        free((void *)w.data), free((void *)odd.data);
+    }
+    cr_log_info("%d packed types", npacked);
     free(x);
 }
 

@@ -20,11 +20,19 @@ typedef struct qk_simd_ops {
     qk_quantize_fn quantize;     /* same bytes as the table's encoder */
 } qk_simd_ops;
 
+/* Rows of packed-weight kernels (cpu.h's pack, packed_tile), terminated by {.id = -1}. */
+typedef struct qk_pack_ops {
+    int id;
+    qk_pack_fn pack;
+    qk_packed_tile_fn packed_tile;
+} qk_pack_ops;
+
 #if defined(__x86_64__) || defined(__i386__)
 #define QK_X86 1
 extern const qk_simd_ops qk_x86_avx2_legacy[];
 extern const qk_simd_ops qk_x86_avx2_kquants[];
 extern const qk_simd_ops qk_x86_avx2_float[];
+extern const qk_pack_ops qk_x86_avx2_packed[];
 extern const qk_simd_ops qk_x86_avx512[];
 
 /* Attention inner loops (avx2_attn.c; see attn.h). */
