@@ -93,6 +93,7 @@ static void merge_pack(int level, const qk_pack_ops *ops)
 {
     for (; ops->id >= 0; ops++)
         if (ops->id < QK_TYPE_MAX) {
+            kern[level][ops->id].pack_size = ops->pack_size;
             kern[level][ops->id].pack = ops->pack;
             kern[level][ops->id].packed_tile = ops->packed_tile;
         }
@@ -126,6 +127,7 @@ static void init(void)
             merge(l, qk_x86_avx2_legacy);
             merge(l, qk_x86_avx2_kquants);
             merge_pack(l, qk_x86_avx2_packed);
+            merge_pack(l, qk_x86_avx2_packed_k);
         } else if (l == QK_CPU_AVX512) {
             merge(l, qk_x86_avx512);
         }

@@ -49,13 +49,15 @@ typedef void (*qk_dot_tile_fn)(int64_t n, const void *x, size_t xs, int nr, cons
                                size_t ys, int nt, float *out, size_t ldo);
 
 /* Repacked weights (optional, per type and level): groups of QK_PACK_ROWS
- * rows rearranged, in the same number of bytes, so that a kernel reads each
- * group as one stream with the rows' values side by side.
+ * rows rearranged so that a kernel reads each group as one stream with the
+ * rows' values side by side.
+ *   pack_size: bytes of one packed group of rows of n columns;
  *   pack: rows [0, QK_PACK_ROWS) at x (row stride xs, n columns) into the
- *         QK_PACK_ROWS * row-size bytes at dst;
+ *         pack_size(n) bytes at dst;
  *   packed_tile: ng packed groups at xp (consecutive) against nt activation
  *         rows: out[t * ldo + r] for the 8 * ng rows, vec_dot's bits. */
 #define QK_PACK_ROWS 8
+typedef size_t (*qk_pack_size_fn)(int64_t n);
 typedef void (*qk_pack_fn)(int64_t n, const void *x, size_t xs, void *dst);
 typedef void (*qk_packed_tile_fn)(int64_t n, const void *xp, int ng, const void *y, size_t ys,
                                   int nt, float *out, size_t ldo);
@@ -67,7 +69,8 @@ typedef struct qk_kernels {
     qk_from_float_fn from_float;/* activation encoder of this type; NULL if none */
     qk_to_float_fn to_float;    /* decoder; NULL if none */
     qk_quantize_fn quantize;    /* weight encoder (the table's bytes exactly); NULL if none */
-    qk_pack_fn pack;            /* repacking (both set or both NULL) */
+    qk_pack_size_fn pack_size;  /* repacking (all three set or all NULL) */
+    qk_pack_fn pack;
     qk_packed_tile_fn packed_tile;
     /* level each came from (lower when a level has no kernel) */
     signed char level_dot, level_from, level_to, level_quantize;

@@ -72,8 +72,8 @@ static void dot_ranges(void *ctx, size_t begin, size_t end)
                 /* packed rows come in whole groups: ranges and tiles start
                  * at multiples of ROW_TILE, and rows is a multiple of the group */
                 if (w->packed)
-                    w->pk->packed_tile(w->cols, w->packed + r0 * w->row_size, nr / QK_PACK_ROWS, act,
-                                       pt->act_row, nt, out, (size_t)w->rows);
+                    w->pk->packed_tile(w->cols, w->packed + r0 / QK_PACK_ROWS * w->pk->pack_size(w->cols),
+                                       nr / QK_PACK_ROWS, act, pt->act_row, nt, out, (size_t)w->rows);
                 else
                     qk_dot_tile(pt->k, w->cols, w->data + r0 * w->row_size, w->row_size, nr, act,
                                 pt->act_row, nt, out, (size_t)w->rows);
@@ -162,15 +162,15 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
 typedef struct {
     const qk_weight *w;
     uint8_t *dst;
-    qk_pack_fn pack;
+    const qk_kernels *pk;
 } pack_job;
 
 static void pack_groups(void *ctx, size_t begin, size_t end)
 {
     const pack_job *j = ctx;
-    const size_t gbytes = QK_PACK_ROWS * j->w->row_size;
+    const size_t src = QK_PACK_ROWS * j->w->row_size, dst = j->pk->pack_size(j->w->cols);
     for (size_t g = begin; g < end; g++)
-        j->pack(j->w->cols, j->w->data + g * gbytes, j->w->row_size, j->dst + g * gbytes);
+        j->pk->pack(j->w->cols, j->w->data + g * src, j->w->row_size, j->dst + g * dst);
 }
 
 int qk_weight_pack(qk_weight *w, void **mem, qk_err *err)
@@ -179,12 +179,15 @@ int qk_weight_pack(qk_weight *w, void **mem, qk_err *err)
     const qk_kernels *k = qk_kernels_for(w->type);
     if (!k || !k->pack || w->rows <= 0 || w->rows % QK_PACK_ROWS)
         return 0;
-    const size_t bytes = (size_t)w->rows * w->row_size;
-    uint8_t *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    uint64_t bytes;
+    if (qk_ckd_mul(&bytes, (uint64_t)(w->rows / QK_PACK_ROWS), k->pack_size(w->cols)) ||
+        bytes > SIZE_MAX - 64)
+        return qk_errf(err, QK_EIO, "repacking %.*s: size overflows", w->name_len, w->name);
+    uint8_t *p = aligned_alloc(64, ((size_t)bytes + 63) / 64 * 64);
     if (!p)
-        return qk_errf(err, QK_EIO, "out of memory repacking %.*s (%zu bytes)", w->name_len, w->name,
-                       bytes);
-    pack_job j = {.w = w, .dst = p, .pack = k->pack};
+        return qk_errf(err, QK_EIO, "out of memory repacking %.*s (%llu bytes)", w->name_len, w->name,
+                       (unsigned long long)bytes);
+    pack_job j = {.w = w, .dst = p, .pk = k};
     qk_parallel_for(qk_cpu_count(), (size_t)(w->rows / QK_PACK_ROWS), 64, pack_groups, &j);
     w->packed = p;
     w->pk = k;

@@ -21,41 +21,44 @@
 static const int types[NW] = {QK_F32, QK_F16, QK_Q8_0, QK_Q4_K, QK_Q6_K, QK_IQ4_XS};
 static const int rows[NW] = {24, 40, 33, 17, 64, 9};
 
-static qk_weight make_weight(int type, int nrows, uint64_t *s)
+static qk_weight make_weight_cols(int type, int nrows, int cols, uint64_t *s)
 {
-    float *w = malloc(sizeof(float) * COLS * (size_t)nrows);
+    float *w = malloc(sizeof(float) * (size_t)cols * (size_t)nrows);
     cr_assert(w);
-    for (int i = 0; i < COLS * nrows; i++)
+    for (int i = 0; i < cols * nrows; i++)
         w[i] = tu_gauss(s);
-    const size_t rs = qk_row_size(type, COLS);
+    const size_t rs = qk_row_size(type, cols);
     uint8_t *data = malloc(rs * (size_t)nrows);
     cr_assert(data);
     const qk_type_traits *t = qk_type_get(type);
     if (type == QK_F32)
         memcpy(data, w, rs * (size_t)nrows);
     else
-        t->quantize(w, data, nrows, COLS, NULL);
+        t->quantize(w, data, nrows, cols, NULL);
     free(w);
-    return (qk_weight){.type = type, .rows = nrows, .cols = COLS, .row_size = rs, .data = data};
+    return (qk_weight){.type = type, .rows = nrows, .cols = cols, .row_size = rs, .data = data};
 }
+
+static qk_weight make_weight(int type, int nrows, uint64_t *s) { return make_weight_cols(type, nrows, COLS, s); }
 
 /* The reference: encode each activation row, then the table's vec_dot. */
 static void reference(const qk_weight *w, const float *x, int ntok, float *y)
 {
     const qk_type_traits *t = qk_type_get(w->type);
     const int vt = t->vec_dot_type;
-    const size_t ar = vt == QK_F32 ? COLS * sizeof(float) : qk_row_size(vt, COLS);
+    const int64_t cols = w->cols; /* x holds ntok rows of w->cols */
+    const size_t ar = vt == QK_F32 ? (size_t)cols * sizeof(float) : qk_row_size(vt, cols);
     uint8_t *a = malloc(ar * (size_t)ntok);
     cr_assert(a);
     for (int k = 0; k < ntok; k++) {
         if (vt == QK_F32)
-            memcpy(a + k * ar, x + (size_t)k * COLS, ar);
+            memcpy(a + k * ar, x + (size_t)k * cols, ar);
         else
-            qk_kernels_for(vt)->from_float(x + (size_t)k * COLS, a + k * ar, COLS);
+            qk_kernels_for(vt)->from_float(x + (size_t)k * cols, a + k * ar, cols);
     }
     for (int k = 0; k < ntok; k++)
         for (int64_t r = 0; r < w->rows; r++)
-            y[(size_t)k * w->rows + r] = qk_kernels_for(w->type)->vec_dot(COLS, w->data + r * w->row_size, a + k * ar);
+            y[(size_t)k * w->rows + r] = qk_kernels_for(w->type)->vec_dot(cols, w->data + r * w->row_size, a + k * ar);
     free(a);
 }
 
@@ -105,23 +108,26 @@ Test(matmul, one_and_several_weights_equal_vec_dot)
 }
 
 /* Repacked weights (qk_weight_pack) give the same bytes as the rows they
- * came from, for every type with a packed kernel at the active level. */
+ * came from, for every type with a packed kernel at the active level, on
+ * rows long enough to cross the kernels' internal spans of blocks. */
+#define LONG 16896 /* 528 blocks of 32, 66 of 256: each packed kernel's spans of blocks (512 and 16) end in a partial one */
+
 Test(matmul, packed_weights_equal_vec_dot)
 {
     uint64_t s = 11;
-    float *x = malloc(sizeof(float) * COLS * NTOK);
+    float *x = malloc(sizeof(float) * LONG * NTOK);
     cr_assert(x);
-    for (int i = 0; i < COLS * NTOK; i++)
+    for (int i = 0; i < LONG * NTOK; i++)
         x[i] = tu_gauss(&s);
     if (qk_cpu_level_active() >= QK_CPU_AVX2)
-        cr_assert(qk_kernels_for(QK_Q4_0)->pack, "AVX2 packs Q4_0");
+        cr_assert(qk_kernels_for(QK_Q4_0)->pack && qk_kernels_for(QK_Q4_K)->pack, "AVX2 packs Q4_0, Q4_K");
     int npacked = 0;
     for (int type = 0; type < QK_TYPE_MAX; type++) {
         const qk_kernels *k = qk_kernels_for(type);
         if (!k || !k->pack)
             continue;
         npacked++;
-        qk_weight w = make_weight(type, 48, &s), odd = make_weight(type, 44, &s);
+        qk_weight w = make_weight_cols(type, 48, LONG, &s), odd = make_weight(type, 44, &s);
         void *mem, *none;
         qk_err err = {0};
         cr_assert_eq(qk_weight_pack(&w, &mem, &err), 0, "%s", err.msg);

@@ -28,6 +28,8 @@
  * side are prepared at a time (act_span); GMAX groups share it. */
 enum { Q4_0_SIZE = 18, Q8_0_SIZE = 34, QK = 32, GROUP = 8, PT = 4, KC = 512, GMAX = 8 };
 
+static size_t q4_0_pack_size(int64_t n) { return (size_t)(n / QK) * GROUP * Q4_0_SIZE; }
+
 /* Rows [0, 8) at x (row stride xs, n columns) into the packed group at dst. */
 static void q4_0_pack(int64_t n, const void *x, size_t xs, void *dst)
 {
@@ -67,8 +69,9 @@ QK_TARGET_AVX2 static void q4_0_act_span(const uint8_t *const y[PT], int nt, int
 
 /* Blocks [b0, b0 + nb) of one packed group g against up to PT activation
  * rows, continuing the rows' running sums acc[t] (lane r: row r). */
-QK_TARGET_AVX2 static void q4_0_packed_span(const uint8_t *g, const uint8_t *const y[PT], int nt,
-                                            int64_t b0, int nb, const act_span *a, __m256 acc[PT])
+QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
+q4_0_packed_span_nt(const uint8_t *g, const uint8_t *const y[PT], const int nt, int64_t b0, int nb,
+                    const act_span *a, __m256 acc[PT])
 {
     const __m256i m4 = _mm256_set1_epi8(0x0F), ones16 = _mm256_set1_epi16(1);
     __m256 s[PT];
@@ -98,6 +101,19 @@ QK_TARGET_AVX2 static void q4_0_packed_span(const uint8_t *g, const uint8_t *con
     }
     for (int t = 0; t < PT; t++)
         acc[t] = s[t];
+}
+
+/* One instance per token count: the token loops unroll. */
+QK_TARGET_AVX2 static void q4_0_packed_span(const uint8_t *g, const uint8_t *const y[PT], int nt,
+                                            int64_t b0, int nb, const act_span *a, __m256 acc[PT])
+{
+    _Static_assert(PT == 4, "one instance per token count");
+    switch (nt) {
+    case 1: q4_0_packed_span_nt(g, y, 1, b0, nb, a, acc); break;
+    case 2: q4_0_packed_span_nt(g, y, 2, b0, nb, a, acc); break;
+    case 3: q4_0_packed_span_nt(g, y, 3, b0, nb, a, acc); break;
+    default: q4_0_packed_span_nt(g, y, 4, b0, nb, a, acc); break;
+    }
 }
 
 /* ng packed groups at xp (8 rows each) against nt activation rows: tokens
@@ -136,7 +152,7 @@ QK_TARGET_AVX2 static void q4_0_packed_tile(int64_t n, const void *xp, int ng, c
 }
 
 const qk_pack_ops qk_x86_avx2_packed[] = {
-    {.id = QK_Q4_0, .pack = q4_0_pack, .packed_tile = q4_0_packed_tile},
+    {.id = QK_Q4_0, .pack_size = q4_0_pack_size, .pack = q4_0_pack, .packed_tile = q4_0_packed_tile},
     {.id = -1},
 };
 

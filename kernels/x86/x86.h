@@ -23,6 +23,7 @@ typedef struct qk_simd_ops {
 /* Rows of packed-weight kernels (cpu.h's pack, packed_tile), terminated by {.id = -1}. */
 typedef struct qk_pack_ops {
     int id;
+    qk_pack_size_fn pack_size;
     qk_pack_fn pack;
     qk_packed_tile_fn packed_tile;
 } qk_pack_ops;
@@ -33,6 +34,7 @@ extern const qk_simd_ops qk_x86_avx2_legacy[];
 extern const qk_simd_ops qk_x86_avx2_kquants[];
 extern const qk_simd_ops qk_x86_avx2_float[];
 extern const qk_pack_ops qk_x86_avx2_packed[];
+extern const qk_pack_ops qk_x86_avx2_packed_k[];
 extern const qk_simd_ops qk_x86_avx512[];
 
 /* Attention inner loops (avx2_attn.c; see attn.h). */
