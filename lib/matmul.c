@@ -71,7 +71,7 @@ static void dot_ranges(void *ctx, size_t begin, size_t end)
                 float *out = pt->y + (size_t)t0 * (size_t)w->rows + r0;
                 /* packed rows come in whole groups: ranges and tiles start
                  * at multiples of ROW_TILE, and rows is a multiple of the group */
-                if (w->packed)
+                if (w->packed && (j->n_tok > 1 || w->pk->pack_decode))
                     w->pk->packed_tile(w->cols, w->packed + r0 / QK_PACK_ROWS * w->pk->pack_size(w->cols),
                                        nr / QK_PACK_ROWS, act, pt->act_row, nt, out, (size_t)w->rows);
                 else

@@ -152,7 +152,7 @@ QK_TARGET_AVX2 static void q4_0_packed_tile(int64_t n, const void *xp, int ng, c
 }
 
 const qk_pack_ops qk_x86_avx2_packed[] = {
-    {.id = QK_Q4_0, .pack_size = q4_0_pack_size, .pack = q4_0_pack, .packed_tile = q4_0_packed_tile},
+    {.id = QK_Q4_0, .pack_size = q4_0_pack_size, .pack = q4_0_pack, .packed_tile = q4_0_packed_tile, .decode = 1},
     {.id = -1},
 };
 

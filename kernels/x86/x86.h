@@ -26,6 +26,7 @@ typedef struct qk_pack_ops {
     qk_pack_size_fn pack_size;
     qk_pack_fn pack;
     qk_packed_tile_fn packed_tile;
+    int decode; /* also for one-token products (else those read the rows as they are) */
 } qk_pack_ops;
 
 #if defined(__x86_64__) || defined(__i386__)
