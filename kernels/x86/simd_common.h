@@ -82,8 +82,8 @@ QK_TARGET_AVX2 static inline void qk_prefetch_span(const uint8_t *p, size_t len)
         _mm_prefetch((const char *)p + l, _MM_HINT_T0);
 }
 
-/* Float from the little-endian fp16 at p. */
-static inline float qk_ldh(const uint8_t *p) { return qk_f16_to_f32(qk_ld_u16(p)); }
+/* Float from the little-endian fp16 at p (F16C: exact, as qk_f16_to_f32). */
+QK_TARGET_AVX2 static inline float qk_ldh(const uint8_t *p) { return _cvtsh_ss(qk_ld_u16(p)); }
 
 /* Eight fp16 fields, one per pointer at byte offset o, as floats. */
 QK_TARGET_AVX2 static inline __m256 qk_ld8_f16(const uint8_t *const p[8], size_t o)
