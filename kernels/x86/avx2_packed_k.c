@@ -14,7 +14,7 @@
  *   d[8], dmin[8]     f16, row order                        (32 bytes)
  *   sc[s][r]          sub-block scales, s = e / 32            (64)
  *   mn[t][r][2]       mins of sub-blocks 2t and 2t + 1        (64)
- *   V[q][l][r][k]     4 bytes of row r: low nibbles a[32q + 8k + l], high
+ *   V[l][q][r][k]     4 bytes of row r: low nibbles a[32q + 8k + l], high
  *                     nibbles a[32(q + 4) + 8k + l], k = 0..3 (1024)
  * and the activation block is permuted to match (ys[s][l][k] = y[32s + 8k +
  * l]), so maddubs of V's nibbles against the four broadcast bytes leaves
@@ -53,7 +53,7 @@ static void q4_K_pack(int64_t n, const void *x, size_t xs, void *dst)
             for (int q = 0; q < 4; q++)
                 for (int l = 0; l < 8; l++)
                     for (int k = 0; k < 4; k++)
-                        d[160 + 256 * q + 32 * l + 4 * r + k] =
+                        d[160 + 128 * l + 32 * q + 4 * r + k] =
                             (uint8_t)(a[32 * q + 8 * k + l] | a[32 * (q + 4) + 8 * k + l] << 4);
         }
     }
@@ -124,7 +124,7 @@ q4_K_span_nt(const uint8_t *g, const int nt, int nb, const act_span *a, group_st
             for (int t = 0; t < PT; t++)
                 acc[t] = _mm256_setzero_si256();
             _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(g + 160 + 256 * q + 32 * l));
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(g + 160 + 128 * l + 32 * q));
                 const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
                 for (int t = 0; t < nt; t++) {
                     const uint8_t *ys = a->ys[t][b];
