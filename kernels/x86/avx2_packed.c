@@ -1,5 +1,5 @@
 /* avx2_packed.c - AVX2 kernels of repacked weights (cpu.h's pack and
- * packed_tile): Q4_0 in groups of eight rows.
+ * packed_tile): Q4_0 and Q8_0 in groups of eight rows.
  *
  * The row-major blocks make a kernel that serves eight rows gather their
  * eight scales field by field and reduce each row's 8 int32 partials
@@ -54,15 +54,17 @@ typedef struct {
     float dy[PT][KC];
 } act_span;
 
-QK_TARGET_AVX2 static void q4_0_act_span(const uint8_t *const y[PT], int nt, int64_t b0, int nb,
-                                         act_span *a)
+QK_TARGET_AVX2 static void act_prepare(const uint8_t *const y[PT], int nt, int64_t b0, int nb, int corr,
+                                       act_span *a)
 {
     const __m256i ones16 = _mm256_set1_epi16(1), ones8 = _mm256_set1_epi8(1);
     for (int t = 0; t < nt; t++)
         for (int b = 0; b < nb; b++) {
             const uint8_t *yb = y[t] + (size_t)(b0 + b) * Q8_0_SIZE;
-            const __m256i yv = _mm256_loadu_si256((const __m256i *)(yb + 2));
-            a->corr[t][b] = 8 * qk_hsum_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(ones8, yv), ones16));
+            if (corr) {
+                const __m256i yv = _mm256_loadu_si256((const __m256i *)(yb + 2));
+                a->corr[t][b] = 8 * qk_hsum_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(ones8, yv), ones16));
+            }
             a->dy[t][b] = qk_ldh(yb);
         }
 }
@@ -116,13 +118,17 @@ QK_TARGET_AVX2 static void q4_0_packed_span(const uint8_t *g, const uint8_t *con
     }
 }
 
-/* ng packed groups at xp (8 rows each) against nt activation rows: tokens
- * PT at a time, blocks KC at a time, every group through each span. */
-QK_TARGET_AVX2 static void q4_0_packed_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt,
-                                            float *out, size_t ldo)
+typedef void (*span_fn)(const uint8_t *g, const uint8_t *const y[PT], int nt, int64_t b0, int nb,
+                        const act_span *a, __m256 acc[PT]);
+
+/* ng packed groups at xp (8 rows of blocks of bsize bytes each) against nt
+ * activation rows: tokens PT at a time, blocks KC at a time, every group
+ * through each span; corr: the spans read act_span's corr. */
+QK_TARGET_AVX2 static void packed_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt,
+                                       float *out, size_t ldo, size_t bsize, span_fn span, int corr)
 {
     const int64_t nb = n / QK;
-    const size_t gsize = (size_t)nb * GROUP * Q4_0_SIZE;
+    const size_t gsize = (size_t)nb * GROUP * bsize;
     act_span a;
     for (int g0 = 0; g0 < ng; g0 += GMAX) {
         const int gn = ng - g0 < GMAX ? ng - g0 : GMAX;
@@ -132,13 +138,12 @@ QK_TARGET_AVX2 static void q4_0_packed_tile(int64_t n, const void *xp, int ng, c
             for (int t = 0; t < PT; t++)
                 yr[t] = (const uint8_t *)y + (size_t)(t0 + (t < q ? t : 0)) * ys;
             __m256 acc[GMAX][PT];
-            memset(acc, 0, sizeof acc);
+            memset(acc, 0, (size_t)gn * sizeof *acc);
             for (int64_t b0 = 0; b0 < nb; b0 += KC) {
                 const int kb = (int)(nb - b0 < KC ? nb - b0 : KC);
-                q4_0_act_span(yr, q, b0, kb, &a);
+                act_prepare(yr, q, b0, kb, corr, &a);
                 for (int gi = 0; gi < gn; gi++)
-                    q4_0_packed_span((const uint8_t *)xp + (size_t)(g0 + gi) * gsize, yr, q, b0, kb, &a,
-                                     acc[gi]);
+                    span((const uint8_t *)xp + (size_t)(g0 + gi) * gsize, yr, q, b0, kb, &a, acc[gi]);
             }
             for (int gi = 0; gi < gn; gi++)
                 for (int t = 0; t < q; t++) {
@@ -151,8 +156,88 @@ QK_TARGET_AVX2 static void q4_0_packed_tile(int64_t n, const void *xp, int ng, c
     }
 }
 
+static void q4_0_packed_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt,
+                             float *out, size_t ldo)
+{
+    packed_tile(n, xp, ng, y, ys, nt, out, ldo, Q4_0_SIZE, q4_0_packed_span, 1);
+}
+
+/* ---- Q8_0 ---------------------------------------------------------------------
+ * Packed block of a group: d[8] (f16, row order), then qs[8][32]: vector j,
+ * bytes 4r .. 4r+3 are row r's qs[4j .. 4j+3] (272 bytes, the eight blocks'
+ * size).  Levels are signed, so each product takes |w| against y with w's
+ * signs (exact: activation quants are in [-127, 127]), pairs summed by madd
+ * into row r's lane, and the reference's float step per lane:
+ *   sumf += (float)sumi * (dx * dy)      (legacy.c, ggml_vec_dot_q8_0_q8_0_generic)
+ * One-token products stay on the rows as they are (avx2_legacy.c's GROUP,
+ * about 1.6 times faster there: the magnitudes cost as much as the dots). */
+static size_t q8_0_pack_size(int64_t n) { return (size_t)(n / QK) * GROUP * Q8_0_SIZE; }
+
+static void q8_0_pack(int64_t n, const void *x, size_t xs, void *dst)
+{
+    uint8_t *d = dst;
+    for (int64_t b = 0; b < n / QK; b++, d += GROUP * Q8_0_SIZE)
+        for (int r = 0; r < GROUP; r++) {
+            const uint8_t *blk = (const uint8_t *)x + (size_t)r * xs + (size_t)b * Q8_0_SIZE;
+            d[2 * r] = blk[0], d[2 * r + 1] = blk[1];
+            for (int j = 0; j < 8; j++)
+                memcpy(d + 16 + 32 * j + 4 * r, blk + 2 + 4 * j, 4);
+        }
+}
+
+QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
+q8_0_packed_span_nt(const uint8_t *g, const uint8_t *const y[PT], const int nt, int64_t b0, int nb,
+                    const act_span *a, __m256 acc[PT])
+{
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    __m256 s[PT];
+    for (int t = 0; t < PT; t++)
+        s[t] = acc[t];
+    g += (size_t)b0 * GROUP * Q8_0_SIZE;
+    for (int b = 0; b < nb; b++, g += GROUP * Q8_0_SIZE) {
+        qk_prefetch_span(g + QK_PREFETCH_AHEAD, GROUP * Q8_0_SIZE);
+        const __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
+        __m256i w[8], mag[8];
+        for (int j = 0; j < 8; j++) {
+            w[j] = _mm256_loadu_si256((const __m256i *)(g + 16 + 32 * j));
+            mag[j] = _mm256_sign_epi8(w[j], w[j]);
+        }
+        for (int t = 0; t < nt; t++) {
+            const uint8_t *yq = y[t] + (size_t)(b0 + b) * Q8_0_SIZE + 2;
+            __m256i si = _mm256_setzero_si256();
+            for (int j = 0; j < 8; j++) {
+                const __m256i yv = _mm256_set1_epi32((int)qk_ld_u32(yq + 4 * j));
+                si = _mm256_add_epi32(si, _mm256_madd_epi16(_mm256_maddubs_epi16(mag[j], _mm256_sign_epi8(yv, w[j])),
+                                                            ones16));
+            }
+            s[t] = _mm256_add_ps(s[t], _mm256_mul_ps(_mm256_cvtepi32_ps(si),
+                                                     _mm256_mul_ps(dx, _mm256_set1_ps(a->dy[t][b]))));
+        }
+    }
+    for (int t = 0; t < PT; t++)
+        acc[t] = s[t];
+}
+
+QK_TARGET_AVX2 static void q8_0_packed_span(const uint8_t *g, const uint8_t *const y[PT], int nt,
+                                            int64_t b0, int nb, const act_span *a, __m256 acc[PT])
+{
+    switch (nt) {
+    case 1: q8_0_packed_span_nt(g, y, 1, b0, nb, a, acc); break;
+    case 2: q8_0_packed_span_nt(g, y, 2, b0, nb, a, acc); break;
+    case 3: q8_0_packed_span_nt(g, y, 3, b0, nb, a, acc); break;
+    default: q8_0_packed_span_nt(g, y, 4, b0, nb, a, acc); break;
+    }
+}
+
+static void q8_0_packed_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt,
+                             float *out, size_t ldo)
+{
+    packed_tile(n, xp, ng, y, ys, nt, out, ldo, Q8_0_SIZE, q8_0_packed_span, 0);
+}
+
 const qk_pack_ops qk_x86_avx2_packed[] = {
     {.id = QK_Q4_0, .pack_size = q4_0_pack_size, .pack = q4_0_pack, .packed_tile = q4_0_packed_tile, .decode = 1},
+    {.id = QK_Q8_0, .pack_size = q8_0_pack_size, .pack = q8_0_pack, .packed_tile = q8_0_packed_tile},
     {.id = -1},
 };
 
