@@ -49,6 +49,17 @@ void qk_map_close(qk_map *m)
     m->fd = -1;
 }
 
+void qk_map_release(const void *p, size_t n)
+{
+    const long ps = sysconf(_SC_PAGESIZE);
+    if (ps <= 0)
+        return;
+    const uintptr_t a = (uintptr_t)p, pg = (uintptr_t)ps;
+    const uintptr_t lo = (a + pg - 1) / pg * pg, hi = (a + n) / pg * pg;
+    if (hi > lo) /* advice only: a failure leaves the pages resident */
+        (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 int qk_same_file(const char *a, const char *b)
 {
     struct stat sa, sb;

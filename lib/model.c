@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "ckd.h"
+#include "cpu.h"
+#include "mapfile.h"
 #include "matmul.h"
 #include "types.h"
 
@@ -401,23 +403,28 @@ static int load_embeddings(const loader *ld, qk_err *err)
 
 /* ---- repacking (lib/matmul.h) ------------------------------------------------- */
 
-static int pack_weight(qk_model *m, qk_weight *w, qk_err *err)
+static int pack_weight(qk_model *m, qk_weight *w, bool mapped, qk_err *err)
 {
     void *mem;
     if (qk_weight_pack(w, &mem, err))
         return err->code;
-    return mem ? own(m, mem, err) : 0;
+    if (!mem)
+        return 0;
+    if (mapped && w->pk->pack_decode)
+        qk_map_release(w->data, (size_t)w->rows * w->row_size);
+    return own(m, mem, err);
 }
 
-static int pack_weights(qk_model *m, qk_err *err)
+static int pack_weights(qk_model *m, bool mapped, qk_err *err)
 {
-    if (pack_weight(m, &m->output, err))
+    /* a tied output shares token_embd's pages, whose rows are still read */
+    if (pack_weight(m, &m->output, mapped && m->output.data != m->tok_embd.data, err))
         return err->code;
     for (int il = 0; il < m->hp.n_layer; il++) {
         qk_layer *l = &m->layers[il];
         qk_weight *ws[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down};
         for (size_t i = 0; i < sizeof ws / sizeof *ws; i++)
-            if (pack_weight(m, ws[i], err))
+            if (pack_weight(m, ws[i], mapped, err))
                 return err->code;
     }
     return 0;
@@ -443,7 +450,7 @@ int qk_model_load_source(qk_model *m, const qk_hparams *hp, const qk_model_sourc
     for (int il = 0; il < m->hp.n_layer; il++)
         if (load_layer(&ld, il, err))
             goto fail;
-    if (pack_weights(m, err))
+    if (pack_weights(m, src->mapped, err))
         goto fail;
     return 0;
 fail:
@@ -471,7 +478,7 @@ int qk_model_load(qk_model *m, const qk_gguf *g, qk_err *err)
     memset(&hp, 0, sizeof hp);
     if (read_hparams(g, &hp, err))
         return err->code ? err->code : QK_EINPUT;
-    const qk_model_source src = {.path = g->path, .ctx = (void *)g, .find = gguf_find};
+    const qk_model_source src = {.path = g->path, .ctx = (void *)g, .find = gguf_find, .mapped = 1};
     if (qk_model_load_source(m, &hp, &src, err))
         return err->code;
     m->gguf = g;

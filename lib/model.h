@@ -103,6 +103,10 @@ typedef struct qk_model_source {
     /* The source's name for GGUF name `name` (used in "missing" messages);
      * NULL: the GGUF name. */
     void (*source_name)(void *ctx, const char *name, char *buf, size_t n);
+    /* Tensor data lies in qk_map_open mappings: once a matrix is repacked
+     * (and its one-token products read the copy too), its pages may be
+     * dropped (lib/mapfile.h qk_map_release). */
+    int mapped;
 } qk_model_source;
 
 /* Locate every tensor for the hyper-parameters *hp (n_vocab is taken from
