@@ -97,6 +97,7 @@ static void merge_pack(int level, const qk_pack_ops *ops)
             kern[level][ops->id].pack = ops->pack;
             kern[level][ops->id].packed_tile = ops->packed_tile;
             kern[level][ops->id].pack_decode = ops->decode;
+            kern[level][ops->id].pack_tile_rows = ops->tile_rows;
         }
 }
 

@@ -8,6 +8,7 @@
  * Work is split across threads only along weight rows, in fixed ranges. */
 #include "matmul.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "ckd.h"
@@ -27,6 +28,8 @@ typedef struct {
     const uint8_t *act;            /* activation rows in the vec_dot_type */
     size_t act_row;                /* bytes per activation row */
     float *y;
+    bool packed;                   /* products read w->packed (kernel pk->packed_tile) */
+    size_t rt;                     /* rows per tile: ROW_TILE, or the packed kernel's own */
 } part;
 
 /* A range of rows of one part: the unit a thread takes. */
@@ -63,15 +66,15 @@ static void dot_ranges(void *ctx, size_t begin, size_t end)
         const range *rg = &j->ranges[i];
         const part *pt = &j->parts[rg->p];
         const qk_weight *w = pt->w;
-        for (size_t r0 = rg->r0; r0 < rg->r1; r0 += ROW_TILE) {
-            const int nr = (int)(rg->r1 - r0 < ROW_TILE ? rg->r1 - r0 : ROW_TILE);
+        for (size_t r0 = rg->r0; r0 < rg->r1; r0 += pt->rt) {
+            const int nr = (int)(rg->r1 - r0 < pt->rt ? rg->r1 - r0 : pt->rt);
             for (int64_t t0 = 0; t0 < j->n_tok; t0 += TOK_TILE) {
                 const int nt = (int)(j->n_tok - t0 < TOK_TILE ? j->n_tok - t0 : TOK_TILE);
                 const uint8_t *act = pt->act + (size_t)t0 * pt->act_row;
                 float *out = pt->y + (size_t)t0 * (size_t)w->rows + r0;
                 /* packed rows come in whole groups: ranges and tiles start
-                 * at multiples of ROW_TILE, and rows is a multiple of the group */
-                if (w->packed && (j->n_tok > 1 || w->pk->pack_decode))
+                 * at multiples of rt (a multiple of 8), and rows is a multiple of the group */
+                if (pt->packed)
                     w->pk->packed_tile(w->cols, w->packed + r0 / QK_PACK_ROWS * w->pk->pack_size(w->cols),
                                        nr / QK_PACK_ROWS, act, pt->act_row, nt, out, (size_t)w->rows);
                 else
@@ -85,12 +88,12 @@ static void dot_ranges(void *ctx, size_t begin, size_t end)
 #define MAX_PARTS 8
 
 /* Rows per range for a weight of `cols` columns against n_tok rows: about
- * RANGE_WORK multiply-adds, whole row tiles. */
-static size_t range_rows(int64_t cols, int64_t n_tok)
+ * RANGE_WORK multiply-adds, whole row tiles of rt rows. */
+static size_t range_rows(int64_t cols, int64_t n_tok, size_t rt)
 {
     const uint64_t per_row = (uint64_t)cols * (uint64_t)n_tok;
     const uint64_t grain = per_row >= RANGE_WORK ? 1 : RANGE_WORK / per_row;
-    return (size_t)((grain + ROW_TILE - 1) / ROW_TILE * ROW_TILE);
+    return (size_t)((grain + rt - 1) / rt * rt);
 }
 
 int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float *x, int64_t n_tok,
@@ -123,10 +126,12 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
             nvt++;
         }
         parts[i] = (part){.w = w[i], .k = qk_kernels_for(w[i]->type), .y = y[i]};
+        parts[i].packed = w[i]->packed && (n_tok > 1 || w[i]->pk->pack_decode);
+        parts[i].rt = parts[i].packed && w[i]->pk->pack_tile_rows ? (size_t)w[i]->pk->pack_tile_rows : ROW_TILE;
         parts[i].act_row = t == QK_F32 ? (size_t)cols * sizeof(float) : rowb[e];
         enc[i] = e;
         /* The range size only affects speed: every element is one vec_dot. */
-        const size_t grain = range_rows(cols, n_tok);
+        const size_t grain = range_rows(cols, n_tok, parts[i].rt);
         nranges += ((size_t)(w[i]->rows > 0 ? w[i]->rows : 0) + grain - 1) / grain;
     }
     if (need > ws->cap) {
@@ -149,7 +154,7 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
     size_t nr = 0;
     for (int i = 0; i < nw; i++) {
         parts[i].act = vt[enc[i]] == QK_F32 ? (const uint8_t *)x : buf + off[enc[i]];
-        const size_t grain = range_rows(cols, n_tok), rows = (size_t)(w[i]->rows > 0 ? w[i]->rows : 0);
+        const size_t grain = range_rows(cols, n_tok, parts[i].rt), rows = (size_t)(w[i]->rows > 0 ? w[i]->rows : 0);
         for (size_t r0 = 0; r0 < rows; r0 += grain)
             ranges[nr++] = (range){i, r0, r0 + grain < rows ? r0 + grain : rows};
     }

@@ -25,7 +25,9 @@
 #include <string.h>
 
 /* PT tokens share each unpacked weight block; KC blocks of activation
- * side are prepared at a time (act_span); GMAX groups share it. */
+ * side are prepared at a time (act_span); GMAX groups share it.  Tiles of
+ * 16 rows keep Q4_0's groups in L1 while the tokens pass (64 measured
+ * 15 % slower); Q8_0 prefers 64 (about 4 % faster). */
 enum { Q4_0_SIZE = 18, Q8_0_SIZE = 34, QK = 32, GROUP = 8, PT = 4, KC = 512, GMAX = 8 };
 
 static size_t q4_0_pack_size(int64_t n) { return (size_t)(n / QK) * GROUP * Q4_0_SIZE; }
@@ -236,8 +238,9 @@ static void q8_0_packed_tile(int64_t n, const void *xp, int ng, const void *y, s
 }
 
 const qk_pack_ops qk_x86_avx2_packed[] = {
-    {.id = QK_Q4_0, .pack_size = q4_0_pack_size, .pack = q4_0_pack, .packed_tile = q4_0_packed_tile, .decode = 1},
-    {.id = QK_Q8_0, .pack_size = q8_0_pack_size, .pack = q8_0_pack, .packed_tile = q8_0_packed_tile},
+    {.id = QK_Q4_0, .pack_size = q4_0_pack_size, .pack = q4_0_pack, .packed_tile = q4_0_packed_tile, .decode = 1,
+     .tile_rows = 16},
+    {.id = QK_Q8_0, .pack_size = q8_0_pack_size, .pack = q8_0_pack, .packed_tile = q8_0_packed_tile, .tile_rows = 64},
     {.id = -1},
 };
 
