@@ -127,7 +127,8 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
         }
         parts[i] = (part){.w = w[i], .k = qk_kernels_for(w[i]->type), .y = y[i]};
         parts[i].packed = w[i]->packed && (n_tok > 1 || w[i]->pk->pack_decode);
-        parts[i].rt = parts[i].packed && w[i]->pk->pack_tile_rows ? (size_t)w[i]->pk->pack_tile_rows : ROW_TILE;
+        /* one token: the widest tile, so the activation is prepared once per 64 rows */
+        parts[i].rt = !parts[i].packed ? ROW_TILE : n_tok == 1 ? 64 : w[i]->pk->pack_tile_rows ? (size_t)w[i]->pk->pack_tile_rows : ROW_TILE;
         parts[i].act_row = t == QK_F32 ? (size_t)cols * sizeof(float) : rowb[e];
         enc[i] = e;
         /* The range size only affects speed: every element is one vec_dot. */
