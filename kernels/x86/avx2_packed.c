@@ -41,7 +41,7 @@ static void q4_0_pack(int64_t n, const void *x, size_t xs, void *dst)
         for (int r = 0; r < GROUP; r++) {
             const uint8_t *blk = src + (size_t)r * xs + (size_t)b * Q4_0_SIZE;
             d[2 * r] = blk[0], d[2 * r + 1] = blk[1];
-            for (int j = 0; j < 4; j++)
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
                 for (int k = 0; k < 4; k++)
                     d[16 + 32 * j + 4 * r + k] = blk[2 + 4 * j + k];
         }
@@ -60,7 +60,7 @@ QK_TARGET_AVX2 static void act_prepare(const uint8_t *const y[PT], int nt, int64
                                        act_span *a)
 {
     const __m256i ones16 = _mm256_set1_epi16(1), ones8 = _mm256_set1_epi8(1);
-    for (int t = 0; t < nt; t++)
+    _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
         for (int b = 0; b < nb; b++) {
             const uint8_t *yb = y[t] + (size_t)(b0 + b) * Q8_0_SIZE;
             if (corr) {
@@ -79,22 +79,22 @@ q4_0_packed_span_nt(const uint8_t *g, const uint8_t *const y[PT], const int nt, 
 {
     const __m256i m4 = _mm256_set1_epi8(0x0F), ones16 = _mm256_set1_epi16(1);
     __m256 s[PT];
-    for (int t = 0; t < PT; t++)
+    _Pragma("GCC unroll 4") for (int t = 0; t < PT; t++)
         s[t] = acc[t];
     g += (size_t)b0 * GROUP * Q4_0_SIZE;
     for (int b = 0; b < nb; b++, g += GROUP * Q4_0_SIZE) {
         qk_prefetch_span(g + QK_PREFETCH_AHEAD, GROUP * Q4_0_SIZE);
         const __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
         __m256i lo[4], hi[4];
-        for (int j = 0; j < 4; j++) {
+        _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
             const __m256i v = _mm256_loadu_si256((const __m256i *)(g + 16 + 32 * j));
             lo[j] = _mm256_and_si256(v, m4);
             hi[j] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
         }
-        for (int t = 0; t < nt; t++) {
+        _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
             const uint8_t *yq = y[t] + (size_t)(b0 + b) * Q8_0_SIZE + 2;
             __m256i p = _mm256_setzero_si256();
-            for (int j = 0; j < 4; j++) {
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
                 p = _mm256_add_epi16(p, _mm256_maddubs_epi16(lo[j], _mm256_set1_epi32((int)qk_ld_u32(yq + 4 * j))));
                 p = _mm256_add_epi16(p, _mm256_maddubs_epi16(hi[j], _mm256_set1_epi32((int)qk_ld_u32(yq + 16 + 4 * j))));
             }
@@ -103,7 +103,7 @@ q4_0_packed_span_nt(const uint8_t *g, const uint8_t *const y[PT], const int nt, 
                                                      _mm256_set1_ps(a->dy[t][b])));
         }
     }
-    for (int t = 0; t < PT; t++)
+    _Pragma("GCC unroll 4") for (int t = 0; t < PT; t++)
         acc[t] = s[t];
 }
 
@@ -137,7 +137,7 @@ QK_TARGET_AVX2 static void packed_tile(int64_t n, const void *xp, int ng, const 
         for (int t0 = 0; t0 < nt; t0 += PT) {
             const int q = nt - t0 < PT ? nt - t0 : PT;
             const uint8_t *yr[PT];
-            for (int t = 0; t < PT; t++)
+            _Pragma("GCC unroll 4") for (int t = 0; t < PT; t++)
                 yr[t] = (const uint8_t *)y + (size_t)(t0 + (t < q ? t : 0)) * ys;
             __m256 acc[GMAX][PT];
             memset(acc, 0, (size_t)gn * sizeof *acc);
@@ -182,7 +182,7 @@ static void q8_0_pack(int64_t n, const void *x, size_t xs, void *dst)
         for (int r = 0; r < GROUP; r++) {
             const uint8_t *blk = (const uint8_t *)x + (size_t)r * xs + (size_t)b * Q8_0_SIZE;
             d[2 * r] = blk[0], d[2 * r + 1] = blk[1];
-            for (int j = 0; j < 8; j++)
+            _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
                 memcpy(d + 16 + 32 * j + 4 * r, blk + 2 + 4 * j, 4);
         }
 }
@@ -193,7 +193,7 @@ q8_0_packed_span_nt(const uint8_t *g, const uint8_t *const y[PT], const int nt, 
 {
     const __m256i ones16 = _mm256_set1_epi16(1);
     __m256 s[PT];
-    for (int t = 0; t < PT; t++)
+    _Pragma("GCC unroll 4") for (int t = 0; t < PT; t++)
         s[t] = acc[t];
     g += (size_t)b0 * GROUP * Q8_0_SIZE;
     for (int b = 0; b < nb; b++, g += GROUP * Q8_0_SIZE) {
@@ -202,7 +202,7 @@ q8_0_packed_span_nt(const uint8_t *g, const uint8_t *const y[PT], const int nt, 
         if (nt == 1) { /* nothing to share: each vector straight through */
             const uint8_t *yq = y[0] + (size_t)(b0 + b) * Q8_0_SIZE + 2;
             __m256i si = _mm256_setzero_si256();
-            for (int j = 0; j < 8; j++) {
+            _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
                 const __m256i w = _mm256_loadu_si256((const __m256i *)(g + 16 + 32 * j));
                 const __m256i yv = _mm256_set1_epi32((int)qk_ld_u32(yq + 4 * j));
                 si = _mm256_add_epi32(si, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w),
@@ -214,14 +214,14 @@ q8_0_packed_span_nt(const uint8_t *g, const uint8_t *const y[PT], const int nt, 
             continue;
         }
         __m256i w[8], mag[8];
-        for (int j = 0; j < 8; j++) {
+        _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
             w[j] = _mm256_loadu_si256((const __m256i *)(g + 16 + 32 * j));
             mag[j] = _mm256_sign_epi8(w[j], w[j]);
         }
-        for (int t = 0; t < nt; t++) {
+        _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
             const uint8_t *yq = y[t] + (size_t)(b0 + b) * Q8_0_SIZE + 2;
             __m256i si = _mm256_setzero_si256();
-            for (int j = 0; j < 8; j++) {
+            _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
                 const __m256i yv = _mm256_set1_epi32((int)qk_ld_u32(yq + 4 * j));
                 si = _mm256_add_epi32(si, _mm256_madd_epi16(_mm256_maddubs_epi16(mag[j], _mm256_sign_epi8(yv, w[j])),
                                                             ones16));
@@ -230,7 +230,7 @@ q8_0_packed_span_nt(const uint8_t *g, const uint8_t *const y[PT], const int nt, 
                                                      _mm256_mul_ps(dx, _mm256_set1_ps(a->dy[t][b]))));
         }
     }
-    for (int t = 0; t < PT; t++)
+    _Pragma("GCC unroll 4") for (int t = 0; t < PT; t++)
         acc[t] = s[t];
 }
 

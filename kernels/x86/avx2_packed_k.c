@@ -51,7 +51,7 @@ static void q4_K_pack(int64_t n, const void *x, size_t xs, void *dst)
                 a[e] = (uint8_t)(e % 64 < 32 ? q & 0xF : q >> 4);
             }
             for (int q = 0; q < 4; q++)
-                for (int l = 0; l < 8; l++)
+                _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++)
                     for (int k = 0; k < 4; k++)
                         d[160 + 128 * l + 32 * q + 4 * r + k] =
                             (uint8_t)(a[32 * q + 8 * k + l] | a[32 * (q + 4) + 8 * k + l] << 4);
@@ -73,7 +73,7 @@ QK_TARGET_AVX2 static void act_prepare(const uint8_t *const y[PT], int nt, int64
     const __m256i dw = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
     const __m256i tr = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8, 12,
                                         1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    for (int t = 0; t < nt; t++)
+    _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
         for (int b = 0; b < nb; b++) {
             const uint8_t *yb = y[t] + (size_t)(b0 + b) * Q8_K_SIZE;
             for (int s = 0; s < 8; s++) {
@@ -116,17 +116,17 @@ q4_K_span_nt(const uint8_t *g, const int nt, int nb, const act_span *a, group_st
         for (int s = 0; s < 8; s++)
             sc[s] = scale_pairs(g, s);
         __m256 dt[PT];
-        for (int t = 0; t < nt; t++)
+        _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
             dt[t] = _mm256_mul_ps(xd, _mm256_set1_ps(a->yd[t][b]));
-        for (int l = 0; l < 8; l++) {
+        _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++) {
             qk_prefetch_span(g + QK_PREFETCH_AHEAD + l * (PACKED / 8), PACKED / 8);
             __m256i acc[PT];
-            for (int t = 0; t < PT; t++)
+            _Pragma("GCC unroll 4") for (int t = 0; t < PT; t++)
                 acc[t] = _mm256_setzero_si256();
             _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)(g + 160 + 128 * l + 32 * q));
                 const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-                for (int t = 0; t < nt; t++) {
+                _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
                     const uint8_t *ys = a->ys[t][b];
                     const __m256i plo = _mm256_maddubs_epi16(lo, _mm256_set1_epi32((int)qk_ld_u32(ys + 32 * q + 4 * l)));
                     const __m256i phi =
@@ -135,10 +135,10 @@ q4_K_span_nt(const uint8_t *g, const int nt, int nb, const act_span *a, group_st
                                                                        _mm256_madd_epi16(phi, sc[q + 4])));
                 }
             }
-            for (int t = 0; t < nt; t++)
+            _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
                 st->s[t][l] = _mm256_add_ps(st->s[t][l], _mm256_mul_ps(dt[t], _mm256_cvtepi32_ps(acc[t])));
         }
-        for (int t = 0; t < nt; t++) {
+        _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
             __m256i sumi = _mm256_setzero_si256();
             for (int p = 0; p < 4; p++)
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(g + 96 + 16 * p))),
@@ -177,7 +177,7 @@ QK_TARGET_AVX2 static void packed_k_tile(int64_t n, const void *xp, int ng, cons
         for (int t0 = 0; t0 < nt; t0 += PT) {
             const int q = nt - t0 < PT ? nt - t0 : PT;
             const uint8_t *yr[PT];
-            for (int t = 0; t < PT; t++)
+            _Pragma("GCC unroll 4") for (int t = 0; t < PT; t++)
                 yr[t] = (const uint8_t *)y + (size_t)(t0 + (t < q ? t : 0)) * ys;
             memset(st, 0, (size_t)gn * sizeof *st);
             for (int64_t b0 = 0; b0 < nb; b0 += KC) {
@@ -190,7 +190,7 @@ QK_TARGET_AVX2 static void packed_k_tile(int64_t n, const void *xp, int ng, cons
             for (int gi = 0; gi < gn; gi++)
                 for (int t = 0; t < q; t++) {
                     __m256 sum = st[gi].f[t];
-                    for (int l = 0; l < 8; l++)
+                    _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++)
                         sum = _mm256_add_ps(sum, st[gi].s[t][l]);
                     float o[GROUP];
                     _mm256_storeu_ps(o, sum);
@@ -245,7 +245,7 @@ static void q6_K_pack(int64_t n, const void *x, size_t xs, void *dst)
                     q[128 * h + l + 64] = (uint8_t)((L[l] >> 4) | (H[l] >> 4 & 3) << 4);
                     q[128 * h + l + 96] = (uint8_t)((L[l + 32] >> 4) | (H[l] >> 6 & 3) << 4);
                 }
-            for (int l = 0; l < 8; l++)
+            _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++)
                 for (int h = 0; h < 2; h++) {
                     uint8_t *quad = d + 144 + 96 * (2 * l + h);
                     for (int i = 0; i < 4; i++)
@@ -280,12 +280,12 @@ q6_K_span_nt(const uint8_t *g, const int nt, int nb, const act_span *a, group_st
         for (int m = 0; m < 8; m++)
             sc[m] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(g + 16 + 16 * m)));
         __m256 dt[PT];
-        for (int t = 0; t < nt; t++)
+        _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
             dt[t] = _mm256_mul_ps(xd, _mm256_set1_ps(a->yd[t][b]));
-        for (int l = 0; l < 8; l++) {
+        _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++) {
             qk_prefetch_span(g + QK_PREFETCH_AHEAD + l * (PACKED6 / 8), PACKED6 / 8);
             __m256i acc[PT];
-            for (int t = 0; t < PT; t++)
+            _Pragma("GCC unroll 4") for (int t = 0; t < PT; t++)
                 acc[t] = _mm256_setzero_si256();
             _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
                 const uint8_t *quad = g + 144 + 96 * (2 * l + h);
@@ -295,14 +295,14 @@ q6_K_span_nt(const uint8_t *g, const int nt, int nb, const act_span *a, group_st
                 _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
                     const int m = 4 * h + i;
                     const __m256i lv = q6_level(n0, n1, hb, i), mag = _mm256_sign_epi8(lv, lv);
-                    for (int t = 0; t < nt; t++) {
+                    _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
                         const __m256i yv = _mm256_set1_epi32((int)qk_ld_u32(a->ys[t][b] + 32 * m + 4 * l));
                         const __m256i p = _mm256_maddubs_epi16(mag, _mm256_sign_epi8(yv, lv));
                         acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p, sc[m]));
                     }
                 }
             }
-            for (int t = 0; t < nt; t++)
+            _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
                 st->s[t][l] = _mm256_add_ps(st->s[t][l], _mm256_mul_ps(dt[t], _mm256_cvtepi32_ps(acc[t])));
         }
     }
