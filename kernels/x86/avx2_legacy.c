@@ -196,19 +196,20 @@ typedef void (*group_fn)(int64_t nb, const uint8_t *const xr[8], const uint8_t *
 #define GT 4
 
 #define GROUPT(name, size, unpack, dot, term, corr, A, dxl)                                      \
-    QK_TARGET_AVX2 static void name(int64_t nb, const uint8_t *const xr[8],                      \
-                                    const uint8_t *const y[GT], int nt, float out[GT][8])        \
+    QK_TARGET_AVX2 __attribute__((always_inline)) static inline void name##_nt(                  \
+        int64_t nb, const uint8_t *const xr[8], const uint8_t *const y[GT], const int nt,        \
+        float out[GT][8])                                                                        \
     {                                                                                            \
         __m256 acc[GT];                                                                          \
-        for (int t = 0; t < GT; t++)                                                             \
+        _Pragma("GCC unroll 4") for (int t = 0; t < GT; t++)                                     \
             acc[t] = _mm256_setzero_ps();                                                        \
         for (int64_t i = 0; i < nb; i++) {                                                       \
             const size_t o = (size_t)i * size;                                                   \
             __m256i w[8];                                                                        \
-            for (int k = 0; k < 8; k++)                                                          \
+            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)                                  \
                 w[k] = unpack(xr[k] + o);                                                        \
             const __m256 dx = dxl(xr, o);                                                        \
-            for (int t = 0; t < nt; t++) {                                                       \
+            _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {                               \
                 const uint8_t *yb = y[t] + (size_t)i * A_SIZE_##A;                               \
                 const __m256i yq = _mm256_loadu_si256((const __m256i *)(yb + A_QS_##A));         \
                 const __m256i s = _mm256_sub_epi32(                                              \
@@ -219,8 +220,20 @@ typedef void (*group_fn)(int64_t nb, const uint8_t *const xr[8], const uint8_t *
                 acc[t] = _mm256_add_ps(acc[t], term(_mm256_cvtepi32_ps(s), dx, dy, xr, o, yb));  \
             }                                                                                    \
         }                                                                                        \
-        for (int t = 0; t < nt; t++)                                                             \
+        _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)                                     \
             _mm256_storeu_ps(out[t], acc[t]);                                                    \
+    }                                                                                            \
+    /* one instance per token count: the token loop unrolls, the sums stay in registers */     \
+    QK_TARGET_AVX2 static void name(int64_t nb, const uint8_t *const xr[8],                      \
+                                    const uint8_t *const y[GT], int nt, float out[GT][8])        \
+    {                                                                                            \
+        _Static_assert(GT == 4, "one instance per token count");                                \
+        switch (nt) {                                                                            \
+        case 1: name##_nt(nb, xr, y, 1, out); break;                                             \
+        case 2: name##_nt(nb, xr, y, 2, out); break;                                             \
+        case 3: name##_nt(nb, xr, y, 3, out); break;                                             \
+        default: name##_nt(nb, xr, y, 4, out); break;                                            \
+        }                                                                                        \
     }
 
 GROUPT(q8_0_groupT, Q8_0_SIZE, q8_0_unpack, qk_dot_i8, TERM_Q8_0, CORR_NONE, Q8_0, DX_F16)
