@@ -12,14 +12,16 @@
  *
  * Packed super-block of a group (1184 bytes; the eight blocks take 1152):
  *   d[8], dmin[8]     f16, row order                        (32 bytes)
- *   sc[s][r]          sub-block scales, s = e / 32            (64)
- *   mn[t][r][2]       mins of sub-blocks 2t and 2t + 1        (64)
- *   V[l][q][r][k]     4 bytes of row r: low nibbles a[32q + 8k + l], high
- *                     nibbles a[32(q + 4) + 8k + l], k = 0..3 (1024)
- * and the activation block is permuted to match (ys[s][l][k] = y[32s + 8k +
- * l]), so maddubs of V's nibbles against the four broadcast bytes leaves
- * row r's pairs in lane r, and one madd against the scales (sc, sc) per
- * lane adds them scaled. */
+ *   sc[q][r][2]       scales of sub-blocks 2q and 2q + 1      (64)
+ *   mn[q][r][2]       their mins                              (64)
+ *   V[l][q][r][k]     4 bytes of row r: elements 64q + 8m + l with
+ *                     m = 0, 1, 4, 5 in the low nibbles and m = 2, 3, 6, 7
+ *                     in the high ones                        (1024)
+ * and the activation block is permuted to match (act_prepare, paired), so
+ * maddubs of each nibble half against its four broadcast bytes leaves row
+ * r's pairs in lane r: the first 16-bit pair from sub-block 2q, the second
+ * from 2q + 1.  The two halves add in 16 bits (at most 4 * 15 * 127), and
+ * one madd against (sc[2q], sc[2q + 1]) per lane adds them scaled. */
 #include "simd_common.h"
 
 #ifdef QK_X86
@@ -42,7 +44,7 @@ static void q4_K_pack(int64_t n, const void *x, size_t xs, void *dst)
             for (int s = 0; s < 8; s++)
                 qk_get_scale_min_k4(s, blk + 4, &sc[s], &mn[s]);
             for (int s = 0; s < 8; s++) {
-                d[32 + 8 * s + r] = sc[s];
+                d[32 + 16 * (s / 2) + 2 * r + s % 2] = sc[s];
                 d[96 + 16 * (s / 2) + 2 * r + s % 2] = mn[s];
             }
             /* element e: chunk e / 64 of qs, low nibble for the first 32 */
@@ -50,11 +52,14 @@ static void q4_K_pack(int64_t n, const void *x, size_t xs, void *dst)
                 const uint8_t q = blk[16 + 32 * (e / 64) + e % 32];
                 a[e] = (uint8_t)(e % 64 < 32 ? q & 0xF : q >> 4);
             }
+            /* byte k of row r in V[l][q]: elements 64q + 8m + l, m = mA[k]
+             * (low nibble) and m = mA[k] + 2 (high) */
+            static const int mA[4] = {0, 1, 4, 5};
             for (int q = 0; q < 4; q++)
                 _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++)
                     for (int k = 0; k < 4; k++)
                         d[160 + 128 * l + 32 * q + 4 * r + k] =
-                            (uint8_t)(a[32 * q + 8 * k + l] | a[32 * (q + 4) + 8 * k + l] << 4);
+                            (uint8_t)(a[64 * q + 8 * mA[k] + l] | a[64 * q + 8 * (mA[k] + 2) + l] << 4);
         }
     }
 }
@@ -68,7 +73,8 @@ typedef struct {
     int32_t bs[PT][KC][4];
 } act_span;
 
-QK_TARGET_AVX2 static void act_prepare(const uint8_t *const y[PT], int nt, int64_t b0, int nb, act_span *a)
+QK_TARGET_AVX2 static void act_prepare(const uint8_t *const y[PT], int nt, int64_t b0, int nb, int paired,
+                                       act_span *a)
 {
     const __m256i dw = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
     const __m256i tr = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8, 12,
@@ -76,10 +82,21 @@ QK_TARGET_AVX2 static void act_prepare(const uint8_t *const y[PT], int nt, int64
     _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
         for (int b = 0; b < nb; b++) {
             const uint8_t *yb = y[t] + (size_t)(b0 + b) * Q8_K_SIZE;
+            uint8_t *ys = a->ys[t][b];
             for (int s = 0; s < 8; s++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)(yb + 4 + 32 * s));
-                _mm256_storeu_si256((__m256i *)(a->ys[t][b] + 32 * s),
+                _mm256_storeu_si256((__m256i *)(ys + 32 * s),
                                     _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(v, dw), tr));
+            }
+            /* paired (Q4_K): from O0, O1 (sub-blocks 2q, 2q+1 as above), for
+             * each l the halves A = (O0 k01, O1 k01) at 64q + 4l and
+             * B = (O0 k23, O1 k23) at 64q + 32 + 4l */
+            for (int q = 0; paired && q < 4; q++) {
+                const __m256i o0 = _mm256_loadu_si256((const __m256i *)(ys + 64 * q));
+                const __m256i o1 = _mm256_loadu_si256((const __m256i *)(ys + 64 * q + 32));
+                _mm256_storeu_si256((__m256i *)(ys + 64 * q), _mm256_blend_epi16(o0, _mm256_slli_epi32(o1, 16), 0xAA));
+                _mm256_storeu_si256((__m256i *)(ys + 64 * q + 32),
+                                    _mm256_blend_epi16(_mm256_srli_epi32(o0, 16), o1, 0xAA));
             }
             a->yd[t][b] = qk_ld_f32(yb);
             for (int p = 0; p < 4; p++) {
@@ -96,15 +113,12 @@ typedef struct {
     __m256 f[PT], s[PT][8];
 } group_state;
 
-/* Sub-block scales s of the group's eight rows as (sc, sc) 16-bit pairs. */
-QK_TARGET_AVX2 static inline __m256i scale_pairs(const uint8_t *g, int s)
+/* Sub-block scales 2q and 2q + 1 of the group's eight rows as 16-bit pairs. */
+QK_TARGET_AVX2 static inline __m256i scale_pairs(const uint8_t *g, int q)
 {
-    const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(g + 32 + 8 * s)));
-    return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+    return _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(g + 32 + 16 * q)));
 }
 
-/* nt is a constant in each instance (q4_K_span), so the token loops unroll
- * and the integer sums stay in registers. */
 QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
 q4_K_span_nt(const uint8_t *g, const int nt, int nb, const act_span *a, group_state *st)
 {
@@ -112,9 +126,9 @@ q4_K_span_nt(const uint8_t *g, const int nt, int nb, const act_span *a, group_st
     for (int b = 0; b < nb; b++, g += PACKED) {
         const __m256 xd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
         const __m256 xdmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 16)));
-        __m256i sc[8];
-        for (int s = 0; s < 8; s++)
-            sc[s] = scale_pairs(g, s);
+        __m256i sc[4];
+        for (int q = 0; q < 4; q++)
+            sc[q] = scale_pairs(g, q);
         __m256 dt[PT];
         _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
             dt[t] = _mm256_mul_ps(xd, _mm256_set1_ps(a->yd[t][b]));
@@ -128,11 +142,10 @@ q4_K_span_nt(const uint8_t *g, const int nt, int nb, const act_span *a, group_st
                 const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
                 _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
                     const uint8_t *ys = a->ys[t][b];
-                    const __m256i plo = _mm256_maddubs_epi16(lo, _mm256_set1_epi32((int)qk_ld_u32(ys + 32 * q + 4 * l)));
-                    const __m256i phi =
-                        _mm256_maddubs_epi16(hi, _mm256_set1_epi32((int)qk_ld_u32(ys + 32 * (q + 4) + 4 * l)));
-                    acc[t] = _mm256_add_epi32(acc[t], _mm256_add_epi32(_mm256_madd_epi16(plo, sc[q]),
-                                                                       _mm256_madd_epi16(phi, sc[q + 4])));
+                    const __m256i p = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(lo, _mm256_set1_epi32((int)qk_ld_u32(ys + 64 * q + 4 * l))),
+                        _mm256_maddubs_epi16(hi, _mm256_set1_epi32((int)qk_ld_u32(ys + 64 * q + 32 + 4 * l))));
+                    acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p, sc[q]));
                 }
             }
             _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
@@ -167,7 +180,7 @@ typedef void (*span_fn)(const uint8_t *g, int nt, int nb, const act_span *a, gro
  * every group through each span; then sumf + sums[0] + ... + sums[7]. */
 QK_TARGET_AVX2 static void packed_k_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys,
                                          int nt, float *out, size_t ldo, size_t gsize, size_t bsize,
-                                         span_fn span)
+                                         span_fn span, int paired)
 {
     const int64_t nb = n / QKK;
     act_span a;
@@ -182,7 +195,7 @@ QK_TARGET_AVX2 static void packed_k_tile(int64_t n, const void *xp, int ng, cons
             memset(st, 0, (size_t)gn * sizeof *st);
             for (int64_t b0 = 0; b0 < nb; b0 += KC) {
                 const int kb = (int)(nb - b0 < KC ? nb - b0 : KC);
-                act_prepare(yr, q, b0, kb, &a);
+                act_prepare(yr, q, b0, kb, paired, &a);
                 for (int gi = 0; gi < gn; gi++)
                     span((const uint8_t *)xp + (size_t)(g0 + gi) * gsize + (size_t)b0 * bsize, q, kb, &a,
                          &st[gi]);
@@ -204,7 +217,7 @@ QK_TARGET_AVX2 static void packed_k_tile(int64_t n, const void *xp, int ng, cons
 QK_TARGET_AVX2 static void q4_K_packed_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys,
                                             int nt, float *out, size_t ldo)
 {
-    packed_k_tile(n, xp, ng, y, ys, nt, out, ldo, q4_K_pack_size(n), PACKED, q4_K_span);
+    packed_k_tile(n, xp, ng, y, ys, nt, out, ldo, q4_K_pack_size(n), PACKED, q4_K_span, 1);
 }
 
 /* ---- Q6_K -------------------------------------------------------------------
@@ -321,7 +334,7 @@ QK_TARGET_AVX2 static void q6_K_span(const uint8_t *g, int nt, int nb, const act
 QK_TARGET_AVX2 static void q6_K_packed_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys,
                                             int nt, float *out, size_t ldo)
 {
-    packed_k_tile(n, xp, ng, y, ys, nt, out, ldo, q6_K_pack_size(n), PACKED6, q6_K_span);
+    packed_k_tile(n, xp, ng, y, ys, nt, out, ldo, q6_K_pack_size(n), PACKED6, q6_K_span, 0);
 }
 
 /* Tiles of 64 rows: the activation side (act_prepare) is made once for 8
