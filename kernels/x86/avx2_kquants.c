@@ -215,12 +215,13 @@ QK_TARGET_AVX2 static float q6_K_dot1s(int64_t n, const uint8_t *x, const uint8_
 
 /* The same for up to KT activation rows sharing each unpacked weight block. */
 #define K4_DOTTS(name, SIZE, K5)                                                                 \
-    QK_TARGET_AVX2 static void name(int64_t n, const uint8_t *x, const uint8_t *const ysh[KT],   \
-                                    const uint8_t *const y[KT], int nt, float out[KT])           \
+    QK_TARGET_AVX2 __attribute__((always_inline)) static inline void name##_nt(                  \
+        int64_t n, const uint8_t *x, const uint8_t *const ysh[KT], const uint8_t *const y[KT],   \
+        const int nt, float out[KT])                                                             \
     {                                                                                            \
         __m256 sums[KT];                                                                         \
         float sumf[KT];                                                                          \
-        for (int t = 0; t < nt; t++)                                                             \
+        _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)                                     \
             sums[t] = _mm256_setzero_ps(), sumf[t] = 0;                                          \
         for (int64_t i = 0; i < n / QKK; i++, x += SIZE) {                                       \
             uint8_t sm[16];                                                                      \
@@ -236,7 +237,7 @@ QK_TARGET_AVX2 static float q6_K_dot1s(int64_t n, const uint8_t *x, const uint8_
             }                                                                                    \
             const float xd = qk_ldh(x), xdmin = qk_ldh(x + 2);                                   \
             const __m256i mins16 = k4_mins16(sm + 8);                                            \
-            for (int t = 0; t < nt; t++) {                                                       \
+            _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {                               \
                 const uint8_t *yb = y[t] + (size_t)i * Q8_K_SIZE, *q8 = ysh[t] + (size_t)i * QKK; \
                 const int summ = k4_summ(yb + 4 + QKK, mins16);                                  \
                 __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();                \
@@ -253,8 +254,20 @@ QK_TARGET_AVX2 static float q6_K_dot1s(int64_t n, const uint8_t *x, const uint8_
                 sumf[t] -= xdmin * yd * (float)summ;                                             \
             }                                                                                    \
         }                                                                                        \
-        for (int t = 0; t < nt; t++)                                                             \
+        _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)                                     \
             out[t] = add_lanes(sumf[t], sums[t]);                                                \
+    }                                                                                            \
+    /* one instance per token count: the token loops unroll */                                  \
+    QK_TARGET_AVX2 static void name(int64_t n, const uint8_t *x, const uint8_t *const ysh[KT],   \
+                                    const uint8_t *const y[KT], int nt, float out[KT])           \
+    {                                                                                            \
+        _Static_assert(KT == 4, "one instance per token count");                                \
+        switch (nt) {                                                                            \
+        case 1: name##_nt(n, x, ysh, y, 1, out); break;                                          \
+        case 2: name##_nt(n, x, ysh, y, 2, out); break;                                          \
+        case 3: name##_nt(n, x, ysh, y, 3, out); break;                                          \
+        default: name##_nt(n, x, ysh, y, 4, out); break;                                         \
+        }                                                                                        \
     }
 
 K4_DOTTS(q4_K_dotTs, Q4_K_SIZE, 0)
