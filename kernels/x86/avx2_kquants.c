@@ -262,12 +262,7 @@ QK_TARGET_AVX2 static float q6_K_dot1s(int64_t n, const uint8_t *x, const uint8_
                                     const uint8_t *const y[KT], int nt, float out[KT])           \
     {                                                                                            \
         _Static_assert(KT == 4, "one instance per token count");                                \
-        switch (nt) {                                                                            \
-        case 1: name##_nt(n, x, ysh, y, 1, out); break;                                          \
-        case 2: name##_nt(n, x, ysh, y, 2, out); break;                                          \
-        case 3: name##_nt(n, x, ysh, y, 3, out); break;                                          \
-        default: name##_nt(n, x, ysh, y, 4, out); break;                                         \
-        }                                                                                        \
+        QK_BY_NT4(nt, name##_nt(n, x, ysh, y, N, out))                                           \
     }
 
 K4_DOTTS(q4_K_dotTs, Q4_K_SIZE, 0)

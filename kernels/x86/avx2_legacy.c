@@ -228,12 +228,7 @@ typedef void (*group_fn)(int64_t nb, const uint8_t *const xr[8], const uint8_t *
                                     const uint8_t *const y[GT], int nt, float out[GT][8])        \
     {                                                                                            \
         _Static_assert(GT == 4, "one instance per token count");                                \
-        switch (nt) {                                                                            \
-        case 1: name##_nt(nb, xr, y, 1, out); break;                                             \
-        case 2: name##_nt(nb, xr, y, 2, out); break;                                             \
-        case 3: name##_nt(nb, xr, y, 3, out); break;                                             \
-        default: name##_nt(nb, xr, y, 4, out); break;                                            \
-        }                                                                                        \
+        QK_BY_NT4(nt, name##_nt(nb, xr, y, N, out))                                              \
     }
 
 GROUPT(q8_0_groupT, Q8_0_SIZE, q8_0_unpack, qk_dot_i8, TERM_Q8_0, CORR_NONE, Q8_0, DX_F16)

@@ -29,6 +29,7 @@
  * 16 rows keep Q4_0's groups in L1 while the tokens pass (64 measured
  * 15 % slower); Q8_0 prefers 64 (about 4 % faster). */
 enum { Q4_0_SIZE = 18, Q8_0_SIZE = 34, QK = 32, GROUP = 8, PT = 4, KC = 512, GMAX = 8 };
+_Static_assert(PT == 4, "the spans are instanced for 1..4 tokens (QK_BY_NT4)");
 
 static size_t q4_0_pack_size(int64_t n) { return (size_t)(n / QK) * GROUP * Q4_0_SIZE; }
 
@@ -111,13 +112,7 @@ q4_0_packed_span_nt(const uint8_t *g, const uint8_t *const y[PT], const int nt, 
 QK_TARGET_AVX2 static void q4_0_packed_span(const uint8_t *g, const uint8_t *const y[PT], int nt,
                                             int64_t b0, int nb, const act_span *a, __m256 acc[PT])
 {
-    _Static_assert(PT == 4, "one instance per token count");
-    switch (nt) {
-    case 1: q4_0_packed_span_nt(g, y, 1, b0, nb, a, acc); break;
-    case 2: q4_0_packed_span_nt(g, y, 2, b0, nb, a, acc); break;
-    case 3: q4_0_packed_span_nt(g, y, 3, b0, nb, a, acc); break;
-    default: q4_0_packed_span_nt(g, y, 4, b0, nb, a, acc); break;
-    }
+    QK_BY_NT4(nt, q4_0_packed_span_nt(g, y, N, b0, nb, a, acc))
 }
 
 typedef void (*span_fn)(const uint8_t *g, const uint8_t *const y[PT], int nt, int64_t b0, int nb,
@@ -147,13 +142,10 @@ QK_TARGET_AVX2 static void packed_tile(int64_t n, const void *xp, int ng, const 
                 for (int gi = 0; gi < gn; gi++)
                     span((const uint8_t *)xp + (size_t)(g0 + gi) * gsize, yr, q, b0, kb, &a, acc[gi]);
             }
+            /* a group's eight outputs of one token are adjacent in out */
             for (int gi = 0; gi < gn; gi++)
-                for (int t = 0; t < q; t++) {
-                    float o[GROUP];
-                    _mm256_storeu_ps(o, acc[gi][t]);
-                    for (int r = 0; r < GROUP; r++)
-                        out[(size_t)(t0 + t) * ldo + (size_t)(GROUP * (g0 + gi) + r)] = o[r];
-                }
+                for (int t = 0; t < q; t++)
+                    _mm256_storeu_ps(out + (size_t)(t0 + t) * ldo + (size_t)(GROUP * (g0 + gi)), acc[gi][t]);
         }
     }
 }
@@ -237,12 +229,7 @@ q8_0_packed_span_nt(const uint8_t *g, const uint8_t *const y[PT], const int nt, 
 QK_TARGET_AVX2 static void q8_0_packed_span(const uint8_t *g, const uint8_t *const y[PT], int nt,
                                             int64_t b0, int nb, const act_span *a, __m256 acc[PT])
 {
-    switch (nt) {
-    case 1: q8_0_packed_span_nt(g, y, 1, b0, nb, a, acc); break;
-    case 2: q8_0_packed_span_nt(g, y, 2, b0, nb, a, acc); break;
-    case 3: q8_0_packed_span_nt(g, y, 3, b0, nb, a, acc); break;
-    default: q8_0_packed_span_nt(g, y, 4, b0, nb, a, acc); break;
-    }
+    QK_BY_NT4(nt, q8_0_packed_span_nt(g, y, N, b0, nb, a, acc))
 }
 
 static void q8_0_packed_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt,

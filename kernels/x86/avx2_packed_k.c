@@ -29,6 +29,7 @@
 
 enum { Q4_K_SIZE = 144, Q8_K_SIZE = 292, QKK = 256, GROUP = 8, PT = 4, KC = 16, GMAX = 8,
        PACKED = 1184 };
+_Static_assert(PT == 4, "the spans are instanced for 1..4 tokens (QK_BY_NT4)");
 
 static size_t q4_K_pack_size(int64_t n) { return (size_t)(n / QKK) * PACKED; }
 
@@ -164,13 +165,7 @@ q4_K_span_nt(const uint8_t *g, const int nt, int nb, const act_span *a, group_st
 
 QK_TARGET_AVX2 static void q4_K_span(const uint8_t *g, int nt, int nb, const act_span *a, group_state *st)
 {
-    _Static_assert(PT == 4, "one instance per token count");
-    switch (nt) {
-    case 1: q4_K_span_nt(g, 1, nb, a, st); break;
-    case 2: q4_K_span_nt(g, 2, nb, a, st); break;
-    case 3: q4_K_span_nt(g, 3, nb, a, st); break;
-    default: q4_K_span_nt(g, 4, nb, a, st); break;
-    }
+    QK_BY_NT4(nt, q4_K_span_nt(g, N, nb, a, st))
 }
 
 typedef void (*span_fn)(const uint8_t *g, int nt, int nb, const act_span *a, group_state *st);
@@ -205,10 +200,8 @@ QK_TARGET_AVX2 static void packed_k_tile(int64_t n, const void *xp, int ng, cons
                     __m256 sum = st[gi].f[t];
                     _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++)
                         sum = _mm256_add_ps(sum, st[gi].s[t][l]);
-                    float o[GROUP];
-                    _mm256_storeu_ps(o, sum);
-                    for (int r = 0; r < GROUP; r++)
-                        out[(size_t)(t0 + t) * ldo + (size_t)(GROUP * (g0 + gi) + r)] = o[r];
+                    /* a group's eight outputs of one token are adjacent in out */
+                    _mm256_storeu_ps(out + (size_t)(t0 + t) * ldo + (size_t)(GROUP * (g0 + gi)), sum);
                 }
         }
     }
@@ -323,12 +316,7 @@ q6_K_span_nt(const uint8_t *g, const int nt, int nb, const act_span *a, group_st
 
 QK_TARGET_AVX2 static void q6_K_span(const uint8_t *g, int nt, int nb, const act_span *a, group_state *st)
 {
-    switch (nt) {
-    case 1: q6_K_span_nt(g, 1, nb, a, st); break;
-    case 2: q6_K_span_nt(g, 2, nb, a, st); break;
-    case 3: q6_K_span_nt(g, 3, nb, a, st); break;
-    default: q6_K_span_nt(g, 4, nb, a, st); break;
-    }
+    QK_BY_NT4(nt, q6_K_span_nt(g, N, nb, a, st))
 }
 
 QK_TARGET_AVX2 static void q6_K_packed_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys,

@@ -82,6 +82,18 @@ QK_TARGET_AVX2 static inline void qk_prefetch_span(const uint8_t *p, size_t len)
         _mm_prefetch((const char *)p + l, _MM_HINT_T0);
 }
 
+/* QK_BY_NT4(nt, call): run `call` with the constant N = nt for nt = 1, 2, 3
+ * and N = 4 otherwise, so that an always_inline kernel taking N as its
+ * token count gets one instance per count: its token loops unroll and the
+ * running sums stay in registers. */
+#define QK_BY_NT4(nt, call)                   \
+    switch (nt) {                             \
+    case 1: { enum { N = 1 }; call; } break;  \
+    case 2: { enum { N = 2 }; call; } break;  \
+    case 3: { enum { N = 3 }; call; } break;  \
+    default: { enum { N = 4 }; call; } break; \
+    }
+
 /* Float from the little-endian fp16 at p (F16C: exact, as qk_f16_to_f32). */
 QK_TARGET_AVX2 static inline float qk_ldh(const uint8_t *p) { return _cvtsh_ss(qk_ld_u16(p)); }
 
