@@ -17,7 +17,7 @@
  *   V[l][q][r][k]     4 bytes of row r: elements 64q + 8m + l with
  *                     m = 0, 1, 4, 5 in the low nibbles and m = 2, 3, 6, 7
  *                     in the high ones                        (1024)
- * and the activation block is permuted to match (act_prepare, paired), so
+ * and the activation block is permuted to match (act_prepare, k4), so
  * maddubs of each nibble half against its four broadcast bytes leaves row
  * r's pairs in lane r: the first 16-bit pair from sub-block 2q, the second
  * from 2q + 1.  The two halves add in 16 bits (at most 4 * 15 * 127), and
@@ -66,41 +66,44 @@ static void q4_K_pack(int64_t n, const void *x, size_t xs, void *dst)
 }
 
 /* The activation side of KC blocks of up to PT rows: the quants permuted
- * (ys), the scale, and the pairs (bsum[4t] + bsum[4t+1], bsum[4t+2] +
- * bsum[4t+3]) of 16-bit sub-block sums as one int32. */
+ * (ys), the scale, and for Q4_K the pairs (bsum[4t] + bsum[4t+1],
+ * bsum[4t+2] + bsum[4t+3]) of 16-bit sub-block sums as one int32. */
 typedef struct {
     uint8_t ys[PT][KC][QKK];
     float yd[PT][KC];
     int32_t bs[PT][KC][4];
 } act_span;
 
-QK_TARGET_AVX2 static void act_prepare(const uint8_t *const y[PT], int nt, int64_t b0, int nb, int paired,
-                                       act_span *a)
+/* Sub-block s of the Q8_K quants at yq permuted to ys[s][l][k] = y[32s + 8k + l]. */
+QK_TARGET_AVX2 static inline __m256i lane_major(const uint8_t *yq, int s)
 {
     const __m256i dw = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
     const __m256i tr = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8, 12,
                                         1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(yq + 32 * s));
+    return _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(v, dw), tr);
+}
+
+/* k4: Q4_K's layout.  Sub-blocks 2q and 2q+1 (o0, o1 in lane_major order)
+ * become, for each l, the halves A = (o0 k01, o1 k01) at 64q + 4l and
+ * B = (o0 k23, o1 k23) at 64q + 32 + 4l, and the mins' sums are made;
+ * otherwise (Q6_K) the sub-blocks stay as lane_major leaves them. */
+QK_TARGET_AVX2 static void act_prepare(const uint8_t *const y[PT], int nt, int64_t b0, int nb, int k4,
+                                       act_span *a)
+{
     _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
         for (int b = 0; b < nb; b++) {
             const uint8_t *yb = y[t] + (size_t)(b0 + b) * Q8_K_SIZE;
             uint8_t *ys = a->ys[t][b];
-            for (int s = 0; s < 8; s++) {
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(yb + 4 + 32 * s));
-                _mm256_storeu_si256((__m256i *)(ys + 32 * s),
-                                    _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(v, dw), tr));
-            }
-            /* paired (Q4_K): from O0, O1 (sub-blocks 2q, 2q+1 as above), for
-             * each l the halves A = (O0 k01, O1 k01) at 64q + 4l and
-             * B = (O0 k23, O1 k23) at 64q + 32 + 4l */
-            for (int q = 0; paired && q < 4; q++) {
-                const __m256i o0 = _mm256_loadu_si256((const __m256i *)(ys + 64 * q));
-                const __m256i o1 = _mm256_loadu_si256((const __m256i *)(ys + 64 * q + 32));
-                _mm256_storeu_si256((__m256i *)(ys + 64 * q), _mm256_blend_epi16(o0, _mm256_slli_epi32(o1, 16), 0xAA));
+            for (int q = 0; q < 4; q++) {
+                const __m256i o0 = lane_major(yb + 4, 2 * q), o1 = lane_major(yb + 4, 2 * q + 1);
+                _mm256_storeu_si256((__m256i *)(ys + 64 * q),
+                                    k4 ? _mm256_blend_epi16(o0, _mm256_slli_epi32(o1, 16), 0xAA) : o0);
                 _mm256_storeu_si256((__m256i *)(ys + 64 * q + 32),
-                                    _mm256_blend_epi16(_mm256_srli_epi32(o0, 16), o1, 0xAA));
+                                    k4 ? _mm256_blend_epi16(_mm256_srli_epi32(o0, 16), o1, 0xAA) : o1);
             }
             a->yd[t][b] = qk_ld_f32(yb);
-            for (int p = 0; p < 4; p++) {
+            for (int p = 0; k4 && p < 4; p++) {
                 const int s0 = (int16_t)qk_ld_u16(yb + 260 + 8 * p) + (int16_t)qk_ld_u16(yb + 262 + 8 * p);
                 const int s1 = (int16_t)qk_ld_u16(yb + 264 + 8 * p) + (int16_t)qk_ld_u16(yb + 266 + 8 * p);
                 a->bs[t][b][p] = (int32_t)((uint32_t)(uint16_t)s0 | (uint32_t)(uint16_t)s1 << 16);
@@ -172,10 +175,11 @@ typedef void (*span_fn)(const uint8_t *g, int nt, int nb, const act_span *a, gro
 
 /* ng packed groups of gsize bytes at xp (blocks of bsize bytes) against nt
  * activation rows: tokens PT at a time, blocks KC at a time (act_span),
- * every group through each span; then sumf + sums[0] + ... + sums[7]. */
+ * every group through each span; then sumf + sums[0] + ... + sums[7].
+ * k4: the activation side in Q4_K's layout (act_prepare). */
 QK_TARGET_AVX2 static void packed_k_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys,
                                          int nt, float *out, size_t ldo, size_t gsize, size_t bsize,
-                                         span_fn span, int paired)
+                                         span_fn span, int k4)
 {
     const int64_t nb = n / QKK;
     act_span a;
@@ -190,7 +194,7 @@ QK_TARGET_AVX2 static void packed_k_tile(int64_t n, const void *xp, int ng, cons
             memset(st, 0, (size_t)gn * sizeof *st);
             for (int64_t b0 = 0; b0 < nb; b0 += KC) {
                 const int kb = (int)(nb - b0 < KC ? nb - b0 : KC);
-                act_prepare(yr, q, b0, kb, paired, &a);
+                act_prepare(yr, q, b0, kb, k4, &a);
                 for (int gi = 0; gi < gn; gi++)
                     span((const uint8_t *)xp + (size_t)(g0 + gi) * gsize + (size_t)b0 * bsize, q, kb, &a,
                          &st[gi]);
