@@ -73,7 +73,7 @@ typedef struct qk_kernels {
     qk_pack_fn pack;
     qk_packed_tile_fn packed_tile;
     int pack_decode;            /* packed_tile is also the faster one-token product */
-    int pack_tile_rows;         /* rows per packed_tile call that suit it (a multiple of 8) */
+    int pack_tile_rows;         /* rows per prompt-batch packed_tile call (a multiple of 8) */
     /* level each came from (lower when a level has no kernel) */
     signed char level_dot, level_from, level_to, level_quantize;
 } qk_kernels;

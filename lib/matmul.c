@@ -17,7 +17,9 @@
 #include "types.h"
 
 #define ROW_TILE 16                /* weight rows kept hot while the tokens stream past */
-_Static_assert(ROW_TILE % QK_PACK_ROWS == 0, "a row tile is whole packed groups");
+#define PACK_DECODE_TILE 64        /* rows per packed one-token tile */
+_Static_assert(ROW_TILE % QK_PACK_ROWS == 0 && PACK_DECODE_TILE % QK_PACK_ROWS == 0,
+               "a row tile is whole packed groups");
 #define TOK_TILE 64                /* activation rows per pass over a row tile */
 #define RANGE_WORK (1u << 18)      /* about this many multiply-adds per thread range */
 
@@ -28,7 +30,7 @@ typedef struct {
     const uint8_t *act;            /* activation rows in the vec_dot_type */
     size_t act_row;                /* bytes per activation row */
     float *y;
-    bool packed;                   /* products read w->packed (kernel pk->packed_tile) */
+    bool packed;                   /* products read w->packed (k->packed_tile) */
     size_t rt;                     /* rows per tile: ROW_TILE, or the packed kernel's own */
 } part;
 
@@ -75,7 +77,7 @@ static void dot_ranges(void *ctx, size_t begin, size_t end)
                 /* packed rows come in whole groups: ranges and tiles start
                  * at multiples of rt (a multiple of 8), and rows is a multiple of the group */
                 if (pt->packed)
-                    w->pk->packed_tile(w->cols, w->packed + r0 / QK_PACK_ROWS * w->pk->pack_size(w->cols),
+                    pt->k->packed_tile(w->cols, w->packed + r0 / QK_PACK_ROWS * pt->k->pack_size(w->cols),
                                        nr / QK_PACK_ROWS, act, pt->act_row, nt, out, (size_t)w->rows);
                 else
                     qk_dot_tile(pt->k, w->cols, w->data + r0 * w->row_size, w->row_size, nr, act,
@@ -126,9 +128,11 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
             nvt++;
         }
         parts[i] = (part){.w = w[i], .k = qk_kernels_for(w[i]->type), .y = y[i]};
-        parts[i].packed = w[i]->packed && (n_tok > 1 || w[i]->pk->pack_decode);
-        /* one token: the widest tile, so the activation is prepared once per 64 rows */
-        parts[i].rt = !parts[i].packed ? ROW_TILE : n_tok == 1 ? 64 : w[i]->pk->pack_tile_rows ? (size_t)w[i]->pk->pack_tile_rows : ROW_TILE;
+        parts[i].packed = w[i]->packed && (n_tok > 1 || parts[i].k->pack_decode);
+        if (!parts[i].packed)
+            parts[i].rt = ROW_TILE;
+        else /* one token: the activation side is prepared once per PACK_DECODE_TILE rows */
+            parts[i].rt = n_tok == 1 ? PACK_DECODE_TILE : (size_t)parts[i].k->pack_tile_rows;
         parts[i].act_row = t == QK_F32 ? (size_t)cols * sizeof(float) : rowb[e];
         enc[i] = e;
         /* The range size only affects speed: every element is one vec_dot. */
@@ -196,7 +200,6 @@ int qk_weight_pack(qk_weight *w, void **mem, qk_err *err)
     pack_job j = {.w = w, .dst = p, .pk = k};
     qk_parallel_for(qk_cpu_count(), (size_t)(w->rows / QK_PACK_ROWS), 64, pack_groups, &j);
     w->packed = p;
-    w->pk = k;
     *mem = p;
     return 0;
 }

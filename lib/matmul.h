@@ -39,7 +39,7 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
 
 /* Repack w for the active CPU level's packed kernel of its type
  * (kernels/cpu.h: pack, packed_tile) when there is one and w->rows is a
- * multiple of QK_PACK_ROWS: sets w->packed and w->pk, and *mem to the copy
+ * multiple of QK_PACK_ROWS: sets w->packed, and *mem to the copy
  * (about as many bytes as the rows; the caller frees it after the last
  * product).
  * Otherwise *mem = NULL and w is unchanged.  The products give the same

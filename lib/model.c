@@ -410,7 +410,7 @@ static int pack_weight(qk_model *m, qk_weight *w, bool mapped, qk_err *err)
         return err->code;
     if (!mem)
         return 0;
-    if (mapped && w->pk->pack_decode)
+    if (mapped && qk_kernels_for(w->type)->pack_decode)
         qk_map_release(w->data, (size_t)w->rows * w->row_size);
     return own(m, mem, err);
 }

@@ -48,11 +48,10 @@ typedef struct qk_weight {
     int64_t rows, cols;   /* ne[1], ne[0] */
     size_t row_size;      /* bytes per row */
     const uint8_t *data;
-    /* The rows repacked at load for pk's packed_tile (kernels/cpu.h), in
-     * groups of QK_PACK_ROWS; NULL when the type and CPU level have no
-     * packed kernel or rows is not a multiple of the group. */
+    /* The rows repacked at load for the active CPU level's packed_tile
+     * (kernels/cpu.h), in groups of QK_PACK_ROWS; NULL when the type and
+     * level have no packed kernel or rows is not a multiple of the group. */
     const uint8_t *packed;
-    const struct qk_kernels *pk;
 } qk_weight;
 
 typedef struct qk_layer {

@@ -27,7 +27,7 @@ typedef struct qk_pack_ops {
     qk_pack_fn pack;
     qk_packed_tile_fn packed_tile;
     int decode; /* also for one-token products (else those read the rows as they are) */
-    int tile_rows; /* rows per packed_tile call that suit the kernel (a multiple of 8) */
+    int tile_rows; /* rows per prompt-batch packed_tile call (a multiple of 8; required) */
 } qk_pack_ops;
 
 #if defined(__x86_64__) || defined(__i386__)
