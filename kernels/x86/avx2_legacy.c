@@ -524,40 +524,31 @@ QK_TARGET_AVX2 static inline float q8_act_block_avx2(const float *src, int8_t *q
     return amax / 127.f;
 }
 
-/* The Q8_0 activation encoder.  Blocks with an infinity or NaN go through
- * the scalar encoder (as in q8_1_from_float). */
-QK_TARGET_AVX2 static void q8_0_from_float(const float *src, void *dst, int64_t n)
+/* The Q8_0 and Q8_1 activation encoders (q8_1: also s = (float)sum(q) * d,
+ * both as F16, legacy.c q8_1_from_float).  Blocks with an infinity or NaN
+ * go through the scalar encoder. */
+QK_TARGET_AVX2 __attribute__((always_inline)) static inline void q8_act_from_float(const float *src, uint8_t *b,
+                                                                                   int64_t n, const int q8_1)
 {
-    uint8_t *b = dst;
-    const qk_from_float_fn scalar = qk_type_get(QK_Q8_0)->from_float;
-    for (int64_t i = 0; i < n / QK; i++, src += QK, b += Q8_0_SIZE) {
+    const qk_from_float_fn scalar = qk_type_get(q8_1 ? QK_Q8_1 : QK_Q8_0)->from_float;
+    const size_t size = q8_1 ? A_SIZE_Q8_1 : A_SIZE_Q8_0, qs = q8_1 ? A_QS_Q8_1 : A_QS_Q8_0;
+    for (int64_t i = 0; i < n / QK; i++, src += QK, b += size) {
         if (!qk_all_finite(src, QK)) {
             scalar(src, b, QK);
             continue;
         }
         __m256i q[4];
-        qk_st_f16(b, q8_act_block_avx2(src, (int8_t *)(b + 2), q));
+        const float d = q8_act_block_avx2(src, (int8_t *)(b + qs), q);
+        qk_st_f16(b, d);
+        if (q8_1) {
+            const int sum = qk_hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+            qk_st_f16(b + 2, (float)sum * d);
+        }
     }
 }
 
-/* Q8_1 activations (Q4_1, Q5_1): Q8_0's block, then s = (float)sum(q) * d,
- * both as F16 (legacy.c q8_1_from_float). */
-QK_TARGET_AVX2 static void q8_1_from_float(const float *src, void *dst, int64_t n)
-{
-    uint8_t *b = dst;
-    const qk_from_float_fn scalar = qk_type_get(QK_Q8_1)->from_float;
-    for (int64_t i = 0; i < n / QK; i++, src += QK, b += A_SIZE_Q8_1) {
-        if (!qk_all_finite(src, QK)) {
-            scalar(src, b, QK);
-            continue;
-        }
-        __m256i q[4];
-        const float d = q8_act_block_avx2(src, (int8_t *)(b + 4), q);
-        const int sum = qk_hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
-        qk_st_f16(b, d);
-        qk_st_f16(b + 2, (float)sum * d);
-    }
-}
+QK_TARGET_AVX2 static void q8_0_from_float(const float *src, void *dst, int64_t n) { q8_act_from_float(src, dst, n, 0); }
+QK_TARGET_AVX2 static void q8_1_from_float(const float *src, void *dst, int64_t n) { q8_act_from_float(src, dst, n, 1); }
 
 QK_TARGET_AVX2 static void q8_0_to_float(const void *src, float *dst, int64_t n)
 {
