@@ -8,6 +8,7 @@
 
 #include "bench_stats.h"
 #include "ckd.h"
+#include "matmul.h"
 #include "progress.h"
 #include "quantize.h"
 #include "threads.h"
@@ -16,7 +17,7 @@ const char *const qk_bench_default_types =
     "f16,bf16,q4_0,q4_1,q5_0,q5_1,q8_0,q2_K,q3_K,q4_K,q5_K,q6_K,iq4_nl,iq4_xs,mxfp4,nvfp4";
 
 enum {
-    C_TYPE, C_BPW, C_LEVEL, C_IMPL, C_QUANT, C_ENC, C_DEC, C_DOT, C_DOTF, C_GEMM,
+    C_TYPE, C_BPW, C_LEVEL, C_IMPL, C_QUANT, C_ENC, C_DEC, C_DOT, C_DOTF, C_GEMM, C_PDOT, C_PGEMM,
     C_ROWS, C_COLS, C_TOKENS, C_THREADS, C_NCOLS
 };
 static const qk_col kernel_cols[C_NCOLS] = {
@@ -30,6 +31,8 @@ static const qk_col kernel_cols[C_NCOLS] = {
     {"dot_gbps", "dot GB/s", "%.2f", false},
     {"dot_gflops", "dot GFLOP/s", "%.2f", false},
     {"gemm_gflops", "gemm GFLOP/s", "%.2f", false},
+    {"packed_dot_gbps", "packed dot GB/s", "%.2f", false},
+    {"packed_gemm_gflops", "packed gemm GFLOP/s", "%.2f", false},
     {"rows", "rows", NULL, true},
     {"cols", "cols", NULL, true},
     {"tokens", "tokens", NULL, true},
@@ -76,6 +79,9 @@ typedef struct {
     uint8_t *act;              /* rows encoded activation rows (encode's output) */
     size_t arow;               /* bytes per activation row */
     float *dec;                /* decode's output / dot outputs */
+    uint8_t *packed;           /* the weights repacked by k->pack (rows a multiple of 8) */
+    size_t pgroup;             /* bytes per packed group of QK_PACK_ROWS rows */
+    int64_t pnt;               /* tokens of the packed op: 1 (dot) or tokens (gemm) */
     int rc;                    /* quantize's result */
     qk_err err;
 } kjob;
@@ -136,6 +142,29 @@ static void gemm_op(void *ctx)
 {
     kjob *j = ctx;
     qk_parallel_for(j->o->threads, (size_t)j->o->rows, GRAIN, gemm_range, j);
+}
+
+/* The packed kernel over rows [b, e) (whole groups) in the engine's tiles
+ * (lib/matmul.c): QK_PACK_DECODE_TILE rows for one token, else the
+ * kernel's pack_tile_rows. */
+static size_t packed_tile_rows(const kjob *j)
+{
+    return j->pnt == 1 ? QK_PACK_DECODE_TILE : (size_t)j->k->pack_tile_rows;
+}
+static void packed_range(void *ctx, size_t b, size_t e)
+{
+    kjob *j = ctx;
+    const size_t rt = packed_tile_rows(j);
+    for (size_t r0 = b; r0 < e; r0 += rt) {
+        const int nr = (int)(e - r0 < rt ? e - r0 : rt);
+        j->k->packed_tile(j->o->cols, j->packed + r0 / QK_PACK_ROWS * j->pgroup, nr / QK_PACK_ROWS, j->act,
+                          j->arow, (int)j->pnt, j->dec + r0, (size_t)j->o->rows);
+    }
+}
+static void packed_op(void *ctx)
+{
+    kjob *j = ctx;
+    qk_parallel_for(j->o->threads, (size_t)j->o->rows, packed_tile_rows(j), packed_range, j);
 }
 
 /* ---- OpenBLAS, loaded at run time ------------------------------------------------- */
@@ -224,6 +253,31 @@ static void fill_gaussian(float *v, size_t n, uint64_t seed)
     }
 }
 
+/* The packed columns, when the level has a packed kernel for the type and
+ * the rows are whole groups: weights repacked as qk_weight_pack does. */
+static int bench_packed(const qk_kernels_bench_opts *o, kjob *j, qk_report *r, qk_err *err)
+{
+    const qk_kernels *k = j->k;
+    if (!k->pack || o->rows % QK_PACK_ROWS)
+        return 0;
+    const double welts = (double)o->rows * (double)o->cols;
+    j->pgroup = k->pack_size(o->cols);
+    const size_t groups = (size_t)(o->rows / QK_PACK_ROWS), bytes = groups * j->pgroup;
+    j->packed = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!j->packed)
+        return qk_errf(err, QK_EIO, "out of memory for the packed %lldx%lld weights", (long long)o->rows,
+                       (long long)o->cols);
+    for (size_t g = 0; g < groups; g++)
+        k->pack(o->cols, j->w + g * QK_PACK_ROWS * j->wrow, j->wrow, j->packed + g * j->pgroup);
+    j->pnt = 1;
+    qk_report_num(r, C_PDOT, (double)bytes / time_op(packed_op, j, o->seconds, o->reps) / 1e9);
+    j->pnt = o->tokens;
+    qk_report_num(r, C_PGEMM, 2 * welts * o->tokens / time_op(packed_op, j, o->seconds, o->reps) / 1e9);
+    free(j->packed);
+    j->packed = NULL;
+    return 0;
+}
+
 static const char *lvl(int l) { return l < 0 ? "none" : qk_cpu_level_name(l); }
 
 static int bench_type(const qk_kernels_bench_opts *o, kjob *j, const qk_type_traits *t,
@@ -287,6 +341,9 @@ static int bench_type(const qk_kernels_bench_opts *o, kjob *j, const qk_type_tra
             qk_report_num(r, C_DOTF, 2 * welts / d / 1e9);
             const double g = time_op(gemm_op, j, o->seconds, o->reps);
             qk_report_num(r, C_GEMM, 2 * welts * o->tokens / g / 1e9);
+            int rc = bench_packed(o, j, r, err);
+            if (rc)
+                return rc;
         }
         char impl[64];
         snprintf(impl, sizeof impl, "%s/%s/%s", k->vec_dot ? lvl(k->level_dot) : "-",
@@ -370,8 +427,11 @@ int qk_bench_kernels(const qk_kernels_bench_opts *o, qk_report *r, qk_err *err)
     qk_report_meta_num(r, "seconds_per_measurement", oo.seconds, "%g");
     qk_report_note(r, "GB/s: bytes of the encoded type (quantize and encode write them, decode, dot "
                       "and gemm read the weights); GFLOP/s: 2 per multiply-add; median of %d; "
-                      "'dot/enc/dec from': the level each kernel really comes from",
-                   oo.reps);
+                      "'dot/enc/dec from': the level each kernel really comes from; packed: the "
+                      "weights repacked at load as the engine does (qk-run(1)), one token in tiles "
+                      "of %d rows (the engine's one-token product only for types whose packed "
+                      "kernel is the faster there), gemm in the kernel's own tiles",
+                   oo.reps, QK_PACK_DECODE_TILE);
 done:
     free(src);
     free(j.w);

@@ -17,8 +17,7 @@
 #include "types.h"
 
 #define ROW_TILE 16                /* weight rows kept hot while the tokens stream past */
-#define PACK_DECODE_TILE 64        /* rows per packed one-token tile */
-_Static_assert(ROW_TILE % QK_PACK_ROWS == 0 && PACK_DECODE_TILE % QK_PACK_ROWS == 0,
+_Static_assert(ROW_TILE % QK_PACK_ROWS == 0 && QK_PACK_DECODE_TILE % QK_PACK_ROWS == 0,
                "a row tile is whole packed groups");
 #define TOK_TILE 64                /* activation rows per pass over a row tile */
 #define RANGE_WORK (1u << 18)      /* about this many multiply-adds per thread range */
@@ -131,8 +130,8 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
         parts[i].packed = w[i]->packed && (n_tok > 1 || parts[i].k->pack_decode);
         if (!parts[i].packed)
             parts[i].rt = ROW_TILE;
-        else /* one token: the activation side is prepared once per PACK_DECODE_TILE rows */
-            parts[i].rt = n_tok == 1 ? PACK_DECODE_TILE : (size_t)parts[i].k->pack_tile_rows;
+        else /* one token: the activation side is prepared once per QK_PACK_DECODE_TILE rows */
+            parts[i].rt = n_tok == 1 ? QK_PACK_DECODE_TILE : (size_t)parts[i].k->pack_tile_rows;
         parts[i].act_row = t == QK_F32 ? (size_t)cols * sizeof(float) : rowb[e];
         enc[i] = e;
         /* The range size only affects speed: every element is one vec_dot. */

@@ -46,4 +46,8 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
  * bytes either way.  Returns 0, or 3 when memory cannot be had. */
 int qk_weight_pack(qk_weight *w, void **mem, qk_err *err);
 
+/* Rows per one-token packed_tile call (whole packed groups): the activation
+ * side is prepared once per tile. */
+#define QK_PACK_DECODE_TILE 64
+
 #endif
