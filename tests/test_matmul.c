@@ -120,7 +120,8 @@ Test(matmul, packed_weights_equal_vec_dot)
     for (int i = 0; i < LONG * NTOK; i++)
         x[i] = tu_gauss(&s);
     if (qk_cpu_level_active() >= QK_CPU_AVX2)
-        cr_assert(qk_kernels_for(QK_Q4_0)->pack && qk_kernels_for(QK_Q4_K)->pack, "AVX2 packs Q4_0, Q4_K");
+        cr_assert(qk_kernels_for(QK_Q4_0)->pack && qk_kernels_for(QK_Q4_K)->pack && qk_kernels_for(QK_Q5_K)->pack,
+                  "AVX2 packs Q4_0, Q4_K, Q5_K");
     int npacked = 0;
     for (int type = 0; type < QK_TYPE_MAX; type++) {
         const qk_kernels *k = qk_kernels_for(type);

@@ -1,5 +1,5 @@
-/* avx2_packed_k.c - AVX2 kernel of repacked Q4_K weights (cpu.h's pack and
- * packed_tile), eight rows per group.
+/* avx2_packed_k.c - AVX2 kernels of repacked Q4_K, Q5_K and Q6_K weights
+ * (cpu.h's pack and packed_tile), eight rows per group.
  *
  * The reference (kquants.c, ggml_vec_dot_q4_K_q8_K_generic) keeps, per
  * output, eight float sums: lane l collects the elements e = l (mod 8),
@@ -21,48 +21,96 @@
  * maddubs of each nibble half against its four broadcast bytes leaves row
  * r's pairs in lane r: the first 16-bit pair from sub-block 2q, the second
  * from 2q + 1.  The two halves add in 16 bits (at most 4 * 15 * 127), and
- * one madd against (sc[2q], sc[2q + 1]) per lane adds them scaled. */
+ * one madd against (sc[2q], sc[2q + 1]) per lane adds them scaled.
+ *
+ * Q5_K's reference is the same with 5-bit levels (ggml_vec_dot_q5_K_q8_K_
+ * generic).  Its packed super-block is Q4_K's with the levels' low four
+ * bits, followed by
+ *   H[l][r][k]        bit 2q: bit 4 of V[l][q][r][k]'s low-nibble element,
+ *                     bit 2q + 1: of its high-nibble one            (256)
+ * (1440 bytes; the eight blocks take 1408), and the span ORs each nibble
+ * half's bit 4 back before the products: pairs of at most 2 * 31 * 127,
+ * two halves 15748, still inside int16. */
 #include "simd_common.h"
 
 #ifdef QK_X86
 #include <string.h>
 
-enum { Q4_K_SIZE = 144, Q8_K_SIZE = 292, QKK = 256, GROUP = 8, PT = 4, KC = 16, GMAX = 8,
-       PACKED = 1184 };
+enum { Q4_K_SIZE = 144, Q5_K_SIZE = 176, Q8_K_SIZE = 292, QKK = 256, GROUP = 8, PT = 4, KC = 16,
+       GMAX = 8, PACKED = 1184, PACKED5 = PACKED + 256 };
 _Static_assert(PT == 4, "the spans are instanced for 1..4 tokens (QK_BY_NT4)");
 
 static size_t q4_K_pack_size(int64_t n) { return (size_t)(n / QKK) * PACKED; }
+static size_t q5_K_pack_size(int64_t n) { return (size_t)(n / QKK) * PACKED5; }
+
+/* Offset of V[l] in a packed super-block; Q5_K's H[l] follows its V[l], so
+ * the kernel reads each block front to back (with H after all of V it ran
+ * at two thirds of the speed from memory). */
+static inline size_t v_at(int l, int five) { return 160 + (size_t)(five ? 160 : 128) * (size_t)l; }
+
+/* Row r of a packed super-block at d: its d and dmin at dm, 12 scale bytes
+ * at sc12, levels a[e] (element order; 0..15, or 0..31 with high set, whose
+ * bit 4 goes to H). */
+static void k4_pack_row(const uint8_t *dm, const uint8_t *sc12, const uint8_t *a, int r, int high, uint8_t *d)
+{
+    memcpy(d + 2 * r, dm, 2);
+    memcpy(d + 16 + 2 * r, dm + 2, 2);
+    uint8_t sc[8], mn[8];
+    for (int s = 0; s < 8; s++)
+        qk_get_scale_min_k4(s, sc12, &sc[s], &mn[s]);
+    for (int s = 0; s < 8; s++) {
+        d[32 + 16 * (s / 2) + 2 * r + s % 2] = sc[s];
+        d[96 + 16 * (s / 2) + 2 * r + s % 2] = mn[s];
+    }
+    /* byte k of row r in V[l][q]: elements 64q + 8m + l, m = mA[k]
+     * (low nibble) and m = mA[k] + 2 (high) */
+    static const int mA[4] = {0, 1, 4, 5};
+    for (int l = 0; l < 8; l++)
+        for (int k = 0; k < 4; k++) {
+            uint8_t h = 0;
+            for (int q = 0; q < 4; q++) {
+                const uint8_t lo = a[64 * q + 8 * mA[k] + l], hi = a[64 * q + 8 * (mA[k] + 2) + l];
+                d[v_at(l, high) + 32 * q + 4 * r + k] = (uint8_t)((lo & 0xF) | (hi & 0xF) << 4);
+                h = (uint8_t)(h | (lo >> 4) << (2 * q) | (hi >> 4) << (2 * q + 1));
+            }
+            if (high)
+                d[v_at(l, 1) + 128 + 4 * r + k] = h;
+        }
+}
+
+/* Element e of a Q4_K/Q5_K block: chunk e / 64 of qs, low nibble for the
+ * first 32. */
+static uint8_t k4_nibble(const uint8_t *qs, int e)
+{
+    const uint8_t q = qs[32 * (e / 64) + e % 32];
+    return (uint8_t)(e % 64 < 32 ? q & 0xF : q >> 4);
+}
 
 static void q4_K_pack(int64_t n, const void *x, size_t xs, void *dst)
 {
     uint8_t *d = dst;
-    for (int64_t b = 0; b < n / QKK; b++, d += PACKED) {
+    for (int64_t b = 0; b < n / QKK; b++, d += PACKED)
         for (int r = 0; r < GROUP; r++) {
             const uint8_t *blk = (const uint8_t *)x + (size_t)r * xs + (size_t)b * Q4_K_SIZE;
-            memcpy(d + 2 * r, blk, 2);
-            memcpy(d + 16 + 2 * r, blk + 2, 2);
-            uint8_t sc[8], mn[8], a[QKK];
-            for (int s = 0; s < 8; s++)
-                qk_get_scale_min_k4(s, blk + 4, &sc[s], &mn[s]);
-            for (int s = 0; s < 8; s++) {
-                d[32 + 16 * (s / 2) + 2 * r + s % 2] = sc[s];
-                d[96 + 16 * (s / 2) + 2 * r + s % 2] = mn[s];
-            }
-            /* element e: chunk e / 64 of qs, low nibble for the first 32 */
-            for (int e = 0; e < QKK; e++) {
-                const uint8_t q = blk[16 + 32 * (e / 64) + e % 32];
-                a[e] = (uint8_t)(e % 64 < 32 ? q & 0xF : q >> 4);
-            }
-            /* byte k of row r in V[l][q]: elements 64q + 8m + l, m = mA[k]
-             * (low nibble) and m = mA[k] + 2 (high) */
-            static const int mA[4] = {0, 1, 4, 5};
-            for (int q = 0; q < 4; q++)
-                _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++)
-                    for (int k = 0; k < 4; k++)
-                        d[160 + 128 * l + 32 * q + 4 * r + k] =
-                            (uint8_t)(a[64 * q + 8 * mA[k] + l] | a[64 * q + 8 * (mA[k] + 2) + l] << 4);
+            uint8_t a[QKK];
+            for (int e = 0; e < QKK; e++)
+                a[e] = k4_nibble(blk + 16, e);
+            k4_pack_row(blk, blk + 4, a, r, 0, d);
         }
-    }
+}
+
+/* Q5_K: d, dmin, scales[12], qh[32] (bit 4 of element e: qh[e % 32] bit e / 32), qs[128] */
+static void q5_K_pack(int64_t n, const void *x, size_t xs, void *dst)
+{
+    uint8_t *d = dst;
+    for (int64_t b = 0; b < n / QKK; b++, d += PACKED5)
+        for (int r = 0; r < GROUP; r++) {
+            const uint8_t *blk = (const uint8_t *)x + (size_t)r * xs + (size_t)b * Q5_K_SIZE;
+            uint8_t a[QKK];
+            for (int e = 0; e < QKK; e++)
+                a[e] = (uint8_t)(k4_nibble(blk + 48, e) | ((blk[16 + e % 32] >> (e / 32)) & 1) << 4);
+            k4_pack_row(blk, blk + 4, a, r, 1, d);
+        }
 }
 
 /* The activation side of KC blocks of up to PT rows: the quants permuted
@@ -123,11 +171,31 @@ QK_TARGET_AVX2 static inline __m256i scale_pairs(const uint8_t *g, int q)
     return _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(g + 32 + 16 * q)));
 }
 
+/* Bit 2q + half of each byte of hb, moved to bit 4 (Q5_K's high bits of
+ * V[l][q]'s low (half 0) or high (half 1) nibbles).  A 16-bit shift only
+ * carries bits across bytes below bit 4 or above it, which the mask drops. */
+QK_TARGET_AVX2 static inline __m256i k5_high(__m256i hb, int q, int half)
+{
+    const __m256i m = _mm256_set1_epi8(0x10);
+    switch (2 * q + half) {
+    case 0: return _mm256_and_si256(_mm256_slli_epi16(hb, 4), m);
+    case 1: return _mm256_and_si256(_mm256_slli_epi16(hb, 3), m);
+    case 2: return _mm256_and_si256(_mm256_slli_epi16(hb, 2), m);
+    case 3: return _mm256_and_si256(_mm256_slli_epi16(hb, 1), m);
+    case 4: return _mm256_and_si256(hb, m);
+    case 5: return _mm256_and_si256(_mm256_srli_epi16(hb, 1), m);
+    case 6: return _mm256_and_si256(_mm256_srli_epi16(hb, 2), m);
+    default: return _mm256_and_si256(_mm256_srli_epi16(hb, 3), m);
+    }
+}
+
+/* Q4_K (five = 0) or Q5_K (five = 1; blocks of PACKED5 bytes). */
 QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
-q4_K_span_nt(const uint8_t *g, const int nt, int nb, const act_span *a, group_state *st)
+k4_span_nt(const uint8_t *g, const int nt, int nb, const act_span *a, group_state *st, const int five)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    for (int b = 0; b < nb; b++, g += PACKED) {
+    const size_t bsize = five ? PACKED5 : PACKED;
+    for (int b = 0; b < nb; b++, g += bsize) {
         const __m256 xd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
         const __m256 xdmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 16)));
         __m256i sc[4];
@@ -137,13 +205,18 @@ q4_K_span_nt(const uint8_t *g, const int nt, int nb, const act_span *a, group_st
         _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
             dt[t] = _mm256_mul_ps(xd, _mm256_set1_ps(a->yd[t][b]));
         _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++) {
-            qk_prefetch_span(g + QK_PREFETCH_AHEAD + l * (PACKED / 8), PACKED / 8);
+            qk_prefetch_span(g + QK_PREFETCH_AHEAD + l * (bsize / 8), bsize / 8);
+            const __m256i hb = five ? _mm256_loadu_si256((const __m256i *)(g + v_at(l, 1) + 128)) : m4;
             __m256i acc[PT];
             _Pragma("GCC unroll 4") for (int t = 0; t < PT; t++)
                 acc[t] = _mm256_setzero_si256();
             _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(g + 160 + 128 * l + 32 * q));
-                const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(g + v_at(l, five) + 32 * q));
+                __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                if (five) {
+                    lo = _mm256_or_si256(lo, k5_high(hb, q, 0));
+                    hi = _mm256_or_si256(hi, k5_high(hb, q, 1));
+                }
                 _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
                     const uint8_t *ys = a->ys[t][b];
                     const __m256i p = _mm256_add_epi16(
@@ -168,7 +241,12 @@ q4_K_span_nt(const uint8_t *g, const int nt, int nb, const act_span *a, group_st
 
 QK_TARGET_AVX2 static void q4_K_span(const uint8_t *g, int nt, int nb, const act_span *a, group_state *st)
 {
-    QK_BY_NT4(nt, q4_K_span_nt(g, N, nb, a, st))
+    QK_BY_NT4(nt, k4_span_nt(g, N, nb, a, st, 0))
+}
+
+QK_TARGET_AVX2 static void q5_K_span(const uint8_t *g, int nt, int nb, const act_span *a, group_state *st)
+{
+    QK_BY_NT4(nt, k4_span_nt(g, N, nb, a, st, 1))
 }
 
 typedef void (*span_fn)(const uint8_t *g, int nt, int nb, const act_span *a, group_state *st);
@@ -215,6 +293,12 @@ QK_TARGET_AVX2 static void q4_K_packed_tile(int64_t n, const void *xp, int ng, c
                                             int nt, float *out, size_t ldo)
 {
     packed_k_tile(n, xp, ng, y, ys, nt, out, ldo, q4_K_pack_size(n), PACKED, q4_K_span, 1);
+}
+
+QK_TARGET_AVX2 static void q5_K_packed_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys,
+                                            int nt, float *out, size_t ldo)
+{
+    packed_k_tile(n, xp, ng, y, ys, nt, out, ldo, q5_K_pack_size(n), PACKED5, q5_K_span, 1);
 }
 
 /* ---- Q6_K -------------------------------------------------------------------
@@ -334,11 +418,13 @@ QK_TARGET_AVX2 static void q6_K_packed_tile(int64_t n, const void *xp, int ng, c
  * Q4_K; Q6_K's 1024x2816 tile product about 9 %, and bench250m Q6_K pp256
  * 1.06-1.26x, three interleaved runs).  One-token products (always
  * 64-row tiles, lib/matmul.c): Q4_K's packed kernel is about 15 % faster
- * than the row kernel on bench250m Q4_K_M tg32; Q6_K's is about 10 %
- * slower (its level unpacking), so Q6_K's stay on the rows as they are
- * (avx2_kquants.c). */
+ * than the row kernel on bench250m Q4_K_M tg32, Q5_K's about as fast
+ * (0.89-1.10x on bench250m Q5_K_M tg32, seven interleaved runs; its pp256
+ * is 1.3-1.8x the row kernel's); Q6_K's is about 10 % slower (its level
+ * unpacking), so Q6_K's stay on the rows as they are (avx2_kquants.c). */
 const qk_pack_ops qk_x86_avx2_packed_k[] = {
     {.id = QK_Q4_K, .pack_size = q4_K_pack_size, .pack = q4_K_pack, .packed_tile = q4_K_packed_tile, .tile_rows = 64, .decode = 1},
+    {.id = QK_Q5_K, .pack_size = q5_K_pack_size, .pack = q5_K_pack, .packed_tile = q5_K_packed_tile, .tile_rows = 64, .decode = 1},
     {.id = QK_Q6_K, .pack_size = q6_K_pack_size, .pack = q6_K_pack, .packed_tile = q6_K_packed_tile, .tile_rows = 64},
     {.id = -1},
 };
