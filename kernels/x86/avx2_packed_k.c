@@ -48,42 +48,59 @@ static size_t q5_K_pack_size(int64_t n) { return (size_t)(n / QKK) * PACKED5; }
  * at two thirds of the speed from memory). */
 static inline size_t v_at(int l, int five) { return 160 + (size_t)(five ? 160 : 128) * (size_t)l; }
 
-/* Row r of a packed super-block at d: its d and dmin at dm, 12 scale bytes
- * at sc12, levels a[e] (element order; 0..15, or 0..31 with high set, whose
- * bit 4 goes to H). */
-static void k4_pack_row(const uint8_t *dm, const uint8_t *sc12, const uint8_t *a, int r, int high, uint8_t *d)
+/* Bytes 8j + l of A (j = 0, 1) and of B (j = 2, 3) to d + l * stride + j,
+ * for l = 0..7: a [4][8] to [8][4] byte transposition. */
+QK_TARGET_AVX2 static inline void store_lk(__m128i A, __m128i B, uint8_t *d, size_t stride)
 {
-    memcpy(d + 2 * r, dm, 2);
-    memcpy(d + 16 + 2 * r, dm + 2, 2);
-    uint8_t sc[8], mn[8];
-    for (int s = 0; s < 8; s++)
-        qk_get_scale_min_k4(s, sc12, &sc[s], &mn[s]);
-    for (int s = 0; s < 8; s++) {
-        d[32 + 16 * (s / 2) + 2 * r + s % 2] = sc[s];
-        d[96 + 16 * (s / 2) + 2 * r + s % 2] = mn[s];
-    }
-    /* byte k of row r in V[l][q]: elements 64q + 8m + l, m = mA[k]
-     * (low nibble) and m = mA[k] + 2 (high) */
-    static const int mA[4] = {0, 1, 4, 5};
+    const __m128i P = _mm_unpacklo_epi8(A, _mm_srli_si128(A, 8)), Q = _mm_unpacklo_epi8(B, _mm_srli_si128(B, 8));
+    uint32_t w[8];
+    _mm_storeu_si128((__m128i *)w, _mm_unpacklo_epi16(P, Q));
+    _mm_storeu_si128((__m128i *)(w + 4), _mm_unpackhi_epi16(P, Q));
     for (int l = 0; l < 8; l++)
-        for (int k = 0; k < 4; k++) {
-            uint8_t h = 0;
-            for (int q = 0; q < 4; q++) {
-                const uint8_t lo = a[64 * q + 8 * mA[k] + l], hi = a[64 * q + 8 * (mA[k] + 2) + l];
-                d[v_at(l, high) + 32 * q + 4 * r + k] = (uint8_t)((lo & 0xF) | (hi & 0xF) << 4);
-                h = (uint8_t)(h | (lo >> 4) << (2 * q) | (hi >> 4) << (2 * q + 1));
-            }
-            if (high)
-                d[v_at(l, 1) + 128 + 4 * r + k] = h;
-        }
+        memcpy(d + (size_t)l * stride, &w[l], 4);
 }
 
-/* Element e of a Q4_K/Q5_K block: chunk e / 64 of qs, low nibble for the
- * first 32. */
-static uint8_t k4_nibble(const uint8_t *qs, int e)
+/* Bytes 8j + l of A (j = 0, 1) to d + l * stride + j, l = 0..7. */
+QK_TARGET_AVX2 static inline void store_lk2(__m128i A, uint8_t *d, size_t stride)
 {
-    const uint8_t q = qs[32 * (e / 64) + e % 32];
-    return (uint8_t)(e % 64 < 32 ? q & 0xF : q >> 4);
+    uint16_t w[8];
+    _mm_storeu_si128((__m128i *)w, _mm_unpacklo_epi8(A, _mm_srli_si128(A, 8)));
+    for (int l = 0; l < 8; l++)
+        memcpy(d + (size_t)l * stride, &w[l], 2);
+}
+
+/* Row r of a packed super-block at d from its Q4_K/Q5_K block: d and dmin
+ * at dm, 12 scale bytes at sc12, the 128 nibble bytes qs (element e: byte
+ * 32 (e / 64) + e % 32, low nibble for e % 64 < 32), and for Q5_K qh
+ * (bit 4 of element e: qh[e % 32] bit e / 32), else NULL.  V[l][q] byte k
+ * takes elements 64q + 8m + l with m = 0, 1, 4, 5 (k = 0..3) low and
+ * m + 2 high: bytes a = qs[32q + l + 8 (k & 1)] and b = a's + 16, the low
+ * nibbles for k < 2, the high ones for k >= 2; the same elements' bit 4
+ * sits in qh[l + 8 (k & 1)] and qh[16 + l + 8 (k & 1)] at bit 2q + k / 2. */
+QK_TARGET_AVX2 static void k4_pack_row(const uint8_t *dm, const uint8_t *sc12, const uint8_t *qs,
+                                       const uint8_t *qh, int r, uint8_t *d)
+{
+    const int five = qh != NULL;
+    const size_t stride = v_at(1, five) - v_at(0, five);
+    memcpy(d + 2 * r, dm, 2);
+    memcpy(d + 16 + 2 * r, dm + 2, 2);
+    for (int s = 0; s < 8; s++)
+        qk_get_scale_min_k4(s, sc12, &d[32 + 16 * (s / 2) + 2 * r + s % 2], &d[96 + 16 * (s / 2) + 2 * r + s % 2]);
+    const __m128i m4 = _mm_set1_epi8(0x0F), m5 = _mm_set1_epi8(0x55);
+    for (int q = 0; q < 4; q++) {
+        const __m128i x0 = _mm_loadu_si128((const __m128i *)(qs + 32 * q));
+        const __m128i x1 = _mm_loadu_si128((const __m128i *)(qs + 32 * q + 16));
+        /* bytes 8 (k & 1) + l: k = 0, 1 in A, k = 2, 3 in B */
+        const __m128i A = _mm_or_si128(_mm_and_si128(x0, m4), _mm_slli_epi16(_mm_and_si128(x1, m4), 4));
+        const __m128i B = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(x0, 4), m4), _mm_andnot_si128(m4, x1));
+        store_lk(A, B, d + v_at(0, five) + 32 * q + 4 * r, stride);
+    }
+    if (five) {
+        const __m128i h0 = _mm_loadu_si128((const __m128i *)qh), h1 = _mm_loadu_si128((const __m128i *)(qh + 16));
+        const __m128i A = _mm_or_si128(_mm_and_si128(h0, m5), _mm_slli_epi16(_mm_and_si128(h1, m5), 1));
+        const __m128i B = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(h0, 1), m5), _mm_andnot_si128(m5, h1));
+        store_lk(A, B, d + v_at(0, 1) + 128 + 4 * r, stride);
+    }
 }
 
 static void q4_K_pack(int64_t n, const void *x, size_t xs, void *dst)
@@ -92,24 +109,18 @@ static void q4_K_pack(int64_t n, const void *x, size_t xs, void *dst)
     for (int64_t b = 0; b < n / QKK; b++, d += PACKED)
         for (int r = 0; r < GROUP; r++) {
             const uint8_t *blk = (const uint8_t *)x + (size_t)r * xs + (size_t)b * Q4_K_SIZE;
-            uint8_t a[QKK];
-            for (int e = 0; e < QKK; e++)
-                a[e] = k4_nibble(blk + 16, e);
-            k4_pack_row(blk, blk + 4, a, r, 0, d);
+            k4_pack_row(blk, blk + 4, blk + 16, NULL, r, d);
         }
 }
 
-/* Q5_K: d, dmin, scales[12], qh[32] (bit 4 of element e: qh[e % 32] bit e / 32), qs[128] */
+/* Q5_K: d, dmin, scales[12], qh[32], qs[128] */
 static void q5_K_pack(int64_t n, const void *x, size_t xs, void *dst)
 {
     uint8_t *d = dst;
     for (int64_t b = 0; b < n / QKK; b++, d += PACKED5)
         for (int r = 0; r < GROUP; r++) {
             const uint8_t *blk = (const uint8_t *)x + (size_t)r * xs + (size_t)b * Q5_K_SIZE;
-            uint8_t a[QKK];
-            for (int e = 0; e < QKK; e++)
-                a[e] = (uint8_t)(k4_nibble(blk + 48, e) | ((blk[16 + e % 32] >> (e / 32)) & 1) << 4);
-            k4_pack_row(blk, blk + 4, a, r, 1, d);
+            k4_pack_row(blk, blk + 4, blk + 48, blk + 16, r, d);
         }
 }
 
@@ -319,38 +330,35 @@ enum { Q6_K_SIZE = 210, PACKED6 = 1680 };
 
 static size_t q6_K_pack_size(int64_t n) { return (size_t)(n / QKK) * PACKED6; }
 
-static void q6_K_pack(int64_t n, const void *x, size_t xs, void *dst)
+/* Q6_K: ql[128], qh[64], scales[16], d.  Level i of quad (l, h), byte k is
+ * element 128h + 32i + 8k + l: its low four bits are nibble i / 2 of
+ * ql[64h + 32 (i % 2) + 8k + l], its top two bits 2i of qh[32h + 8k + l].
+ * So N0 takes the low nibbles of the two ql bytes, N1 their high ones,
+ * and H is the qh byte as it is. */
+QK_TARGET_AVX2 static void q6_K_pack(int64_t n, const void *x, size_t xs, void *dst)
 {
     uint8_t *d = dst;
-    for (int64_t b = 0; b < n / QKK; b++, d += PACKED6) {
-        memset(d, 0, PACKED6);
+    for (int64_t b = 0; b < n / QKK; b++, d += PACKED6)
         for (int r = 0; r < GROUP; r++) {
             const uint8_t *blk = (const uint8_t *)x + (size_t)r * xs + (size_t)b * Q6_K_SIZE;
-            const uint8_t *ql = blk, *qh = blk + 128;
             memcpy(d + 2 * r, blk + 208, 2);
             for (int j = 0; j < 16; j++)
                 d[16 + 16 * (j / 2) + 2 * r + j % 2] = blk[192 + j];
-            uint8_t q[QKK]; /* levels 0..63 in element order (kquants.c q6_K_levels + 32) */
+            const __m128i m4 = _mm_set1_epi8(0x0F);
             for (int h = 0; h < 2; h++)
-                for (int l = 0; l < 32; l++) {
-                    const uint8_t *L = ql + 64 * h, *H = qh + 32 * h;
-                    q[128 * h + l] = (uint8_t)((L[l] & 0xF) | (H[l] & 3) << 4);
-                    q[128 * h + l + 32] = (uint8_t)((L[l + 32] & 0xF) | (H[l] >> 2 & 3) << 4);
-                    q[128 * h + l + 64] = (uint8_t)((L[l] >> 4) | (H[l] >> 4 & 3) << 4);
-                    q[128 * h + l + 96] = (uint8_t)((L[l + 32] >> 4) | (H[l] >> 6 & 3) << 4);
-                }
-            _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++)
-                for (int h = 0; h < 2; h++) {
-                    uint8_t *quad = d + 144 + 96 * (2 * l + h);
-                    for (int i = 0; i < 4; i++)
-                        for (int k = 0; k < 4; k++) {
-                            const int v = q[32 * (4 * h + i) + 8 * k + l], o = 4 * r + k;
-                            quad[32 * (i / 2) + o] |= (uint8_t)((v & 0xF) << (4 * (i % 2)));
-                            quad[64 + o] |= (uint8_t)((v >> 4) << (2 * i));
-                        }
+                for (int half = 0; half < 2; half++) { /* k = 2 half, 2 half + 1 */
+                    const uint8_t *ql = blk + 64 * h + 16 * half;
+                    const __m128i a = _mm_loadu_si128((const __m128i *)ql);
+                    const __m128i c = _mm_loadu_si128((const __m128i *)(ql + 32));
+                    const __m128i hq = _mm_loadu_si128((const __m128i *)(blk + 128 + 32 * h + 16 * half));
+                    const __m128i n0 = _mm_or_si128(_mm_and_si128(a, m4), _mm_slli_epi16(_mm_and_si128(c, m4), 4));
+                    const __m128i n1 = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(a, 4), m4), _mm_andnot_si128(m4, c));
+                    uint8_t *quad = d + 144 + 96 * h + 4 * r + 2 * half;
+                    store_lk2(n0, quad, 192);
+                    store_lk2(n1, quad + 32, 192);
+                    store_lk2(hq, quad + 64, 192);
                 }
         }
-    }
 }
 
 /* Level i (0..3) of a quad as signed bytes a = q - 32. */
