@@ -130,6 +130,7 @@ static void init(void)
             merge(l, qk_x86_avx2_kquants);
             merge_pack(l, qk_x86_avx2_packed);
             merge_pack(l, qk_x86_avx2_packed_k);
+            merge_pack(l, qk_x86_avx2_packed_f);
         } else if (l == QK_CPU_AVX512) {
             merge(l, qk_x86_avx512);
         }

@@ -51,7 +51,8 @@ typedef void (*qk_dot_tile_fn)(int64_t n, const void *x, size_t xs, int nr, cons
 /* Repacked weights (optional, per type and level): groups of QK_PACK_ROWS
  * rows rearranged so that a kernel reads each group as one stream with the
  * rows' values side by side.
- *   pack_size: bytes of one packed group of rows of n columns;
+ *   pack_size: bytes of one packed group of rows of n columns, or 0 when
+ *         the kernel does not take rows of n columns (they stay unpacked);
  *   pack: rows [0, QK_PACK_ROWS) at x (row stride xs, n columns) into the
  *         pack_size(n) bytes at dst;
  *   packed_tile: ng packed groups at xp (consecutive) against nt activation

@@ -258,7 +258,7 @@ static void fill_gaussian(float *v, size_t n, uint64_t seed)
 static int bench_packed(const qk_kernels_bench_opts *o, kjob *j, qk_report *r, qk_err *err)
 {
     const qk_kernels *k = j->k;
-    if (!k->pack || o->rows % QK_PACK_ROWS)
+    if (!k->pack || o->rows % QK_PACK_ROWS || k->pack_size(o->cols) == 0)
         return 0;
     const double welts = (double)o->rows * (double)o->cols;
     j->pgroup = k->pack_size(o->cols);

@@ -339,7 +339,7 @@ static int hf_find(void *ctx, const char *name, qk_src_tensor *out, qk_err *err)
     }
     *out = (qk_src_tensor){.name = t->name, .name_len = (int)strlen(t->name), .type = t->type,
                            .ne = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]}, .data = data,
-                           .offset = t->st->info_offset};
+                           .offset = t->st->info_offset, .mapped = data == t->data}; /* qk_st_open maps */
     return 1;
 }
 

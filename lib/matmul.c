@@ -186,7 +186,7 @@ int qk_weight_pack(qk_weight *w, void **mem, qk_err *err)
 {
     *mem = NULL;
     const qk_kernels *k = qk_kernels_for(w->type);
-    if (!k || !k->pack || w->rows <= 0 || w->rows % QK_PACK_ROWS)
+    if (!k || !k->pack || w->rows <= 0 || w->rows % QK_PACK_ROWS || k->pack_size(w->cols) == 0)
         return 0;
     uint64_t bytes;
     if (qk_ckd_mul(&bytes, (uint64_t)(w->rows / QK_PACK_ROWS), k->pack_size(w->cols)) ||

@@ -261,6 +261,7 @@ static void set_weight(qk_weight *w, const qk_src_tensor *t)
     w->rows = t->ne[1];
     w->row_size = qk_row_size(t->type, t->ne[0]);
     w->data = t->data;
+    w->mapped = t->mapped;
 }
 
 /* A matrix used in y = W x: its type must have a dot product, and x must be
@@ -415,16 +416,16 @@ static int pack_weight(qk_model *m, qk_weight *w, bool mapped, qk_err *err)
     return own(m, mem, err);
 }
 
-static int pack_weights(qk_model *m, bool mapped, qk_err *err)
+static int pack_weights(qk_model *m, qk_err *err)
 {
     /* a tied output shares token_embd's pages, whose rows are still read */
-    if (pack_weight(m, &m->output, mapped && m->output.data != m->tok_embd.data, err))
+    if (pack_weight(m, &m->output, m->output.mapped && m->output.data != m->tok_embd.data, err))
         return err->code;
     for (int il = 0; il < m->hp.n_layer; il++) {
         qk_layer *l = &m->layers[il];
         qk_weight *ws[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down};
         for (size_t i = 0; i < sizeof ws / sizeof *ws; i++)
-            if (pack_weight(m, ws[i], mapped, err))
+            if (pack_weight(m, ws[i], ws[i]->mapped, err))
                 return err->code;
     }
     return 0;
@@ -450,7 +451,7 @@ int qk_model_load_source(qk_model *m, const qk_hparams *hp, const qk_model_sourc
     for (int il = 0; il < m->hp.n_layer; il++)
         if (load_layer(&ld, il, err))
             goto fail;
-    if (pack_weights(m, src->mapped, err))
+    if (pack_weights(m, err))
         goto fail;
     return 0;
 fail:
@@ -467,7 +468,7 @@ static int gguf_find(void *ctx, const char *name, qk_src_tensor *out, qk_err *er
         return 0;
     *out = (qk_src_tensor){.name = t->name.ptr, .name_len = (int)t->name.len, .type = t->type,
                            .ne = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]}, .data = t->data,
-                           .offset = t->info_offset};
+                           .offset = t->info_offset, .mapped = 1};
     return 1;
 }
 
@@ -478,7 +479,7 @@ int qk_model_load(qk_model *m, const qk_gguf *g, qk_err *err)
     memset(&hp, 0, sizeof hp);
     if (read_hparams(g, &hp, err))
         return err->code ? err->code : QK_EINPUT;
-    const qk_model_source src = {.path = g->path, .ctx = (void *)g, .find = gguf_find, .mapped = 1};
+    const qk_model_source src = {.path = g->path, .ctx = (void *)g, .find = gguf_find};
     if (qk_model_load_source(m, &hp, &src, err))
         return err->code;
     m->gguf = g;

@@ -52,6 +52,7 @@ typedef struct qk_weight {
      * (kernels/cpu.h), in groups of QK_PACK_ROWS; NULL when the type and
      * level have no packed kernel or rows is not a multiple of the group. */
     const uint8_t *packed;
+    int mapped;           /* data is file pages that may be dropped once packed (qk_src_tensor) */
 } qk_weight;
 
 typedef struct qk_layer {
@@ -91,6 +92,10 @@ typedef struct qk_src_tensor {
     int64_t ne[4];       /* ggml order; unused dims 1 */
     const uint8_t *data; /* must outlive the model */
     uint64_t offset;     /* file offset of its description, for messages */
+    /* data lies in a qk_map_open mapping: once the matrix is repacked (and
+     * its one-token products read the copy too), its pages may be dropped
+     * (lib/mapfile.h qk_map_release) */
+    int mapped;
 } qk_src_tensor;
 
 typedef struct qk_model_source {
@@ -102,10 +107,6 @@ typedef struct qk_model_source {
     /* The source's name for GGUF name `name` (used in "missing" messages);
      * NULL: the GGUF name. */
     void (*source_name)(void *ctx, const char *name, char *buf, size_t n);
-    /* Tensor data lies in qk_map_open mappings: once a matrix is repacked
-     * (and its one-token products read the copy too), its pages may be
-     * dropped (lib/mapfile.h qk_map_release). */
-    int mapped;
 } qk_model_source;
 
 /* Locate every tensor for the hyper-parameters *hp (n_vocab is taken from

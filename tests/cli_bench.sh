@@ -101,8 +101,8 @@ for i, r in enumerate(rows):
     for k in ["encode_gbps", "decode_gbps", "dot_gbps", "dot_gflops", "gemm_gflops"]:
         assert r[k] > 0, (r["type"], k)
     assert (r["quantize_gbps"] is not None) == (r["level"] == "scalar")
-    # AVX2 repacks Q4_0 and Q8_0 (16 rows: two groups); scalar and F16 have no packed kernel
-    packed = r["level"] != "scalar" and r["type"] != "f16"
+    # AVX2 repacks Q4_0, Q8_0 and F16 (16 rows: two groups); scalar has no packed kernel
+    packed = r["level"] != "scalar"
     for k in ["packed_dot_gbps", "packed_gemm_gflops"]:
         assert (r[k] is not None and r[k] > 0) if packed else r[k] is None, (r["type"], r["level"], k)
     assert r["rows"] == 16 and r["cols"] == 512 and r["tokens"] == 4 and r["threads"] == 1

@@ -155,6 +155,16 @@ Test(matmul, packed_weights_equal_vec_dot)
         free((void *)w.data), free((void *)odd.data);
     }
     cr_log_info("%d packed types", npacked);
+    /* F16 rows of a length that is no multiple of 8 keep ggml_vec_dot_f16's
+     * order (kernels/float.c), which has no packed kernel: not packed */
+    if (qk_kernels_for(QK_F16)->pack) {
+        qk_weight f = make_weight_cols(QK_F16, 16, 100, &s);
+        void *none;
+        qk_err err = {0};
+        cr_assert_eq(qk_weight_pack(&f, &none, &err), 0, "%s", err.msg);
+        cr_assert(!none && !f.packed, "F16 rows of 100 columns are not packed");
+        free((void *)f.data);
+    }
     free(x);
 }
 

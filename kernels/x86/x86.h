@@ -37,6 +37,7 @@ extern const qk_simd_ops qk_x86_avx2_kquants[];
 extern const qk_simd_ops qk_x86_avx2_float[];
 extern const qk_pack_ops qk_x86_avx2_packed[];
 extern const qk_pack_ops qk_x86_avx2_packed_k[];
+extern const qk_pack_ops qk_x86_avx2_packed_f[];
 extern const qk_simd_ops qk_x86_avx512[];
 
 /* Attention inner loops (avx2_attn.c; see attn.h). */
