@@ -25,9 +25,9 @@
  *
  * Q5_K's reference is the same with 5-bit levels (ggml_vec_dot_q5_K_q8_K_
  * generic).  Its packed super-block is Q4_K's with the levels' low four
- * bits, followed by
+ * bits, and after each V[l] (v_at)
  *   H[l][r][k]        bit 2q: bit 4 of V[l][q][r][k]'s low-nibble element,
- *                     bit 2q + 1: of its high-nibble one            (256)
+ *                     bit 2q + 1: of its high-nibble one       (8 x 32)
  * (1440 bytes; the eight blocks take 1408), and the span ORs each nibble
  * half's bit 4 back before the products: pairs of at most 2 * 31 * 127,
  * two halves 15748, still inside int16. */
@@ -52,7 +52,8 @@ static inline size_t v_at(int l, int five) { return 160 + (size_t)(five ? 160 : 
  * for l = 0..7: a [4][8] to [8][4] byte transposition. */
 QK_TARGET_AVX2 static inline void store_lk(__m128i A, __m128i B, uint8_t *d, size_t stride)
 {
-    const __m128i P = _mm_unpacklo_epi8(A, _mm_srli_si128(A, 8)), Q = _mm_unpacklo_epi8(B, _mm_srli_si128(B, 8));
+    const __m128i P = _mm_unpacklo_epi8(A, _mm_srli_si128(A, 8));
+    const __m128i Q = _mm_unpacklo_epi8(B, _mm_srli_si128(B, 8));
     uint32_t w[8];
     _mm_storeu_si128((__m128i *)w, _mm_unpacklo_epi16(P, Q));
     _mm_storeu_si128((__m128i *)(w + 4), _mm_unpackhi_epi16(P, Q));
@@ -84,8 +85,10 @@ QK_TARGET_AVX2 static void k4_pack_row(const uint8_t *dm, const uint8_t *sc12, c
     const size_t stride = v_at(1, five) - v_at(0, five);
     memcpy(d + 2 * r, dm, 2);
     memcpy(d + 16 + 2 * r, dm + 2, 2);
-    for (int s = 0; s < 8; s++)
-        qk_get_scale_min_k4(s, sc12, &d[32 + 16 * (s / 2) + 2 * r + s % 2], &d[96 + 16 * (s / 2) + 2 * r + s % 2]);
+    for (int s = 0; s < 8; s++) {
+        const int o = 16 * (s / 2) + 2 * r + s % 2;
+        qk_get_scale_min_k4(s, sc12, &d[32 + o], &d[96 + o]);
+    }
     const __m128i m4 = _mm_set1_epi8(0x0F), m5 = _mm_set1_epi8(0x55);
     for (int q = 0; q < 4; q++) {
         const __m128i x0 = _mm_loadu_si128((const __m128i *)(qs + 32 * q));
@@ -96,7 +99,8 @@ QK_TARGET_AVX2 static void k4_pack_row(const uint8_t *dm, const uint8_t *sc12, c
         store_lk(A, B, d + v_at(0, five) + 32 * q + 4 * r, stride);
     }
     if (five) {
-        const __m128i h0 = _mm_loadu_si128((const __m128i *)qh), h1 = _mm_loadu_si128((const __m128i *)(qh + 16));
+        const __m128i h0 = _mm_loadu_si128((const __m128i *)qh);
+        const __m128i h1 = _mm_loadu_si128((const __m128i *)(qh + 16));
         const __m128i A = _mm_or_si128(_mm_and_si128(h0, m5), _mm_slli_epi16(_mm_and_si128(h1, m5), 1));
         const __m128i B = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(h0, 1), m5), _mm_andnot_si128(m5, h1));
         store_lk(A, B, d + v_at(0, 1) + 128 + 4 * r, stride);
@@ -146,7 +150,8 @@ QK_TARGET_AVX2 static inline __m256i lane_major(const uint8_t *yq, int s)
 /* k4: Q4_K's layout.  Sub-blocks 2q and 2q+1 (o0, o1 in lane_major order)
  * become, for each l, the halves A = (o0 k01, o1 k01) at 64q + 4l and
  * B = (o0 k23, o1 k23) at 64q + 32 + 4l, and the mins' sums are made;
- * otherwise (Q6_K) the sub-blocks stay as lane_major leaves them. */
+ * otherwise (Q6_K) the sub-blocks stay as lane_major leaves them, offset
+ * to unsigned (y + 128). */
 QK_TARGET_AVX2 static void act_prepare(const uint8_t *const y[PT], int nt, int64_t b0, int nb, int k4,
                                        act_span *a)
 {
@@ -156,10 +161,13 @@ QK_TARGET_AVX2 static void act_prepare(const uint8_t *const y[PT], int nt, int64
             uint8_t *ys = a->ys[t][b];
             for (int q = 0; q < 4; q++) {
                 const __m256i o0 = lane_major(yb + 4, 2 * q), o1 = lane_major(yb + 4, 2 * q + 1);
+                const __m256i u = _mm256_set1_epi8(-128);
                 _mm256_storeu_si256((__m256i *)(ys + 64 * q),
-                                    k4 ? _mm256_blend_epi16(o0, _mm256_slli_epi32(o1, 16), 0xAA) : o0);
+                                    k4 ? _mm256_blend_epi16(o0, _mm256_slli_epi32(o1, 16), 0xAA)
+                                       : _mm256_xor_si256(o0, u));
                 _mm256_storeu_si256((__m256i *)(ys + 64 * q + 32),
-                                    k4 ? _mm256_blend_epi16(_mm256_srli_epi32(o0, 16), o1, 0xAA) : o1);
+                                    k4 ? _mm256_blend_epi16(_mm256_srli_epi32(o0, 16), o1, 0xAA)
+                                       : _mm256_xor_si256(o1, u));
             }
             a->yd[t][b] = qk_ld_f32(yb);
             for (int p = 0; k4 && p < 4; p++) {
@@ -316,17 +324,25 @@ QK_TARGET_AVX2 static void q5_K_packed_tile(int64_t n, const void *xp, int ng, c
  * The reference (ggml_vec_dot_q6_K_q8_K_generic) is Q4_K's without the mins:
  *   lane[l] = sum over e = l (mod 8) of sc[e / 16] * (q[e] - 32) * y[e]
  *   sums[l] += (xd * yd) * (float)lane[l];   result 0 + sums[0] + ... + sums[7]
- * Packed super-block of a group (1680 bytes, the eight blocks' own size):
+ * Packed super-block of a group (1936 bytes; the eight blocks take 1680):
  *   d[8]            f16, row order                                   (16 bytes)
  *   sc[m][r][2]     row r's scales 2m and 2m + 1 (int8)                 (128)
- *   16 quads (l, h) of 96 bytes: N0, N1, H, each 8 rows x 4 bytes; level i
- *   (i = 0..3, m = 4h + i) of row r, byte k is q[32m + 8k + l], its low four
- *   bits in nibble i % 2 of N[i / 2], its top two at bits 2i of H.
- * The levels go signed (a = q - 32) and the dot takes |a| against y with
- * a's signs (exact: Q8_K activation quants are in [-127, 127]); each 16-bit
- * pair holds two elements of one sub-block, so madd
- * against (sc[2m], sc[2m+1]) scales them. */
-enum { Q6_K_SIZE = 210, PACKED6 = 1680 };
+ *   for each l, 224 bytes:
+ *     quads (l, h), h = 0, 1, of 96 bytes: N0, N1, H, each 8 rows x 4 bytes;
+ *     level i (i = 0..3, m = 4h + i) of row r, byte k is q[32m + 8k + l],
+ *     its low four bits in nibble i % 2 of N[i / 2], its top two at bits
+ *     2i of H;
+ *     corr[l][r]    int32: 128 * sum over e = l (mod 8) of
+ *                   sc[e / 16] * (q[e] - 32)                          (32)
+ * The levels go signed (a = q - 32) and meet the activation offset to
+ * unsigned, y + 128 (act_prepare): maddubs pairs of at most 255 * 32 * 2 =
+ * 16320, inside int16, each 16-bit pair two elements of one sub-block, so
+ * madd against (sc[2m], sc[2m+1]) scales them, and subtracting corr[l]
+ * leaves the reference's exact lane[l]. */
+enum { Q6_K_SIZE = 210, PACKED6 = 144 + 8 * 224 };
+
+/* Offset of quad (l, h) in a packed Q6_K super-block; corr[l] at quad (l, 2). */
+static inline size_t quad_at(int l, int h) { return 144 + 224 * (size_t)l + 96 * (size_t)h; }
 
 static size_t q6_K_pack_size(int64_t n) { return (size_t)(n / QKK) * PACKED6; }
 
@@ -351,13 +367,29 @@ QK_TARGET_AVX2 static void q6_K_pack(int64_t n, const void *x, size_t xs, void *
                     const __m128i a = _mm_loadu_si128((const __m128i *)ql);
                     const __m128i c = _mm_loadu_si128((const __m128i *)(ql + 32));
                     const __m128i hq = _mm_loadu_si128((const __m128i *)(blk + 128 + 32 * h + 16 * half));
-                    const __m128i n0 = _mm_or_si128(_mm_and_si128(a, m4), _mm_slli_epi16(_mm_and_si128(c, m4), 4));
-                    const __m128i n1 = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(a, 4), m4), _mm_andnot_si128(m4, c));
-                    uint8_t *quad = d + 144 + 96 * h + 4 * r + 2 * half;
-                    store_lk2(n0, quad, 192);
-                    store_lk2(n1, quad + 32, 192);
-                    store_lk2(hq, quad + 64, 192);
+                    const __m128i n0 =
+                        _mm_or_si128(_mm_and_si128(a, m4), _mm_slli_epi16(_mm_and_si128(c, m4), 4));
+                    const __m128i n1 =
+                        _mm_or_si128(_mm_and_si128(_mm_srli_epi16(a, 4), m4), _mm_andnot_si128(m4, c));
+                    uint8_t *quad = d + quad_at(0, h) + 4 * r + 2 * half;
+                    store_lk2(n0, quad, 224);
+                    store_lk2(n1, quad + 32, 224);
+                    store_lk2(hq, quad + 64, 224);
                 }
+            int32_t corr[8] = {0};
+            for (int h = 0; h < 2; h++)
+                for (int j = 0; j < 64; j++) { /* elements 128h + j and 128h + 64 + j */
+                    const int e0 = 128 * h + (j % 32) + 32 * (j / 32), e1 = e0 + 64;
+                    const uint8_t ql = blk[64 * h + j], qh = blk[128 + 32 * h + j % 32];
+                    const int sh = 2 * (j / 32);
+                    const int q0 = (ql & 0xF) | ((qh >> sh) & 3) << 4, q1 = (ql >> 4) | ((qh >> (sh + 4)) & 3) << 4;
+                    corr[e0 % 8] += (int8_t)blk[192 + e0 / 16] * (q0 - 32);
+                    corr[e1 % 8] += (int8_t)blk[192 + e1 / 16] * (q1 - 32);
+                }
+            for (int l = 0; l < 8; l++) {
+                const int32_t c = 128 * corr[l];
+                memcpy(d + quad_at(l, 2) + 4 * r, &c, 4);
+            }
         }
 }
 
@@ -385,25 +417,28 @@ q6_K_span_nt(const uint8_t *g, const int nt, int nb, const act_span *a, group_st
         _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
             dt[t] = _mm256_mul_ps(xd, _mm256_set1_ps(a->yd[t][b]));
         _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++) {
-            qk_prefetch_span(g + QK_PREFETCH_AHEAD + l * (PACKED6 / 8), PACKED6 / 8);
+            qk_prefetch_span(g + QK_PREFETCH_AHEAD + quad_at(l, 0), 224);
             __m256i acc[PT];
             _Pragma("GCC unroll 4") for (int t = 0; t < PT; t++)
                 acc[t] = _mm256_setzero_si256();
             _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
-                const uint8_t *quad = g + 144 + 96 * (2 * l + h);
+                const uint8_t *quad = g + quad_at(l, h);
                 const __m256i n0 = _mm256_loadu_si256((const __m256i *)quad);
                 const __m256i n1 = _mm256_loadu_si256((const __m256i *)(quad + 32));
                 const __m256i hb = _mm256_loadu_si256((const __m256i *)(quad + 64));
                 _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
                     const int m = 4 * h + i;
-                    const __m256i lv = q6_level(n0, n1, hb, i), mag = _mm256_sign_epi8(lv, lv);
+                    const __m256i lv = q6_level(n0, n1, hb, i);
                     _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
-                        const __m256i yv = _mm256_set1_epi32((int)qk_ld_u32(a->ys[t][b] + 32 * m + 4 * l));
-                        const __m256i p = _mm256_maddubs_epi16(mag, _mm256_sign_epi8(yv, lv));
+                        const __m256i yu = _mm256_set1_epi32((int)qk_ld_u32(a->ys[t][b] + 32 * m + 4 * l));
+                        const __m256i p = _mm256_maddubs_epi16(yu, lv);
                         acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p, sc[m]));
                     }
                 }
             }
+            const __m256i corr = _mm256_loadu_si256((const __m256i *)(g + quad_at(l, 2)));
+            _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
+                acc[t] = _mm256_sub_epi32(acc[t], corr);
             _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
                 st->s[t][l] = _mm256_add_ps(st->s[t][l], _mm256_mul_ps(dt[t], _mm256_cvtepi32_ps(acc[t])));
         }
