@@ -288,7 +288,12 @@ QK_TARGET_AVX2 static void packed_k_tile(int64_t n, const void *xp, int ng, cons
             const uint8_t *yr[PT];
             _Pragma("GCC unroll 4") for (int t = 0; t < PT; t++)
                 yr[t] = (const uint8_t *)y + (size_t)(t0 + (t < q ? t : 0)) * ys;
-            memset(st, 0, (size_t)gn * sizeof *st);
+            for (int gi = 0; gi < gn; gi++) /* the q tokens' sums only (decode: 1 of PT) */
+                for (int t = 0; t < q; t++) {
+                    st[gi].f[t] = _mm256_setzero_ps();
+                    _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++)
+                        st[gi].s[t][l] = _mm256_setzero_ps();
+                }
             for (int64_t b0 = 0; b0 < nb; b0 += KC) {
                 const int kb = (int)(nb - b0 < KC ? nb - b0 : KC);
                 act_prepare(yr, q, b0, kb, k4, &a);
