@@ -99,13 +99,13 @@ QK_TARGET_AVX2 static inline __m256i q5_0_int(const uint8_t *xb, __m256i y)
 QK_TARGET_AVX2 static inline __m256i q4_1_int(const uint8_t *xb, __m256i y) { return dot_u8(q4_1_unpack(xb), y); }
 QK_TARGET_AVX2 static inline __m256i q5_1_int(const uint8_t *xb, __m256i y) { return dot_u8(q5_1_unpack(xb), y); }
 
-/* kvalues_iq4nl of ggml (iq4.c holds the same table). */
-static const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+/* kvalues_iq4nl of ggml (iq4.c holds the same table); x86.h. */
+const int8_t qk_x86_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                         1,    13,   25,  38,  53,  69,  89,  113};
 
 QK_TARGET_AVX2 static inline __m256i iq4_nl_unpack(const uint8_t *xb)
 {
-    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)iq4nl_values));
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qk_x86_iq4nl_values));
     return _mm256_shuffle_epi8(lut, nibbles(xb + 2));
 }
 

@@ -1,5 +1,6 @@
-/* avx2_packed_k.c - AVX2 kernels of repacked Q4_K, Q5_K and Q6_K weights
- * (cpu.h's pack and packed_tile), eight rows per group.
+/* avx2_packed_k.c - AVX2 kernels of repacked Q4_K, Q5_K, Q6_K and IQ4_XS
+ * weights (cpu.h's pack and packed_tile), eight rows per group: the
+ * super-blocks of 256 that meet Q8_K activations.
  *
  * The reference (kquants.c, ggml_vec_dot_q4_K_q8_K_generic) keeps, per
  * output, eight float sums: lane l collects the elements e = l (mod 8),
@@ -147,18 +148,27 @@ QK_TARGET_AVX2 static inline __m256i lane_major(const uint8_t *yq, int s)
     return _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(v, dw), tr);
 }
 
-/* k4: Q4_K's layout.  Sub-blocks 2q and 2q+1 (o0, o1 in lane_major order)
- * become, for each l, the halves A = (o0 k01, o1 k01) at 64q + 4l and
- * B = (o0 k23, o1 k23) at 64q + 32 + 4l, and the mins' sums are made;
- * otherwise (Q6_K) the sub-blocks stay as lane_major leaves them, offset
- * to unsigned (y + 128). */
-QK_TARGET_AVX2 static void act_prepare(const uint8_t *const y[PT], int nt, int64_t b0, int nb, int k4,
+/* The activation layouts:
+ * ACT_K4 (Q4_K, Q5_K): sub-blocks 2q and 2q+1 (o0, o1 in lane_major order)
+ *   become, for each l, the halves A = (o0 k01, o1 k01) at 64q + 4l and
+ *   B = (o0 k23, o1 k23) at 64q + 32 + 4l, and the mins' sums are made;
+ * ACT_K6 (Q6_K): the sub-blocks as lane_major leaves them, offset to
+ *   unsigned (y + 128);
+ * ACT_RAW (IQ4_XS): the quants as they are. */
+enum { ACT_K4, ACT_K6, ACT_RAW };
+QK_TARGET_AVX2 static void act_prepare(const uint8_t *const y[PT], int nt, int64_t b0, int nb, int mode,
                                        act_span *a)
 {
+    const int k4 = mode == ACT_K4;
     _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
         for (int b = 0; b < nb; b++) {
             const uint8_t *yb = y[t] + (size_t)(b0 + b) * Q8_K_SIZE;
             uint8_t *ys = a->ys[t][b];
+            a->yd[t][b] = qk_ld_f32(yb);
+            if (mode == ACT_RAW) {
+                memcpy(ys, yb + 4, QKK);
+                continue;
+            }
             for (int q = 0; q < 4; q++) {
                 const __m256i o0 = lane_major(yb + 4, 2 * q), o1 = lane_major(yb + 4, 2 * q + 1);
                 const __m256i u = _mm256_set1_epi8(-128);
@@ -169,7 +179,6 @@ QK_TARGET_AVX2 static void act_prepare(const uint8_t *const y[PT], int nt, int64
                                     k4 ? _mm256_blend_epi16(_mm256_srli_epi32(o0, 16), o1, 0xAA)
                                        : _mm256_xor_si256(o1, u));
             }
-            a->yd[t][b] = qk_ld_f32(yb);
             for (int p = 0; k4 && p < 4; p++) {
                 const int s0 = (int16_t)qk_ld_u16(yb + 260 + 8 * p) + (int16_t)qk_ld_u16(yb + 262 + 8 * p);
                 const int s1 = (int16_t)qk_ld_u16(yb + 264 + 8 * p) + (int16_t)qk_ld_u16(yb + 266 + 8 * p);
@@ -276,7 +285,7 @@ typedef void (*span_fn)(const uint8_t *g, int nt, int nb, const act_span *a, gro
  * k4: the activation side in Q4_K's layout (act_prepare). */
 QK_TARGET_AVX2 static void packed_k_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys,
                                          int nt, float *out, size_t ldo, size_t gsize, size_t bsize,
-                                         span_fn span, int k4)
+                                         span_fn span, int mode)
 {
     const int64_t nb = n / QKK;
     act_span a;
@@ -296,7 +305,7 @@ QK_TARGET_AVX2 static void packed_k_tile(int64_t n, const void *xp, int ng, cons
                 }
             for (int64_t b0 = 0; b0 < nb; b0 += KC) {
                 const int kb = (int)(nb - b0 < KC ? nb - b0 : KC);
-                act_prepare(yr, q, b0, kb, k4, &a);
+                act_prepare(yr, q, b0, kb, mode, &a);
                 for (int gi = 0; gi < gn; gi++)
                     span((const uint8_t *)xp + (size_t)(g0 + gi) * gsize + (size_t)b0 * bsize, q, kb, &a,
                          &st[gi]);
@@ -316,13 +325,13 @@ QK_TARGET_AVX2 static void packed_k_tile(int64_t n, const void *xp, int ng, cons
 QK_TARGET_AVX2 static void q4_K_packed_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys,
                                             int nt, float *out, size_t ldo)
 {
-    packed_k_tile(n, xp, ng, y, ys, nt, out, ldo, q4_K_pack_size(n), PACKED, q4_K_span, 1);
+    packed_k_tile(n, xp, ng, y, ys, nt, out, ldo, q4_K_pack_size(n), PACKED, q4_K_span, ACT_K4);
 }
 
 QK_TARGET_AVX2 static void q5_K_packed_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys,
                                             int nt, float *out, size_t ldo)
 {
-    packed_k_tile(n, xp, ng, y, ys, nt, out, ldo, q5_K_pack_size(n), PACKED5, q5_K_span, 1);
+    packed_k_tile(n, xp, ng, y, ys, nt, out, ldo, q5_K_pack_size(n), PACKED5, q5_K_span, ACT_K4);
 }
 
 /* ---- Q6_K -------------------------------------------------------------------
@@ -458,7 +467,93 @@ QK_TARGET_AVX2 static void q6_K_span(const uint8_t *g, int nt, int nb, const act
 QK_TARGET_AVX2 static void q6_K_packed_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys,
                                             int nt, float *out, size_t ldo)
 {
-    packed_k_tile(n, xp, ng, y, ys, nt, out, ldo, q6_K_pack_size(n), PACKED6, q6_K_span, 0);
+    packed_k_tile(n, xp, ng, y, ys, nt, out, ldo, q6_K_pack_size(n), PACKED6, q6_K_span, ACT_K6);
+}
+
+/* ---- IQ4_XS -----------------------------------------------------------------
+ * The reference (iq4.c, ggml_vec_dot_iq4_xs_q8_K_generic) keeps one float
+ * sum per output, sub-block s by sub-block:
+ *   sumf += ((xd * yd) * (float)ls[s]) * (float)isum[s]
+ * with ls[s] the 6-bit scale minus 32 and isum[s] the exact dot of the
+ * sub-block: qs byte j < 16 through the codebook, its low nibble against
+ * y[32s + j], its high one against y[32s + 16 + j].  Here lane r is row r,
+ * and sumf is group_state's f (its eight lane sums stay 0, and adding +0
+ * to a sum that started at +0 changes nothing).
+ * Packed super-block of a group (1104 bytes; the eight blocks take 1088):
+ *   d[8]        f16, row order                                       (16)
+ *   ls[s][r]    int8                                                 (64)
+ *   V[s][c]     bytes 4r .. 4r + 3: row r's qs[16s + 4c .. 16s + 4c + 3] (8 x 128)
+ * maddubs takes the codebook values' magnitudes against the activation
+ * bytes with their signs (exact: Q8_K quants are in [-127, 127], so pairs
+ * stay within 2 * 127 * 127), one madd per half to 32 bits. */
+enum { IQ4_XS_SIZE = 136, PACKED4X = 80 + 8 * 128 };
+
+static size_t iq4_xs_pack_size(int64_t n) { return (size_t)(n / QKK) * PACKED4X; }
+
+static void iq4_xs_pack(int64_t n, const void *x, size_t xs, void *dst)
+{
+    uint8_t *d = dst;
+    for (int64_t b = 0; b < n / QKK; b++, d += PACKED4X)
+        for (int r = 0; r < GROUP; r++) {
+            const uint8_t *blk = (const uint8_t *)x + (size_t)r * xs + (size_t)b * IQ4_XS_SIZE;
+            memcpy(d + 2 * r, blk, 2);
+            const unsigned sh = qk_ld_u16(blk + 2);
+            for (int s = 0; s < 8; s++) {
+                const int ls = ((blk[4 + s / 2] >> 4 * (s % 2)) & 15) | ((sh >> 2 * s) & 3) << 4;
+                d[16 + 8 * s + r] = (uint8_t)(int8_t)(ls - 32);
+                for (int c = 0; c < 4; c++)
+                    memcpy(d + 80 + 128 * s + 32 * c + 4 * r, blk + 8 + 16 * s + 4 * c, 4);
+            }
+        }
+}
+
+QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
+iq4_xs_span_nt(const uint8_t *g, const int nt, int nb, const act_span *a, group_state *st)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    const __m256i cb = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qk_x86_iq4nl_values));
+    for (int b = 0; b < nb; b++, g += PACKED4X) {
+        const __m256 xd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
+        __m256 dt[PT];
+        _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
+            dt[t] = _mm256_mul_ps(xd, _mm256_set1_ps(a->yd[t][b]));
+        for (int s = 0; s < 8; s++) {
+            qk_prefetch_span(g + QK_PREFETCH_AHEAD + 80 + 128 * s, 128);
+            const __m128i ls8 = _mm_loadl_epi64((const __m128i *)(g + 16 + 8 * s));
+            const __m256 ls = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(ls8));
+            __m256i acc[PT];
+            _Pragma("GCC unroll 4") for (int t = 0; t < PT; t++)
+                acc[t] = _mm256_setzero_si256();
+            _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(g + 80 + 128 * s + 32 * c));
+                const __m256i vl = _mm256_shuffle_epi8(cb, _mm256_and_si256(v, m4));
+                const __m256i vh = _mm256_shuffle_epi8(cb, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+                const __m256i ml = _mm256_abs_epi8(vl), mh = _mm256_abs_epi8(vh);
+                _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
+                    const uint8_t *ys = a->ys[t][b] + 32 * s + 4 * c;
+                    const __m256i yl = _mm256_set1_epi32((int)qk_ld_u32(ys));
+                    const __m256i yh = _mm256_set1_epi32((int)qk_ld_u32(ys + 16));
+                    const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(ml, _mm256_sign_epi8(yl, vl)), ones);
+                    const __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(mh, _mm256_sign_epi8(yh, vh)), ones);
+                    acc[t] = _mm256_add_epi32(acc[t], _mm256_add_epi32(pl, ph));
+                }
+            }
+            _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
+                st->f[t] = _mm256_add_ps(st->f[t],
+                                         _mm256_mul_ps(_mm256_mul_ps(dt[t], ls), _mm256_cvtepi32_ps(acc[t])));
+        }
+    }
+}
+
+QK_TARGET_AVX2 static void iq4_xs_span(const uint8_t *g, int nt, int nb, const act_span *a, group_state *st)
+{
+    QK_BY_NT4(nt, iq4_xs_span_nt(g, N, nb, a, st))
+}
+
+QK_TARGET_AVX2 static void iq4_xs_packed_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys,
+                                              int nt, float *out, size_t ldo)
+{
+    packed_k_tile(n, xp, ng, y, ys, nt, out, ldo, iq4_xs_pack_size(n), PACKED4X, iq4_xs_span, ACT_RAW);
 }
 
 /* Tiles of 64 rows: the activation side (act_prepare) is made once for 8
@@ -469,11 +564,14 @@ QK_TARGET_AVX2 static void q6_K_packed_tile(int64_t n, const void *xp, int ng, c
  * than the row kernel on bench250m Q4_K_M tg32, Q5_K's about as fast
  * (0.89-1.10x on bench250m Q5_K_M tg32, seven interleaved runs; its pp256
  * is 1.3-1.8x the row kernel's); Q6_K's is about 10 % slower (its level
- * unpacking), so Q6_K's stay on the rows as they are (avx2_kquants.c). */
+ * unpacking), so Q6_K's stay on the rows as they are (avx2_kquants.c).
+ * IQ4_XS's packed kernel against its row kernel on bench250m IQ4_XS:
+ * pp256 2.3-3.1x, tg32 1.8-2.2x. */
 const qk_pack_ops qk_x86_avx2_packed_k[] = {
     {.id = QK_Q4_K, .pack_size = q4_K_pack_size, .pack = q4_K_pack, .packed_tile = q4_K_packed_tile, .tile_rows = 64, .decode = 1},
     {.id = QK_Q5_K, .pack_size = q5_K_pack_size, .pack = q5_K_pack, .packed_tile = q5_K_packed_tile, .tile_rows = 64, .decode = 1},
     {.id = QK_Q6_K, .pack_size = q6_K_pack_size, .pack = q6_K_pack, .packed_tile = q6_K_packed_tile, .tile_rows = 64},
+    {.id = QK_IQ4_XS, .pack_size = iq4_xs_pack_size, .pack = iq4_xs_pack, .packed_tile = iq4_xs_packed_tile, .tile_rows = 64, .decode = 1},
     {.id = -1},
 };
 

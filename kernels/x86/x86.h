@@ -54,6 +54,9 @@ void qk_x86_avx2_make_qkx_quants_x8(int n, int nmax, const float *x, const float
  * group g is x + 32g (importance qw + 32g or NULL) with sigma2[g]. */
 void qk_x86_avx2_iq4_scales_x8(const float *x, const float *qw, const float *sigma2,
                                const int8_t *codebook, int ntry, float *scales);
+/* ggml's kvalues_iq4nl (avx2_legacy.c). */
+extern const int8_t qk_x86_iq4nl_values[16];
+
 /* IQ4's pack_sub: 32 values at inverse scale id to 16 bytes of codebook-index nibbles. */
 void qk_x86_avx2_iq4_pack(const float *x, float id, const int8_t *codebook, uint8_t *qs);
 #endif
