@@ -268,8 +268,9 @@ QK_TARGET_AVX2 static float q6_K_dot1s(int64_t n, const uint8_t *x, const uint8_
 K4_DOTTS(q4_K_dotTs, Q4_K_SIZE, 0)
 K4_DOTTS(q5_K_dotTs, Q5_K_SIZE, 1)
 
-QK_TARGET_AVX2 static void q6_K_dotTs(int64_t n, const uint8_t *x, const uint8_t *const ysh[KT],
-                                      const uint8_t *const y[KT], int nt, float out[KT])
+QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
+q6_K_dotTs_nt(int64_t n, const uint8_t *x, const uint8_t *const ysh[KT], const uint8_t *const y[KT], const int nt,
+              float out[KT])
 {
     __m256 sums[KT];
     for (int t = 0; t < nt; t++)
@@ -309,6 +310,12 @@ QK_TARGET_AVX2 static void q6_K_dotTs(int64_t n, const uint8_t *x, const uint8_t
         out[t] = add_lanes(0, sums[t]);
 }
 
+QK_TARGET_AVX2 static void q6_K_dotTs(int64_t n, const uint8_t *x, const uint8_t *const ysh[KT],
+                                      const uint8_t *const y[KT], int nt, float out[KT])
+{
+    QK_BY_NT4(nt, q6_K_dotTs_nt(n, x, ysh, y, N, out))
+}
+
 /* ---- Q2_K: scales[16] qs[64] d dmin ---------------------------------------------
  * The reference (q2_K_vec_dot) takes each block's whole integer sum
  * isum = sum_j (scales[j] & 15) * sum of group j's 16 products, exact in any
@@ -317,8 +324,8 @@ QK_TARGET_AVX2 static void q6_K_dotTs(int64_t n, const uint8_t *x, const uint8_t
  * holds groups 8h + 2s (low 16 bytes) and 8h + 2s + 1 (high 16). */
 enum { Q2_K_SIZE = 84 };
 
-QK_TARGET_AVX2 static void q2_K_dotT(int64_t n, const uint8_t *x, const uint8_t *const y[KT], int nt,
-                                     float out[KT])
+QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
+q2_K_dotT_nt(int64_t n, const uint8_t *x, const uint8_t *const y[KT], const int nt, float out[KT])
 {
     float sumf[KT] = {0};
     const __m256i m3 = _mm256_set1_epi8(3);
@@ -357,6 +364,13 @@ QK_TARGET_AVX2 static void q2_K_dotT(int64_t n, const uint8_t *x, const uint8_t 
         out[t] = sumf[t];
 }
 
+/* one instance per token count: the token loops unroll */
+QK_TARGET_AVX2 static void q2_K_dotT(int64_t n, const uint8_t *x, const uint8_t *const y[KT], int nt,
+                                     float out[KT])
+{
+    QK_BY_NT4(nt, q2_K_dotT_nt(n, x, y, N, out))
+}
+
 QK_TILE_OF_DOTT(q2_K_tile, q2_K_dotT, KT)
 
 QK_VEC_DOT_OF_TILE(q2_K_tile_dot, q2_K_tile)
@@ -375,8 +389,9 @@ static void q3_K_scales8(const uint8_t *s12, int8_t sc[16])
     }
 }
 
-QK_TARGET_AVX2 static void q3_K_dotTs(int64_t n, const uint8_t *x, const uint8_t *const ysh[KT],
-                                      const uint8_t *const y[KT], int nt, float out[KT])
+QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
+q3_K_dotTs_nt(int64_t n, const uint8_t *x, const uint8_t *const ysh[KT], const uint8_t *const y[KT], const int nt,
+              float out[KT])
 {
     __m256 sums[KT];
     for (int t = 0; t < nt; t++)
@@ -419,11 +434,19 @@ QK_TARGET_AVX2 static void q3_K_dotTs(int64_t n, const uint8_t *x, const uint8_t
         out[t] = add_lanes(0, sums[t]);
 }
 
+/* one instance per token count: the token loops unroll (decode's dot1s is
+ * the one-token instance) */
+QK_TARGET_AVX2 static void q3_K_dotTs(int64_t n, const uint8_t *x, const uint8_t *const ysh[KT],
+                                      const uint8_t *const y[KT], int nt, float out[KT])
+{
+    QK_BY_NT4(nt, q3_K_dotTs_nt(n, x, ysh, y, N, out))
+}
+
 QK_TARGET_AVX2 static float q3_K_dot1s(int64_t n, const uint8_t *x, const uint8_t *ysh, const uint8_t *y)
 {
     const uint8_t *s1[KT] = {ysh}, *y1[KT] = {y};
     float o[KT];
-    q3_K_dotTs(n, x, s1, y1, 1, o);
+    q3_K_dotTs_nt(n, x, s1, y1, 1, o);
     return o[0];
 }
 
