@@ -381,13 +381,6 @@ QK_VEC_DOT_OF_TILE(q2_K_tile_dot, q2_K_tile)
  * (-4..3); sixteen 6-bit scales less 32, one per 16 elements, as Q6_K's. */
 enum { Q3_K_SIZE = 110 };
 
-static void q3_K_scales8(const uint8_t *s12, int8_t sc[16])
-{
-    for (int j = 0; j < 16; j++) {
-        const int lo = j < 8 ? s12[j] & 0xF : s12[j - 8] >> 4;
-        sc[j] = (int8_t)((lo | ((s12[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32);
-    }
-}
 
 QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
 q3_K_dotTs_nt(int64_t n, const uint8_t *x, const uint8_t *const ysh[KT], const uint8_t *const y[KT], const int nt,
@@ -400,7 +393,7 @@ q3_K_dotTs_nt(int64_t n, const uint8_t *x, const uint8_t *const ysh[KT], const u
     for (int64_t i = 0; i < n / QKK; i++, x += Q3_K_SIZE) {
         qk_prefetch_span(x + QK_PREFETCH_AHEAD, Q3_K_SIZE);
         int8_t sc[16];
-        q3_K_scales8(x + 96, sc);
+        qk_q3_K_scales8(x + 96, sc);
         const __m256i hm = lane_shuffle(_mm256_loadu_si256((const __m256i *)x));
         __m256i sa[8], aa[8], scale[4];
         _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {

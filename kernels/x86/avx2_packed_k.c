@@ -1,5 +1,5 @@
-/* avx2_packed_k.c - AVX2 kernels of repacked Q4_K, Q5_K, Q6_K and IQ4_XS
- * weights (cpu.h's pack and packed_tile), eight rows per group: the
+/* avx2_packed_k.c - AVX2 kernels of repacked Q3_K, Q4_K, Q5_K, Q6_K and
+ * IQ4_XS weights (cpu.h's pack and packed_tile), eight rows per group: the
  * super-blocks of 256 that meet Q8_K activations.
  *
  * The reference (kquants.c, ggml_vec_dot_q4_K_q8_K_generic) keeps, per
@@ -419,10 +419,73 @@ QK_TARGET_AVX2 static inline __m256i q6_level(__m256i n0, __m256i n1, __m256i h,
     return _mm256_sub_epi8(_mm256_or_si256(nib, top), _mm256_set1_epi8(32));
 }
 
-QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
-q6_K_span_nt(const uint8_t *g, const int nt, int nb, const act_span *a, group_state *st)
+/* ---- Q3_K: hmask[32] qs[64] scales[12] d ------------------------------------
+ * The reference (ggml_vec_dot_q3_K_q8_K_generic) is Q6_K's with levels
+ * a = (2 bits of qs) - (hmask bit ? 0 : 4) in [-4, 3] and 6-bit scales less
+ * 32.  Element 128h + 32i + 8k + l has its two low bits at bits 2i of
+ * qs[32h + 8k + l] and its hmask bit at bit 4h + i of hmask[8k + l], so
+ * the packed bytes are the block's own, transposed.  Packed super-block of a
+ * group (1040 bytes; the eight blocks take 880):
+ *   d[8], sc[m][r][2]   as Q6_K's (the scales less 32)              (144)
+ *   for each l, 112 bytes:
+ *     Q[l][h][r][k]  qs[32h + 8k + l] of row r, h = 0, 1       (2 x 32)
+ *     M[l][r][k]     hmask[8k + l]                                  (32)
+ *     corr[l][r]     int16: sum over e = l (mod 8) of sc[e / 16] * a[e]
+ *                    (at most 32 * 32 * 4 in size); the kernel takes
+ *                    128 * corr[l] as Q6_K's (its maddubs pairs: at most
+ *                    255 * 4 * 2)                                   (16) */
+enum { Q3_K_SIZE = 110, PACKED3 = 144 + 8 * 112 };
+
+static size_t q3_K_pack_size(int64_t n) { return (size_t)(n / QKK) * PACKED3; }
+static inline size_t q3_at(int l) { return 144 + 112 * (size_t)l; }
+
+QK_TARGET_AVX2 static void q3_K_pack(int64_t n, const void *x, size_t xs, void *dst)
 {
-    for (int b = 0; b < nb; b++, g += PACKED6) {
+    uint8_t *d = dst;
+    for (int64_t b = 0; b < n / QKK; b++, d += PACKED3)
+        for (int r = 0; r < GROUP; r++) {
+            const uint8_t *blk = (const uint8_t *)x + (size_t)r * xs + (size_t)b * Q3_K_SIZE;
+            int8_t sc[16];
+            qk_q3_K_scales8(blk + 96, sc);
+            memcpy(d + 2 * r, blk + 108, 2);
+            for (int j = 0; j < 16; j++)
+                d[16 + 16 * (j / 2) + 2 * r + j % 2] = (uint8_t)sc[j];
+            for (int half = 0; half < 2; half++) { /* k = 2 half, 2 half + 1 */
+                for (int h = 0; h < 2; h++)
+                    store_lk2(_mm_loadu_si128((const __m128i *)(blk + 32 + 32 * h + 16 * half)),
+                              d + q3_at(0) + 32 * h + 4 * r + 2 * half, 112);
+                store_lk2(_mm_loadu_si128((const __m128i *)(blk + 16 * half)), d + q3_at(0) + 64 + 4 * r + 2 * half,
+                          112);
+            }
+            int corr[8] = {0};
+            for (int e = 0; e < QKK; e++) {
+                const int h = e / 128, i = e / 32 % 4, j = e % 32;
+                const int a = ((blk[32 + 32 * h + j] >> 2 * i) & 3) - ((blk[j] >> (4 * h + i)) & 1 ? 0 : 4);
+                corr[e % 8] += sc[e / 16] * a;
+            }
+            for (int l = 0; l < 8; l++) {
+                const int16_t c = (int16_t)corr[l];
+                memcpy(d + q3_at(l) + 96 + 2 * r, &c, 2);
+            }
+        }
+}
+
+/* Level i of quad h of Q3_K (lq: Q[l][h], mk: M[l]) as signed bytes. */
+QK_TARGET_AVX2 static inline __m256i q3_level(__m256i lq, __m256i mk, int h, int i)
+{
+    const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(lq, 2 * i), _mm256_set1_epi8(3));
+    const int sh = 4 * h + i - 2; /* the hmask bit to bit 2 */
+    const __m256i hb = _mm256_and_si256(sh >= 0 ? _mm256_srli_epi16(mk, sh) : _mm256_slli_epi16(mk, -sh),
+                                        _mm256_set1_epi8(4));
+    return _mm256_sub_epi8(_mm256_or_si256(lo, hb), _mm256_set1_epi8(4));
+}
+
+/* Q6_K (three = 0) or Q3_K (three = 1): the same sums over their levels. */
+QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
+k6_span_nt(const uint8_t *g, const int nt, int nb, const act_span *a, group_state *st, const int three)
+{
+    const size_t bsize = three ? PACKED3 : PACKED6, lsize = three ? 112 : 224;
+    for (int b = 0; b < nb; b++, g += bsize) {
         const __m256 xd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
         __m256i sc[8];
         for (int m = 0; m < 8; m++)
@@ -431,18 +494,19 @@ q6_K_span_nt(const uint8_t *g, const int nt, int nb, const act_span *a, group_st
         _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
             dt[t] = _mm256_mul_ps(xd, _mm256_set1_ps(a->yd[t][b]));
         _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++) {
-            qk_prefetch_span(g + QK_PREFETCH_AHEAD + quad_at(l, 0), 224);
+            qk_prefetch_span(g + QK_PREFETCH_AHEAD + 144 + lsize * (size_t)l, lsize);
             __m256i acc[PT];
             _Pragma("GCC unroll 4") for (int t = 0; t < PT; t++)
                 acc[t] = _mm256_setzero_si256();
+            const __m256i mk = three ? _mm256_loadu_si256((const __m256i *)(g + q3_at(l) + 64)) : acc[0];
             _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
-                const uint8_t *quad = g + quad_at(l, h);
+                const uint8_t *quad = three ? g + q3_at(l) + 32 * h : g + quad_at(l, h);
                 const __m256i n0 = _mm256_loadu_si256((const __m256i *)quad);
-                const __m256i n1 = _mm256_loadu_si256((const __m256i *)(quad + 32));
-                const __m256i hb = _mm256_loadu_si256((const __m256i *)(quad + 64));
+                const __m256i n1 = three ? n0 : _mm256_loadu_si256((const __m256i *)(quad + 32));
+                const __m256i hb = three ? n0 : _mm256_loadu_si256((const __m256i *)(quad + 64));
                 _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
                     const int m = 4 * h + i;
-                    const __m256i lv = q6_level(n0, n1, hb, i);
+                    const __m256i lv = three ? q3_level(n0, mk, h, i) : q6_level(n0, n1, hb, i);
                     _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
                         const __m256i yu = _mm256_set1_epi32((int)qk_ld_u32(a->ys[t][b] + 32 * m + 4 * l));
                         const __m256i p = _mm256_maddubs_epi16(yu, lv);
@@ -450,7 +514,10 @@ q6_K_span_nt(const uint8_t *g, const int nt, int nb, const act_span *a, group_st
                     }
                 }
             }
-            const __m256i corr = _mm256_loadu_si256((const __m256i *)(g + quad_at(l, 2)));
+            const __m256i corr =
+                three ? _mm256_slli_epi32(_mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(g + q3_at(l) + 96))),
+                                          7)
+                      : _mm256_loadu_si256((const __m256i *)(g + quad_at(l, 2)));
             _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
                 acc[t] = _mm256_sub_epi32(acc[t], corr);
             _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
@@ -461,7 +528,18 @@ q6_K_span_nt(const uint8_t *g, const int nt, int nb, const act_span *a, group_st
 
 QK_TARGET_AVX2 static void q6_K_span(const uint8_t *g, int nt, int nb, const act_span *a, group_state *st)
 {
-    QK_BY_NT4(nt, q6_K_span_nt(g, N, nb, a, st))
+    QK_BY_NT4(nt, k6_span_nt(g, N, nb, a, st, 0))
+}
+
+QK_TARGET_AVX2 static void q3_K_span(const uint8_t *g, int nt, int nb, const act_span *a, group_state *st)
+{
+    QK_BY_NT4(nt, k6_span_nt(g, N, nb, a, st, 1))
+}
+
+QK_TARGET_AVX2 static void q3_K_packed_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys,
+                                            int nt, float *out, size_t ldo)
+{
+    packed_k_tile(n, xp, ng, y, ys, nt, out, ldo, q3_K_pack_size(n), PACKED3, q3_K_span, ACT_K6);
 }
 
 QK_TARGET_AVX2 static void q6_K_packed_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys,
@@ -566,10 +644,12 @@ QK_TARGET_AVX2 static void iq4_xs_packed_tile(int64_t n, const void *xp, int ng,
  * is 1.3-1.8x the row kernel's); Q6_K's is about 10 % slower (its level
  * unpacking), so Q6_K's stay on the rows as they are (avx2_kquants.c).
  * IQ4_XS's packed kernel against its row kernel on bench250m IQ4_XS:
- * pp256 2.3-3.1x, tg32 1.8-2.2x. */
+ * pp256 2.3-3.1x, tg32 1.8-2.2x; Q3_K's on bench250m Q3_K_M: pp256
+ * 1.71-1.80x, tg32 1.54-1.75x. */
 const qk_pack_ops qk_x86_avx2_packed_k[] = {
     {.id = QK_Q4_K, .pack_size = q4_K_pack_size, .pack = q4_K_pack, .packed_tile = q4_K_packed_tile, .tile_rows = 64, .decode = 1},
     {.id = QK_Q5_K, .pack_size = q5_K_pack_size, .pack = q5_K_pack, .packed_tile = q5_K_packed_tile, .tile_rows = 64, .decode = 1},
+    {.id = QK_Q3_K, .pack_size = q3_K_pack_size, .pack = q3_K_pack, .packed_tile = q3_K_packed_tile, .tile_rows = 64, .decode = 1},
     {.id = QK_Q6_K, .pack_size = q6_K_pack_size, .pack = q6_K_pack, .packed_tile = q6_K_packed_tile, .tile_rows = 64},
     {.id = QK_IQ4_XS, .pack_size = iq4_xs_pack_size, .pack = iq4_xs_pack, .packed_tile = iq4_xs_packed_tile, .tile_rows = 64, .decode = 1},
     {.id = -1},

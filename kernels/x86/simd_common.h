@@ -82,6 +82,15 @@ QK_TARGET_AVX2 static inline void qk_prefetch_span(const uint8_t *p, size_t len)
         _mm_prefetch((const char *)p + l, _MM_HINT_T0);
 }
 
+/* The sixteen 6-bit scales of a Q3_K block's scales[12], less 32. */
+static inline void qk_q3_K_scales8(const uint8_t *s12, int8_t sc[16])
+{
+    for (int j = 0; j < 16; j++) {
+        const int lo = j < 8 ? s12[j] & 0xF : s12[j - 8] >> 4;
+        sc[j] = (int8_t)((lo | ((s12[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32);
+    }
+}
+
 /* QK_BY_NT4(nt, call): run `call` with the constant N = nt for nt = 1, 2, 3
  * and N = 4 otherwise, so that an always_inline kernel taking N as its
  * token count gets one instance per count: its token loops unroll and the
