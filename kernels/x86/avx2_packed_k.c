@@ -1,4 +1,4 @@
-/* avx2_packed_k.c - AVX2 kernels of repacked Q3_K, Q4_K, Q5_K, Q6_K and
+/* avx2_packed_k.c - AVX2 kernels of repacked K-quant (Q2_K .. Q6_K) and
  * IQ4_XS weights (cpu.h's pack and packed_tile), eight rows per group: the
  * super-blocks of 256 that meet Q8_K activations.
  *
@@ -135,7 +135,7 @@ static void q5_K_pack(int64_t n, const void *x, size_t xs, void *dst)
 typedef struct {
     uint8_t ys[PT][KC][QKK];
     float yd[PT][KC];
-    int32_t bs[PT][KC][4];
+    int32_t bs[PT][KC][8];
 } act_span;
 
 /* Sub-block s of the Q8_K quants at yq permuted to ys[s][l][k] = y[32s + 8k + l]. */
@@ -154,8 +154,10 @@ QK_TARGET_AVX2 static inline __m256i lane_major(const uint8_t *yq, int s)
  *   B = (o0 k23, o1 k23) at 64q + 32 + 4l, and the mins' sums are made;
  * ACT_K6 (Q6_K): the sub-blocks as lane_major leaves them, offset to
  *   unsigned (y + 128);
- * ACT_RAW (IQ4_XS): the quants as they are. */
-enum { ACT_K4, ACT_K6, ACT_RAW };
+ * ACT_RAW (IQ4_XS): the quants as they are;
+ * ACT_K2 (Q2_K): as ACT_K6 without the offset, and bs the sixteen 16-bit
+ *   block sums as they are, two per int32. */
+enum { ACT_K4, ACT_K6, ACT_RAW, ACT_K2 };
 QK_TARGET_AVX2 static void act_prepare(const uint8_t *const y[PT], int nt, int64_t b0, int nb, int mode,
                                        act_span *a)
 {
@@ -171,7 +173,7 @@ QK_TARGET_AVX2 static void act_prepare(const uint8_t *const y[PT], int nt, int64
             }
             for (int q = 0; q < 4; q++) {
                 const __m256i o0 = lane_major(yb + 4, 2 * q), o1 = lane_major(yb + 4, 2 * q + 1);
-                const __m256i u = _mm256_set1_epi8(-128);
+                const __m256i u = _mm256_set1_epi8(mode == ACT_K6 ? -128 : 0);
                 _mm256_storeu_si256((__m256i *)(ys + 64 * q),
                                     k4 ? _mm256_blend_epi16(o0, _mm256_slli_epi32(o1, 16), 0xAA)
                                        : _mm256_xor_si256(o0, u));
@@ -179,6 +181,8 @@ QK_TARGET_AVX2 static void act_prepare(const uint8_t *const y[PT], int nt, int64
                                     k4 ? _mm256_blend_epi16(_mm256_srli_epi32(o0, 16), o1, 0xAA)
                                        : _mm256_xor_si256(o1, u));
             }
+            if (mode == ACT_K2)
+                memcpy(a->bs[t][b], yb + 4 + QKK, 32);
             for (int p = 0; k4 && p < 4; p++) {
                 const int s0 = (int16_t)qk_ld_u16(yb + 260 + 8 * p) + (int16_t)qk_ld_u16(yb + 262 + 8 * p);
                 const int s1 = (int16_t)qk_ld_u16(yb + 264 + 8 * p) + (int16_t)qk_ld_u16(yb + 266 + 8 * p);
@@ -548,6 +552,92 @@ QK_TARGET_AVX2 static void q6_K_packed_tile(int64_t n, const void *xp, int ng, c
     packed_k_tile(n, xp, ng, y, ys, nt, out, ldo, q6_K_pack_size(n), PACKED6, q6_K_span, ACT_K6);
 }
 
+/* ---- Q2_K: scales[16] qs[64] d dmin -------------------------------------------
+ * The reference (kquants.c, ggml_vec_dot_q2_K_q8_K_generic) takes each
+ * block's whole integer sums, exact in any order,
+ *   isum  = sum over sub-blocks j of (scales[j] & 15) * (levels . y of j)
+ *   summs = sum over j of (scales[j] >> 4) * bsums[j]
+ * and then  sumf += (yd * d) * isum - (yd * dmin) * summs  in float.  Its
+ * levels (0..3) sit as Q3_K's low bits, so the packed super-block of a
+ * group is the eight blocks' own bytes (672):
+ *   d[8], dmin[8]    f16, row order                                  (32)
+ *   S[m][r][2]       scales[2m], scales[2m + 1] of row r              (128)
+ *   Q[l][h][r][k]    qs[32h + 8k + l] of row r                     (8 x 64)
+ * Here lane r is row r and sumf is group_state's f, as for IQ4_XS. */
+enum { Q2_K_SIZE = 84, PACKED2 = 160 + 8 * 64 };
+
+static size_t q2_K_pack_size(int64_t n) { return (size_t)(n / QKK) * PACKED2; }
+
+QK_TARGET_AVX2 static void q2_K_pack(int64_t n, const void *x, size_t xs, void *dst)
+{
+    uint8_t *d = dst;
+    for (int64_t b = 0; b < n / QKK; b++, d += PACKED2)
+        for (int r = 0; r < GROUP; r++) {
+            const uint8_t *blk = (const uint8_t *)x + (size_t)r * xs + (size_t)b * Q2_K_SIZE;
+            memcpy(d + 2 * r, blk + 80, 2);
+            memcpy(d + 16 + 2 * r, blk + 82, 2);
+            for (int m = 0; m < 8; m++)
+                memcpy(d + 32 + 16 * m + 2 * r, blk + 2 * m, 2);
+            for (int half = 0; half < 2; half++) /* k = 2 half, 2 half + 1 */
+                for (int h = 0; h < 2; h++)
+                    store_lk2(_mm_loadu_si128((const __m128i *)(blk + 16 + 32 * h + 16 * half)),
+                              d + 160 + 32 * h + 4 * r + 2 * half, 64);
+        }
+}
+
+QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
+q2_K_span_nt(const uint8_t *g, const int nt, int nb, const act_span *a, group_state *st)
+{
+    const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(0x0F);
+    for (int b = 0; b < nb; b++, g += PACKED2) {
+        const __m256 xd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
+        const __m256 xmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 16)));
+        __m256i acc[PT], mins[PT];
+        _Pragma("GCC unroll 4") for (int t = 0; t < PT; t++)
+            acc[t] = mins[t] = _mm256_setzero_si256();
+        __m256i sc[8];
+        for (int m = 0; m < 8; m++) {
+            const __m128i sm = _mm_loadu_si128((const __m128i *)(g + 32 + 16 * m));
+            sc[m] = _mm256_cvtepu8_epi16(_mm_and_si128(sm, _mm256_castsi256_si128(m4)));
+            const __m256i mn =
+                _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), _mm256_castsi256_si128(m4)));
+            _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
+                mins[t] = _mm256_add_epi32(mins[t], _mm256_madd_epi16(mn, _mm256_set1_epi32(a->bs[t][b][m])));
+        }
+        _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++) {
+            qk_prefetch_span(g + QK_PREFETCH_AHEAD + 160 + 64 * l, 64);
+            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(g + 160 + 64 * l + 32 * h));
+                _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+                    const int m = 4 * h + i;
+                    const __m256i lv = _mm256_and_si256(_mm256_srli_epi16(q, 2 * i), m3);
+                    _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
+                        const __m256i yv = _mm256_set1_epi32((int)qk_ld_u32(a->ys[t][b] + 32 * m + 4 * l));
+                        acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(_mm256_maddubs_epi16(lv, yv), sc[m]));
+                    }
+                }
+            }
+        }
+        _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
+            const __m256 yd = _mm256_set1_ps(a->yd[t][b]);
+            const __m256 dall = _mm256_mul_ps(yd, xd), dmin = _mm256_mul_ps(yd, xmin);
+            st->f[t] = _mm256_add_ps(st->f[t], _mm256_sub_ps(_mm256_mul_ps(dall, _mm256_cvtepi32_ps(acc[t])),
+                                                             _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(mins[t]))));
+        }
+    }
+}
+
+QK_TARGET_AVX2 static void q2_K_span(const uint8_t *g, int nt, int nb, const act_span *a, group_state *st)
+{
+    QK_BY_NT4(nt, q2_K_span_nt(g, N, nb, a, st))
+}
+
+QK_TARGET_AVX2 static void q2_K_packed_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys,
+                                            int nt, float *out, size_t ldo)
+{
+    packed_k_tile(n, xp, ng, y, ys, nt, out, ldo, q2_K_pack_size(n), PACKED2, q2_K_span, ACT_K2);
+}
+
 /* ---- IQ4_XS -----------------------------------------------------------------
  * The reference (iq4.c, ggml_vec_dot_iq4_xs_q8_K_generic) keeps one float
  * sum per output, sub-block s by sub-block:
@@ -645,10 +735,12 @@ QK_TARGET_AVX2 static void iq4_xs_packed_tile(int64_t n, const void *xp, int ng,
  * unpacking), so Q6_K's stay on the rows as they are (avx2_kquants.c).
  * IQ4_XS's packed kernel against its row kernel on bench250m IQ4_XS:
  * pp256 2.3-3.1x, tg32 1.8-2.2x; Q3_K's on bench250m Q3_K_M: pp256
- * 1.71-1.80x, tg32 1.54-1.75x. */
+ * 1.71-1.80x, tg32 1.54-1.75x; Q2_K's on bench250m Q2_K: pp256
+ * 1.30-1.73x, tg32 1.19-1.50x. */
 const qk_pack_ops qk_x86_avx2_packed_k[] = {
     {.id = QK_Q4_K, .pack_size = q4_K_pack_size, .pack = q4_K_pack, .packed_tile = q4_K_packed_tile, .tile_rows = 64, .decode = 1},
     {.id = QK_Q5_K, .pack_size = q5_K_pack_size, .pack = q5_K_pack, .packed_tile = q5_K_packed_tile, .tile_rows = 64, .decode = 1},
+    {.id = QK_Q2_K, .pack_size = q2_K_pack_size, .pack = q2_K_pack, .packed_tile = q2_K_packed_tile, .tile_rows = 64, .decode = 1},
     {.id = QK_Q3_K, .pack_size = q3_K_pack_size, .pack = q3_K_pack, .packed_tile = q3_K_packed_tile, .tile_rows = 64, .decode = 1},
     {.id = QK_Q6_K, .pack_size = q6_K_pack_size, .pack = q6_K_pack, .packed_tile = q6_K_packed_tile, .tile_rows = 64},
     {.id = QK_IQ4_XS, .pack_size = iq4_xs_pack_size, .pack = iq4_xs_pack, .packed_tile = iq4_xs_packed_tile, .tile_rows = 64, .decode = 1},
