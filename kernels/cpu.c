@@ -129,7 +129,9 @@ static void init(void)
             merge(l, qk_x86_avx2_legacy);
             merge(l, qk_x86_avx2_kquants);
             merge_pack(l, qk_x86_avx2_packed);
-            merge_pack(l, qk_x86_avx2_packed_k);
+            merge_pack(l, qk_x86_avx2_packed_k4);
+            merge_pack(l, qk_x86_avx2_packed_k6);
+            merge_pack(l, qk_x86_avx2_packed_sum);
             merge_pack(l, qk_x86_avx2_packed_f);
         } else if (l == QK_CPU_AVX512) {
             merge(l, qk_x86_avx512);

@@ -36,7 +36,9 @@ extern const qk_simd_ops qk_x86_avx2_legacy[];
 extern const qk_simd_ops qk_x86_avx2_kquants[];
 extern const qk_simd_ops qk_x86_avx2_float[];
 extern const qk_pack_ops qk_x86_avx2_packed[];
-extern const qk_pack_ops qk_x86_avx2_packed_k[];
+extern const qk_pack_ops qk_x86_avx2_packed_k4[];
+extern const qk_pack_ops qk_x86_avx2_packed_k6[];
+extern const qk_pack_ops qk_x86_avx2_packed_sum[];
 extern const qk_pack_ops qk_x86_avx2_packed_f[];
 extern const qk_simd_ops qk_x86_avx512[];
 
