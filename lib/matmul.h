@@ -38,10 +38,11 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
                 qk_matmul_ws *ws, int nthreads, qk_err *err);
 
 /* Repack w for the active CPU level's packed kernel of its type
- * (kernels/cpu.h: pack, packed_tile) when there is one and w->rows is a
- * multiple of QK_PACK_ROWS: sets w->packed, and *mem to the copy
- * (about as many bytes as the rows; the caller frees it after the last
- * product).
+ * (kernels/cpu.h: pack, packed_tile) when there is one, w->rows is a
+ * multiple of QK_PACK_ROWS and the kernel takes rows of w->cols columns
+ * (pack_size > 0): sets w->packed, and *mem to the copy (about as many
+ * bytes as the rows, up to 18 % more for Q3_K and Q6_K; the caller frees
+ * it after the last product).
  * Otherwise *mem = NULL and w is unchanged.  The products give the same
  * bytes either way.  Returns 0, or 3 when memory cannot be had. */
 int qk_weight_pack(qk_weight *w, void **mem, qk_err *err);
