@@ -177,27 +177,9 @@ k4_span_nt(const uint8_t *g, const int nt, int nb, const act_span *a, group_stat
     }
 }
 
-QK_TARGET_AVX2 static void q4_K_span(const uint8_t *g, int nt, int nb, const act_span *a, group_state *st)
-{
-    QK_BY_NT4(nt, k4_span_nt(g, N, nb, a, st, 0))
-}
+PACKED_K_KERNEL(q4_K, PACKED, ACT_K4, k4_span_nt(g, N, nb, a, st, 0))
 
-QK_TARGET_AVX2 static void q5_K_span(const uint8_t *g, int nt, int nb, const act_span *a, group_state *st)
-{
-    QK_BY_NT4(nt, k4_span_nt(g, N, nb, a, st, 1))
-}
-
-QK_TARGET_AVX2 static void q4_K_packed_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys,
-                                            int nt, float *out, size_t ldo)
-{
-    packed_k_tile(n, xp, ng, y, ys, nt, out, ldo, q4_K_pack_size(n), PACKED, q4_K_span, ACT_K4);
-}
-
-QK_TARGET_AVX2 static void q5_K_packed_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys,
-                                            int nt, float *out, size_t ldo)
-{
-    packed_k_tile(n, xp, ng, y, ys, nt, out, ldo, q5_K_pack_size(n), PACKED5, q5_K_span, ACT_K4);
-}
+PACKED_K_KERNEL(q5_K, PACKED5, ACT_K4, k4_span_nt(g, N, nb, a, st, 1))
 
 /* Tiles of 64 rows: the activation side (act_prepare) is made once for 8
  * groups (pp256 on bench250m Q4_K_M about 10 % faster than with 16).

@@ -198,27 +198,9 @@ k6_span_nt(const uint8_t *g, const int nt, int nb, const act_span *a, group_stat
     }
 }
 
-QK_TARGET_AVX2 static void q6_K_span(const uint8_t *g, int nt, int nb, const act_span *a, group_state *st)
-{
-    QK_BY_NT4(nt, k6_span_nt(g, N, nb, a, st, 0))
-}
+PACKED_K_KERNEL(q3_K, PACKED3, ACT_K6, k6_span_nt(g, N, nb, a, st, 1))
 
-QK_TARGET_AVX2 static void q3_K_span(const uint8_t *g, int nt, int nb, const act_span *a, group_state *st)
-{
-    QK_BY_NT4(nt, k6_span_nt(g, N, nb, a, st, 1))
-}
-
-QK_TARGET_AVX2 static void q3_K_packed_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys,
-                                            int nt, float *out, size_t ldo)
-{
-    packed_k_tile(n, xp, ng, y, ys, nt, out, ldo, q3_K_pack_size(n), PACKED3, q3_K_span, ACT_K6);
-}
-
-QK_TARGET_AVX2 static void q6_K_packed_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys,
-                                            int nt, float *out, size_t ldo)
-{
-    packed_k_tile(n, xp, ng, y, ys, nt, out, ldo, q6_K_pack_size(n), PACKED6, q6_K_span, ACT_K6);
-}
+PACKED_K_KERNEL(q6_K, PACKED6, ACT_K6, k6_span_nt(g, N, nb, a, st, 0))
 
 /* Tiles of 64 rows as Q4_K's (Q6_K's 1024x2816 tile product about 9 %
  * faster than with 16, and bench250m Q6_K pp256 1.06-1.26x, three

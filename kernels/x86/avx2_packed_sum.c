@@ -81,16 +81,7 @@ q2_K_span_nt(const uint8_t *g, const int nt, int nb, const act_span *a, group_st
     }
 }
 
-QK_TARGET_AVX2 static void q2_K_span(const uint8_t *g, int nt, int nb, const act_span *a, group_state *st)
-{
-    QK_BY_NT4(nt, q2_K_span_nt(g, N, nb, a, st))
-}
-
-QK_TARGET_AVX2 static void q2_K_packed_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys,
-                                            int nt, float *out, size_t ldo)
-{
-    packed_k_tile(n, xp, ng, y, ys, nt, out, ldo, q2_K_pack_size(n), PACKED2, q2_K_span, ACT_K2);
-}
+PACKED_K_KERNEL(q2_K, PACKED2, ACT_K2, q2_K_span_nt(g, N, nb, a, st))
 
 /* ---- IQ4_XS -----------------------------------------------------------------
  * The reference (iq4.c, ggml_vec_dot_iq4_xs_q8_K_generic) keeps one float
@@ -167,16 +158,7 @@ iq4_xs_span_nt(const uint8_t *g, const int nt, int nb, const act_span *a, group_
     }
 }
 
-QK_TARGET_AVX2 static void iq4_xs_span(const uint8_t *g, int nt, int nb, const act_span *a, group_state *st)
-{
-    QK_BY_NT4(nt, iq4_xs_span_nt(g, N, nb, a, st))
-}
-
-QK_TARGET_AVX2 static void iq4_xs_packed_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys,
-                                              int nt, float *out, size_t ldo)
-{
-    packed_k_tile(n, xp, ng, y, ys, nt, out, ldo, iq4_xs_pack_size(n), PACKED4X, iq4_xs_span, ACT_RAW);
-}
+PACKED_K_KERNEL(iq4_xs, PACKED4X, ACT_RAW, iq4_xs_span_nt(g, N, nb, a, st))
 
 /* Tiles of 64 rows as Q4_K's.  Against their row kernels: IQ4_XS on
  * bench250m IQ4_XS pp256 2.3-3.1x, tg32 1.8-2.2x; Q2_K on bench250m Q2_K

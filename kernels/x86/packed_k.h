@@ -108,15 +108,16 @@ typedef struct {
 
 typedef void (*span_fn)(const uint8_t *g, int nt, int nb, const act_span *a, group_state *st);
 
-/* ng packed groups of gsize bytes at xp (blocks of bsize bytes) against nt
+/* ng packed groups at xp (n / QKK blocks of bsize bytes each) against nt
  * activation rows: tokens PT at a time, blocks KC at a time (act_span),
  * every group through each span; then sumf + sums[0] + ... + sums[7].
  * mode: the activation side's layout (act_prepare). */
 QK_TARGET_AVX2 static inline void packed_k_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys,
-                                         int nt, float *out, size_t ldo, size_t gsize, size_t bsize,
-                                         span_fn span, int mode)
+                                                int nt, float *out, size_t ldo, size_t bsize, span_fn span,
+                                                int mode)
 {
     const int64_t nb = n / QKK;
+    const size_t gsize = (size_t)nb * bsize;
     act_span a;
     group_state st[GMAX];
     for (int g0 = 0; g0 < ng; g0 += GMAX) {
@@ -150,6 +151,22 @@ QK_TARGET_AVX2 static inline void packed_k_tile(int64_t n, const void *xp, int n
         }
     }
 }
+
+/* PACKED_K_KERNEL(name, bsize, mode, span_call): name##_span, running
+ * span_call (an always_inline span of N tokens over g, nb, a, st) with one
+ * instance per token count, and name##_packed_tile, packed_k_tile over it
+ * with blocks of bsize bytes and mode's activation side. */
+#define PACKED_K_KERNEL(name, bsize, mode, span_call)                                                 \
+    QK_TARGET_AVX2 static void name##_span(const uint8_t *g, int nt, int nb, const act_span *a,       \
+                                           group_state *st)                                           \
+    {                                                                                                 \
+        QK_BY_NT4(nt, span_call)                                                                      \
+    }                                                                                                 \
+    QK_TARGET_AVX2 static void name##_packed_tile(int64_t n, const void *xp, int ng, const void *y,   \
+                                                  size_t ys, int nt, float *out, size_t ldo)          \
+    {                                                                                                 \
+        packed_k_tile(n, xp, ng, y, ys, nt, out, ldo, bsize, name##_span, mode);                      \
+    }
 
 #endif
 #endif
