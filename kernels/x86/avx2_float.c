@@ -118,6 +118,23 @@ QK_TARGET_AVX2 static inline float reduce32(__m256 s0, __m256 s1, __m256 s2, __m
         out[0] = h[0], out[2] = h[1], out[4] = h[2], out[6] = h[3];                                \
         out[1] = h[4], out[3] = h[5], out[5] = h[6], out[7] = h[7];                                \
     }                                                                                              \
+    /* rows xr (the first m of them real) against all nt activation rows of Y, three at a time:   \
+     * out[t * ldo + k] for k < m */                                                               \
+    static void name##_rows4(int64_t n, const uint8_t *const xr[4], size_t xstep, const uint8_t *Y, \
+                             size_t ys, int nt, float *out, size_t ldo, int m)                     \
+    {                                                                                              \
+        for (int t0 = 0; t0 < nt; t0 += 3) {                                                       \
+            const int q = nt - t0 < 3 ? nt - t0 : 3;                                               \
+            const uint8_t *yr[3];                                                                  \
+            float o[4][3];                                                                         \
+            for (int k = 0; k < 3; k++)                                                            \
+                yr[k] = Y + (size_t)(t0 + (k < q ? k : 0)) * ys;                                   \
+            name##_m4x3(n, xr, xstep, yr, o);                                                      \
+            for (int t = 0; t < q; t++)                                                            \
+                for (int k = 0; k < m; k++)                                                        \
+                    out[(size_t)(t0 + t) * ldo + (size_t)k] = o[k][t];                             \
+        }                                                                                          \
+    }                                                                                              \
     static void name##_tile(int64_t n, const void *x, size_t xs, int nr, const void *y, size_t ys, \
                             int nt, float *out, size_t ldo)                                        \
     {                                                                                              \
@@ -147,17 +164,7 @@ QK_TARGET_AVX2 static inline float reduce32(__m256 s0, __m256 s1, __m256 s2, __m
             const uint8_t *xr[4];                                                                  \
             for (int k = 0; k < 4; k++)                                                            \
                 xr[k] = X + (size_t)(r0 + (k < m ? k : 0)) * xs;                                   \
-            for (int t0 = 0; t0 < nt; t0 += 3) {                                                   \
-                const int q = nt - t0 < 3 ? nt - t0 : 3;                                           \
-                const uint8_t *yr[3];                                                              \
-                float o[4][3];                                                                     \
-                for (int k = 0; k < 3; k++)                                                        \
-                    yr[k] = Y + (size_t)(t0 + (k < q ? k : 0)) * ys;                               \
-                name##_m4x3(n, xr, 16, yr, o);                                                     \
-                for (int t = 0; t < q; t++)                                                        \
-                    for (int k = 0; k < m; k++)                                                    \
-                        out[(size_t)(t0 + t) * ldo + (size_t)(r0 + k)] = o[k][t];                  \
-            }                                                                                      \
+            name##_rows4(n, xr, 16, Y, ys, nt, out + r0, ldo, m);                                  \
         }                                                                                          \
     }                                                                                              \
     QK_VEC_DOT_OF_TILE(name##_dot, name##_tile)                                                    \
@@ -189,17 +196,7 @@ QK_TARGET_AVX2 static inline float reduce32(__m256 s0, __m256 s1, __m256 s2, __m
             }                                                                                      \
             for (int h = 0; h < 2; h++) {                                                          \
                 const uint8_t *xr[4] = {G + 64 * h, G + 64 * h + 16, G + 64 * h + 32, G + 64 * h + 48}; \
-                for (int t0 = 0; t0 < nt; t0 += 3) {                                               \
-                    const int q = nt - t0 < 3 ? nt - t0 : 3;                                       \
-                    const uint8_t *yr[3];                                                          \
-                    float o[4][3];                                                                 \
-                    for (int k = 0; k < 3; k++)                                                    \
-                        yr[k] = Y + (size_t)(t0 + (k < q ? k : 0)) * ys;                           \
-                    name##_m4x3(n, xr, 128, yr, o);                                                \
-                    for (int t = 0; t < q; t++)                                                    \
-                        for (int k = 0; k < 4; k++)                                                \
-                            og[(size_t)(t0 + t) * ldo + (size_t)(4 * h + k)] = o[k][t];            \
-                }                                                                                  \
+                name##_rows4(n, xr, 128, Y, ys, nt, og + 4 * h, ldo, 4);                           \
             }                                                                                      \
         }                                                                                          \
     }
