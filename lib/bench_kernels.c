@@ -145,16 +145,11 @@ static void gemm_op(void *ctx)
 }
 
 /* The packed kernel over rows [b, e) (whole groups) in the engine's tiles
- * (lib/matmul.c): QK_PACK_DECODE_TILE rows for one token, else the
- * kernel's pack_tile_rows. */
-static size_t packed_tile_rows(const kjob *j)
-{
-    return j->pnt == 1 ? QK_PACK_DECODE_TILE : (size_t)j->k->pack_tile_rows;
-}
+ * (qk_pack_tile_rows). */
 static void packed_range(void *ctx, size_t b, size_t e)
 {
     kjob *j = ctx;
-    const size_t rt = packed_tile_rows(j);
+    const size_t rt = qk_pack_tile_rows(j->k, j->pnt);
     for (size_t r0 = b; r0 < e; r0 += rt) {
         const int nr = (int)(e - r0 < rt ? e - r0 : rt);
         j->k->packed_tile(j->o->cols, j->packed + r0 / QK_PACK_ROWS * j->pgroup, nr / QK_PACK_ROWS, j->act,
@@ -164,7 +159,7 @@ static void packed_range(void *ctx, size_t b, size_t e)
 static void packed_op(void *ctx)
 {
     kjob *j = ctx;
-    qk_parallel_for(j->o->threads, (size_t)j->o->rows, packed_tile_rows(j), packed_range, j);
+    qk_parallel_for(j->o->threads, (size_t)j->o->rows, qk_pack_tile_rows(j->k, j->pnt), packed_range, j);
 }
 
 /* ---- OpenBLAS, loaded at run time ------------------------------------------------- */

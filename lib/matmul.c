@@ -130,8 +130,8 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
         parts[i].packed = w[i]->packed && (n_tok > 1 || parts[i].k->pack_decode);
         if (!parts[i].packed)
             parts[i].rt = ROW_TILE;
-        else /* one token: the activation side is prepared once per QK_PACK_DECODE_TILE rows */
-            parts[i].rt = n_tok == 1 ? QK_PACK_DECODE_TILE : (size_t)parts[i].k->pack_tile_rows;
+        else
+            parts[i].rt = qk_pack_tile_rows(parts[i].k, n_tok);
         parts[i].act_row = t == QK_F32 ? (size_t)cols * sizeof(float) : rowb[e];
         enc[i] = e;
         /* The range size only affects speed: every element is one vec_dot. */

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cpu.h"
 #include "err.h"
 #include "model.h"
 
@@ -50,5 +51,12 @@ int qk_weight_pack(qk_weight *w, void **mem, qk_err *err);
 /* Rows per one-token packed_tile call (whole packed groups): the activation
  * side is prepared once per tile. */
 #define QK_PACK_DECODE_TILE 64
+
+/* Rows per packed_tile call of kernels k against n_tok activation rows:
+ * QK_PACK_DECODE_TILE for one token, else the kernel's pack_tile_rows. */
+static inline size_t qk_pack_tile_rows(const qk_kernels *k, int64_t n_tok)
+{
+    return n_tok == 1 ? QK_PACK_DECODE_TILE : (size_t)k->pack_tile_rows;
+}
 
 #endif
