@@ -16,7 +16,8 @@ OPT     ?= -O2 -g
 CSTD    := -std=c17 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 LIB_DIRS := lib/core lib/engine lib/eval lib/quant lib/study lib/bench lib/report
-INC     := -I. $(LIB_DIRS:%=-I%) -Iformats -Ikernels
+# Includes are written from the root with their folder ("lib/core/err.h"), so one -I serves.
+INC     := -I.
 CFLAGS  ?=
 ALL_CFLAGS = $(CSTD) -ffp-contract=off $(OPT) $(WARN) $(INC) -pthread -MMD -MP $(CFLAGS)
 LDLIBS  := -lzstd -lm -pthread
@@ -62,7 +63,7 @@ links: $(B)/qk
 # --- tests: one Criterion binary per tests/test_*.c -------------------------
 $(B)/tests/%: tests/%.c $(B)/libqk.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests -o $@ $< $(B)/libqk.a -lcriterion $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(B)/libqk.a -lcriterion $(LDLIBS)
 
 TEST_BINS = $(TEST_SRC:tests/%.c=$(B)/tests/%)
 

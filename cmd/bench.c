@@ -7,7 +7,7 @@
  *   qk-bench wire      pipeline-wire activation compression sweep (docs/studies.md)
  *   qk-bench kv        KV-cache quantization sweep (docs/studies.md)
  *
- * Each subcommand builds a qk_report (lib/bench_report.h) and prints it as a
+ * Each subcommand builds a qk_report (lib/bench/bench_report.h) and prints it as a
  * markdown table (default), CSV or JSON, on stdout or atomically into --out. */
 #include <getopt.h>
 #include <stdbool.h>
@@ -15,18 +15,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench_kernels.h"
-#include "bench_model.h"
-#include "bench_report.h"
-#include "bench_roofline.h"
-#include "cli.h"
-#include "commands.h"
-#include "cpu.h"
-#include "mapfile.h"
-#include "outfile.h"
-#include "study_cmd.h"
-#include "threads.h"
-#include "types.h"
+#include "lib/bench/bench_kernels.h"
+#include "lib/bench/bench_model.h"
+#include "lib/bench/bench_report.h"
+#include "lib/bench/bench_roofline.h"
+#include "lib/core/cli.h"
+#include "cmd/commands.h"
+#include "kernels/cpu.h"
+#include "lib/core/mapfile.h"
+#include "lib/core/outfile.h"
+#include "lib/study/study_cmd.h"
+#include "lib/core/threads.h"
+#include "kernels/types.h"
 
 static const char usage_text[] =
     "usage: qk-bench SUBCOMMAND [options]\n"
@@ -550,7 +550,7 @@ static int sub_roofline(int argc, char **argv)
     return rc ? qk_err_report(argv[0], &err) : 0;
 }
 
-/* ---- error, wire, kv: the numerics studies (lib/study_cmd.h) ------------------------- */
+/* ---- error, wire, kv: the numerics studies (lib/study/study_cmd.h) ------------------------- */
 
 typedef struct {
     const common *cm;

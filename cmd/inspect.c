@@ -12,15 +12,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "commands.h"
-#include "gguf.h"
-#include "inspect_print.h"
-#include "json.h"
-#include "tensordiff.h"
-#include "tensorset.h"
-#include "tensorstats.h"
-#include "types.h"
+#include "lib/core/cli.h"
+#include "cmd/commands.h"
+#include "formats/gguf.h"
+#include "lib/report/inspect_print.h"
+#include "lib/core/json.h"
+#include "lib/report/tensordiff.h"
+#include "formats/tensorset.h"
+#include "lib/report/tensorstats.h"
+#include "kernels/types.h"
 
 static const char usage_text[] =
     "usage: qk-inspect [options] FILE_OR_DIR\n"

@@ -1,6 +1,6 @@
 /* kld.c - qk-kld: perplexity and KL-divergence runs, llama-perplexity's
- * numbers (lib/ppl.h, lib/kldstats.h), base files in llama.cpp's format or
- * qk's compressed one (lib/kldbase.h), CI thresholds, and sharding through
+ * numbers (lib/eval/ppl.h, lib/eval/kldstats.h), base files in llama.cpp's format or
+ * qk's compressed one (lib/eval/kldbase.h), CI thresholds, and sharding through
  * partial-results files merged into the statistics of one run. */
 #include <getopt.h>
 #include <stdbool.h>
@@ -9,23 +9,23 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli.h"
-#include "commands.h"
-#include "forward.h"
+#include "lib/core/cli.h"
+#include "cmd/commands.h"
+#include "lib/engine/forward.h"
 #include <sys/stat.h>
 
-#include "gguf.h"
-#include "hfmodel.h"
-#include "json.h"
-#include "kldbase.h"
-#include "kldstats.h"
-#include "logits_file.h"
-#include "mapfile.h"
-#include "model.h"
-#include "ppl.h"
-#include "progress.h"
-#include "study_cmd.h"
-#include "tokenizer.h"
+#include "formats/gguf.h"
+#include "lib/engine/hfmodel.h"
+#include "lib/core/json.h"
+#include "lib/eval/kldbase.h"
+#include "lib/eval/kldstats.h"
+#include "lib/eval/logits_file.h"
+#include "lib/core/mapfile.h"
+#include "lib/engine/model.h"
+#include "lib/eval/ppl.h"
+#include "lib/core/progress.h"
+#include "lib/study/study_cmd.h"
+#include "lib/engine/tokenizer.h"
 
 static const char usage_text[] =
     "usage: qk-kld -m MODEL -f TEXT [-c N_CTX] [--chunks N] [-b N] [-t N] [--kld-base-out FILE]\n"
@@ -84,13 +84,13 @@ typedef struct {
     int base_format;
     int n_ctx, n_chunks, n_batch, threads, kv_type;
     bool have_ctx, have_range, json, quiet, merge, kv_type_given;
-    qk_study_opts st; /* --wire, --kv-cache on the model under test (lib/study_cmd.h) */
+    qk_study_opts st; /* --wire, --kv-cache on the model under test (lib/study/study_cmd.h) */
     int range_a, range_b; /* range_b < 0: to the end */
     double max_kld_mean, max_kld_p99, max_ppl_ratio, min_same_top;
     bool has_max_kld_mean, has_max_kld_p99, has_max_ppl_ratio, has_min_same_top;
 } args;
 
-/* A model from a GGUF file or a Hugging Face directory (lib/hfmodel.h). */
+/* A model from a GGUF file or a Hugging Face directory (lib/engine/hfmodel.h). */
 typedef struct {
     qk_gguf *g;
     qk_model gm;

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "commands.h"
+#include "cmd/commands.h"
 
 #ifndef QK_VERSION
 #define QK_VERSION "0.1.0"

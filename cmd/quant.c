@@ -2,8 +2,8 @@
  * command line, byte-identical files), and encode/decode raw tensors through
  * the format table (--list-types, --raw-encode, --raw-decode).
  *
- * The model path: options -> imatrix (lib/imatrix.h) -> plan (per-tensor
- * types and every input check, lib/quant_model.h) -> streamed output ->
+ * The model path: options -> imatrix (lib/quant/imatrix.h) -> plan (per-tensor
+ * types and every input check, lib/quant/quant_model.h) -> streamed output ->
  * report (text, or --json). */
 #include <errno.h>
 #include <getopt.h>
@@ -13,21 +13,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckd.h"
-#include "ckpt.h"
-#include "cli.h"
-#include "commands.h"
-#include "gguf.h"
-#include "imatrix.h"
-#include "json.h"
-#include "mapfile.h"
-#include "outfile.h"
-#include "progress.h"
-#include "quant_model.h"
-#include "quant_raw.h"
-#include "quantize.h"
-#include "threads.h"
-#include "types.h"
+#include "lib/core/ckd.h"
+#include "formats/ckpt.h"
+#include "lib/core/cli.h"
+#include "cmd/commands.h"
+#include "formats/gguf.h"
+#include "lib/quant/imatrix.h"
+#include "lib/core/json.h"
+#include "lib/core/mapfile.h"
+#include "lib/core/outfile.h"
+#include "lib/core/progress.h"
+#include "lib/quant/quant_model.h"
+#include "lib/quant/quant_raw.h"
+#include "kernels/quantize.h"
+#include "lib/core/threads.h"
+#include "kernels/types.h"
 
 static const char usage_text[] =
     "usage: qk-quant [options] IN.gguf [OUT.gguf] TYPE [NTHREADS]\n"

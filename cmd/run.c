@@ -15,21 +15,21 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "cli.h"
-#include "commands.h"
-#include "forward.h"
-#include "gguf.h"
-#include "hfmodel.h"
-#include "json.h"
-#include "logits_file.h"
-#include "mapfile.h"
-#include "model.h"
-#include "progress.h"
-#include "sampling.h"
-#include "threads.h"
-#include "study_cmd.h"
-#include "tokenizer.h"
-#include "types.h"
+#include "lib/core/cli.h"
+#include "cmd/commands.h"
+#include "lib/engine/forward.h"
+#include "formats/gguf.h"
+#include "lib/engine/hfmodel.h"
+#include "lib/core/json.h"
+#include "lib/eval/logits_file.h"
+#include "lib/core/mapfile.h"
+#include "lib/engine/model.h"
+#include "lib/core/progress.h"
+#include "lib/engine/sampling.h"
+#include "lib/core/threads.h"
+#include "lib/study/study_cmd.h"
+#include "lib/engine/tokenizer.h"
+#include "kernels/types.h"
 
 static const char usage_text[] =
     "usage: qk-run -m MODEL [-p PROMPT | -f FILE | --tokens-in FILE] [options]\n"
@@ -88,7 +88,7 @@ typedef struct run_opts {
     int threads, kv_type, logits_dtype;
     bool json, quiet, tokenize, detokenize, no_bos, no_echo;
     bool kv_type_given;
-    qk_study_opts st;         /* --wire, --kv-cache (lib/study_cmd.h) */
+    qk_study_opts st;         /* --wire, --kv-cache (lib/study/study_cmd.h) */
 } run_opts;
 
 /* What -m opened: a GGUF file or a Hugging Face directory, and a tokenizer. */

@@ -1,7 +1,7 @@
 /* ckpt.c - group the stored tensors of a quantized Hugging Face directory
  * into logical weights (see ckpt.h) and dispatch their dequantization to the
  * layout readers in ckpt_*.c. */
-#include "ckpt_impl.h"
+#include "formats/ckpt_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* ckpt.h - quantized Hugging Face checkpoints: the logical weights of a
  * directory whose tensors were written by a quantization tool, their float
  * values (dequantization), and the writer of such directories
- * (qk_ckpt_quantize, lib/ckpt_write.c).
+ * (qk_ckpt_quantize, lib/quant/ckpt_write.c).
  *
  * A quantized module MODULE stores its weight as several tensors (the
  * "parts"); qk_ckpt_open groups them into one logical tensor MODULE.weight
@@ -53,9 +53,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
-#include "hfdir.h"
-#include "quantcfg.h"
+#include "lib/core/err.h"
+#include "formats/hfdir.h"
+#include "formats/quantcfg.h"
 
 typedef enum qk_ck_layout {
     QK_CK_DENSE = 0,
@@ -123,7 +123,7 @@ int qk_ckpt_read_rows(const qk_ckpt *c, const qk_ck_tensor *t, int64_t r0, int64
 /* All of it: t->nelem floats. */
 int qk_ckpt_read(const qk_ckpt *c, const qk_ck_tensor *t, float *out, qk_err *err);
 
-/* ---- writing: qk-quant --to SCHEME SRC OUT_DIR (lib/ckpt_write.c) -------- */
+/* ---- writing: qk-quant --to SCHEME SRC OUT_DIR (lib/quant/ckpt_write.c) -------- */
 
 typedef struct qk_ckpt_opts {
     bool asym;               /* ct-w4a16: asymmetric (zero points) */

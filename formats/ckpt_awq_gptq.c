@@ -15,7 +15,7 @@
  *   [ngroups, N], g_idx I32 [K].  Format v1 stores zero - 1 (the reader
  *   adds 1, without masking, as AutoGPTQ does); checkpoint_format
  *   "gptq_v2" stores the zero itself. */
-#include "ckpt_impl.h"
+#include "formats/ckpt_impl.h"
 
 #include <stdio.h>
 

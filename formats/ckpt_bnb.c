@@ -13,12 +13,12 @@
  *
  * LLM.int8: weight I8 [N, K] (CB) and SCB F32 [N] (row absmax); value =
  * CB * SCB * (1/127), as transformers' dequantize_bnb_weight computes it. */
-#include "ckpt_impl.h"
+#include "formats/ckpt_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "jsonp.h"
+#include "lib/core/jsonp.h"
 
 static int qstate(ck_ctx *c, qk_ck_tensor *t, const qk_hf_tensor *qs, bool nested)
 {

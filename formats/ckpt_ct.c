@@ -5,11 +5,11 @@
  * for NVFP4 x_q * (scale / global_scale).  The fp8 and int8 readers also
  * serve ModelOpt FP8 (weight_scale, one value) and DeepSeek-style
  * quant_method fp8 (weight_scale_inv, 128x128 blocks, edge blocks partial). */
-#include "ckpt_impl.h"
+#include "formats/ckpt_impl.h"
 
 #include <stdio.h>
 
-#include "scaled.h"
+#include "kernels/scaled.h"
 
 /* The scale grid of a [n, k] weight from the scale tensor's shape: one value
  * (tensor), [n,1] or [n] (channel), [n, ng] (groups along k), or

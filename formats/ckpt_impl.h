@@ -7,10 +7,10 @@
 #include <stdarg.h>
 #include <string.h>
 
-#include "ckpt.h"
-#include "elements.h"
-#include "half.h"
-#include "types.h"
+#include "formats/ckpt.h"
+#include "kernels/elements.h"
+#include "kernels/half.h"
+#include "kernels/types.h"
 
 /* Leaves a module's tensors end in (after "MODULE."). */
 enum {

@@ -10,12 +10,12 @@
  *   nvfp4    E2M1 codes, groups of 16, scales U8 holding FP8 E4M3
  * Bits, group size and mode come from config.json "quantization" (with the
  * per-module overrides quantcfg.c resolves). */
-#include "ckpt_impl.h"
+#include "formats/ckpt_impl.h"
 
 #include <math.h>
 #include <stdio.h>
 
-#include "scaled.h"
+#include "kernels/scaled.h"
 
 enum { MODE_AFFINE, MODE_MXFP4, MODE_MXFP8, MODE_NVFP4 };
 

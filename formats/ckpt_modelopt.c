@@ -6,7 +6,7 @@
  * dequantize).  FP8 (weight F8_E4M3 + one weight_scale) is read by the fp8
  * reader of ckpt_ct.c; which layers a MIXED_PRECISION checkpoint quantizes is
  * quantcfg.c's business, the layout of each follows from its parts. */
-#include "ckpt_impl.h"
+#include "formats/ckpt_impl.h"
 
 #include <stdio.h>
 

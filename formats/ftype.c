@@ -1,4 +1,4 @@
-#include "ftype.h"
+#include "formats/ftype.h"
 
 #include <stddef.h>
 

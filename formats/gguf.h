@@ -15,8 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
-#include "mapfile.h"
+#include "lib/core/err.h"
+#include "lib/core/mapfile.h"
 
 /* GGUF metadata value types (on-disk ids). */
 typedef enum qk_gguf_vtype {

@@ -15,7 +15,7 @@
  * and add what the brief of qk asks for: tensor data must lie in the file,
  * be aligned and not overlap (ggml itself demands the exact packed layout).
  */
-#include "gguf.h"
+#include "formats/gguf.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -24,8 +24,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "ckd.h"
-#include "types.h"
+#include "lib/core/ckd.h"
+#include "kernels/types.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "gguf_read.c loads little-endian fields with memcpy: little-endian hosts only"

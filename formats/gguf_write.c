@@ -8,14 +8,14 @@
  * by llama.cpp gives the identical bytes.  Key/values are serialized when
  * added; only tensor data is streamed.
  */
-#include "gguf.h"
+#include "formats/gguf.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckd.h"
-#include "outfile.h"
-#include "types.h"
+#include "lib/core/ckd.h"
+#include "lib/core/outfile.h"
+#include "kernels/types.h"
 
 #define GGUF_DEFAULT_ALIGNMENT 32
 #define GGUF_MAX_NAME 64 /* ggml's GGML_MAX_NAME: names are < 64 bytes */

@@ -1,5 +1,5 @@
 /* hfdir.c - Hugging Face model directories (see hfdir.h). */
-#include "hfdir.h"
+#include "formats/hfdir.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "mapfile.h"
+#include "lib/core/mapfile.h"
 
 static char *join(const char *dir, const char *name)
 {

@@ -20,9 +20,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
-#include "jsonp.h"
-#include "safetensors.h"
+#include "lib/core/err.h"
+#include "lib/core/jsonp.h"
+#include "formats/safetensors.h"
 
 typedef struct qk_hf_tensor {
     const char *name;

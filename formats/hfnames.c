@@ -1,4 +1,4 @@
-#include "hfnames.h"
+#include "formats/hfnames.h"
 
 #include <stdio.h>
 #include <stdlib.h>

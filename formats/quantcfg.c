@@ -1,7 +1,7 @@
 /* quantcfg.c - quantization configs of Hugging Face checkpoints (see
  * quantcfg.h for the rules).  Every method is reduced to the same model:
  * ordered groups (arguments + target patterns) and ignore patterns. */
-#include "quantcfg.h"
+#include "formats/quantcfg.h"
 
 #include <fnmatch.h>
 #include <regex.h>

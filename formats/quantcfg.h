@@ -49,9 +49,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "err.h"
-#include "hfdir.h"
-#include "jsonp.h"
+#include "lib/core/err.h"
+#include "formats/hfdir.h"
+#include "lib/core/jsonp.h"
 
 typedef enum qk_qmethod {
     QK_QM_NONE = 0, QK_QM_COMPRESSED_TENSORS, QK_QM_FP8, QK_QM_AWQ, QK_QM_GPTQ,

@@ -1,13 +1,13 @@
 /* safetensors.c - .safetensors reader and writer (see safetensors.h). */
-#include "safetensors.h"
+#include "formats/safetensors.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckd.h"
-#include "outfile.h"
-#include "types.h"
+#include "lib/core/ckd.h"
+#include "lib/core/outfile.h"
+#include "kernels/types.h"
 
 /* The reference library's Dtype enum (safetensors/src/tensor.rs), in
  * declaration order: `rank` is the position, which save_file sorts by. */

@@ -30,9 +30,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
-#include "jsonp.h"
-#include "mapfile.h"
+#include "lib/core/err.h"
+#include "lib/core/jsonp.h"
+#include "lib/core/mapfile.h"
 
 #define QK_ST_MAX_DIMS 8
 #define QK_ST_MAX_HEADER 100000000ull

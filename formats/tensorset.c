@@ -1,14 +1,14 @@
-#include "tensorset.h"
+#include "formats/tensorset.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "ckpt.h"
-#include "gguf.h"
-#include "hfdir.h"
-#include "types.h"
+#include "formats/ckpt.h"
+#include "formats/gguf.h"
+#include "formats/hfdir.h"
+#include "kernels/types.h"
 
 static int oom(qk_err *err, const char *path) { return qk_errf(err, QK_EIO, "%s: out of memory", path); }
 

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
+#include "lib/core/err.h"
 
 #define QK_MAX_DIMS 8
 

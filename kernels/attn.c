@@ -1,13 +1,13 @@
 /* attn.c - the scalar reference of the attention inner loops (attn.h). */
-#include "attn.h"
+#include "kernels/attn.h"
 
 #include <math.h>
 #include <stdbool.h>
 #include <string.h>
 
-#include "cpu.h"
-#include "half.h"
-#include "x86/x86.h"
+#include "kernels/cpu.h"
+#include "kernels/half.h"
+#include "kernels/x86/x86.h"
 
 static uint32_t bits(float f)
 {

@@ -19,7 +19,7 @@
  * optimized-routines: a degree-5 polynomial on a reduced argument, 1.5 ulp),
  * written out operation by operation so every CPU level gives its bits.
  *
- * Layout (lib/forward.c fills the buffers): nqp = queries rounded up to a
+ * Layout (lib/engine/forward.c fills the buffers): nqp = queries rounded up to a
  * multiple of 8; qt[d*nqp + i] the queries transposed; kf[k*hd + d] and
  * vf[k*hdv + d] the tile's keys and values as float rows; st[k*nqp + i] the
  * scores and then the weights.  The SIMD levels (kernels/x86/avx2_attn.c)

@@ -1,11 +1,11 @@
 /* cpu.c - CPU feature detection and the per-level kernel sets (see cpu.h). */
-#include "cpu.h"
+#include "kernels/cpu.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "x86/x86.h"
+#include "kernels/x86/x86.h"
 
 #ifdef QK_X86
 #include <cpuid.h>

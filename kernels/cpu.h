@@ -33,7 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "types.h"
+#include "kernels/types.h"
 
 typedef enum qk_cpu_level {
     QK_CPU_SCALAR = 0,

@@ -1,14 +1,14 @@
 /* elements.c - element codecs (elements.h) and the kernel family of the
  * checkpoint element types F8_E4M3, F8_E5M2 and E8M0 (types.h): one code
  * per byte, decoded exactly, encoded saturating with ties to even. */
-#include "elements.h"
+#include "kernels/elements.h"
 
 #include <math.h>
 #include <string.h>
 #include <strings.h>
 
-#include "fp4.h"
-#include "types.h"
+#include "kernels/fp4.h"
+#include "kernels/types.h"
 
 /* bitsandbytes csrc/kernels.cu: the nf4 table (dDequantizeNF4) and the FP4
  * tree (dDequantizeFP4Tree), float literals exactly as spelled there. */

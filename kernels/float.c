@@ -37,8 +37,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "half.h"
-#include "types.h"
+#include "kernels/half.h"
+#include "kernels/types.h"
 
 /* ---- F32 --------------------------------------------------------------- */
 

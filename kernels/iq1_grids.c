@@ -1,6 +1,6 @@
 /* iq1_grids.c - the IQ1 codebook, copied value for value from ggml
  * (ggml-common.h at llama.cpp d32676d: iq1s_grid).  See iq1_grids.h. */
-#include "iq1_grids.h"
+#include "kernels/iq1_grids.h"
 
 const uint64_t qk_iq1s_grid[QK_IQ1S_NGRID] = {
     0xffffffffffffffff, 0xffffffffffffff01, 0xffffffffffff0000, 0xffffffffffff01ff,

@@ -26,10 +26,10 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "iq1_grids.h"
-#include "iq3_grids.h"
-#include "quant_common.h"
-#include "types.h"
+#include "kernels/iq1_grids.h"
+#include "kernels/iq3_grids.h"
+#include "kernels/quant_common.h"
+#include "kernels/types.h"
 
 #define IQ3XXS_SIZE 98
 #define IQ3S_SIZE 110

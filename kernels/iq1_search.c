@@ -7,7 +7,7 @@
  * lists for codes with a level of 3, which the encoders never look up; here
  * the map is indexed by the base-3 code of levels 0..2 only, and each list
  * is the one ggml builds for that code. */
-#include "iq1_grids.h"
+#include "kernels/iq1_grids.h"
 
 #include <float.h>
 #include <limits.h>

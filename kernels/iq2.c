@@ -18,9 +18,9 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "iq2_grids.h"
-#include "quant_common.h"
-#include "types.h"
+#include "kernels/iq2_grids.h"
+#include "kernels/quant_common.h"
+#include "kernels/types.h"
 
 #define XXS_BYTES 66
 #define XS_BYTES 74

@@ -1,7 +1,7 @@
 /* iq2_grids.c - the IQ2 codebooks, data copied verbatim from ggml's
  * ggml-common.h (llama.cpp d32676d): each uint64 holds the 8 magnitudes of one
  * grid point, one per byte, element j in bits 8j..8j+7. */
-#include "iq2_grids.h"
+#include "kernels/iq2_grids.h"
 
 const uint8_t qk_kmask_iq2xs[8] = {
       1,   2,   4,   8,  16,  32,  64, 128,

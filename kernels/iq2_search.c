@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "iq2_grids.h"
-#include "types.h"
+#include "kernels/iq2_grids.h"
+#include "kernels/types.h"
 
 /* Largest squared level distance over 8 coordinates: 8 * 3^2. */
 #define MAX_D2 72

@@ -1,7 +1,7 @@
 /* iq3_grids.c - the IQ3 codebooks, copied value for value from ggml
  * (ggml-common.h at llama.cpp d32676d: iq3xxs_grid, iq3s_grid, ksigns_iq2xs).
  * See iq3_grids.h for what the bytes mean. */
-#include "iq3_grids.h"
+#include "kernels/iq3_grids.h"
 
 const uint32_t qk_iq3xxs_grid[QK_IQ3XXS_NGRID] = {
     0x04040404, 0x04040414, 0x04040424, 0x04040c0c, 0x04040c1c, 0x04040c3e, 0x04041404, 0x04041414,

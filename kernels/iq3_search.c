@@ -2,7 +2,7 @@
  * (level codes of every entry, code -> entry map, neighbour lists) and
  * iq3_find_best_neighbour.  Built once per codebook with pthread_once, then
  * only read. */
-#include "iq3_grids.h"
+#include "kernels/iq3_grids.h"
 
 #include <float.h>
 #include <limits.h>

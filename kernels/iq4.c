@@ -20,10 +20,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "cpu.h"
-#include "quant_common.h"
-#include "types.h"
-#include "x86/x86.h"
+#include "kernels/cpu.h"
+#include "kernels/quant_common.h"
+#include "kernels/types.h"
+#include "kernels/x86/x86.h"
 
 #define IQ4_NL_SIZE 18
 #define IQ4_XS_SIZE 136

@@ -19,8 +19,8 @@
  */
 #include <math.h>
 
-#include "quant_common.h"
-#include "types.h"
+#include "kernels/quant_common.h"
+#include "kernels/types.h"
 
 #define QK_K_BLOCK 256
 

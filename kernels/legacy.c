@@ -18,8 +18,8 @@
 #include <float.h>
 #include <math.h>
 
-#include "quant_common.h"
-#include "types.h"
+#include "kernels/quant_common.h"
+#include "kernels/types.h"
 
 #define QK 32
 

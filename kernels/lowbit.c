@@ -12,8 +12,8 @@
  * with Q8_0 activations (34-byte blocks): Q1_0 spans four, Q2_0 two. */
 #include <math.h>
 
-#include "quant_common.h"
-#include "types.h"
+#include "kernels/quant_common.h"
+#include "kernels/types.h"
 
 #define Q1_0_BLCK 128
 #define Q2_0_BLCK 64

@@ -13,9 +13,9 @@
  * scale, 32 int8). */
 #include <math.h>
 
-#include "fp4.h"
-#include "quant_common.h"
-#include "types.h"
+#include "kernels/fp4.h"
+#include "kernels/quant_common.h"
+#include "kernels/types.h"
 
 #define MXFP4_BLCK 32
 #define MXFP4_SIZE 17

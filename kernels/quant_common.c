@@ -2,12 +2,12 @@
  * reproducing the static helpers of ggml-quants.c (llama.cpp d32676d):
  * make_qx_quants, make_q3_quants, make_qkx2_quants/make_qkx3_quants and
  * make_qp_quants.  All arithmetic is float, in ggml's order (see the header). */
-#include "quant_common.h"
+#include "kernels/quant_common.h"
 
 #include <math.h>
 
-#include "cpu.h"
-#include "x86/x86.h"
+#include "kernels/cpu.h"
+#include "kernels/x86/x86.h"
 
 static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 

@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "half.h"
+#include "kernels/half.h"
 
 /* ggml's guard below which a group's max |x| counts as zero (GROUP_MAX_EPS). */
 #define QK_GROUP_MAX_EPS 1e-15f

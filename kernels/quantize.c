@@ -1,8 +1,8 @@
-#include "quantize.h"
+#include "kernels/quantize.h"
 
-#include "cpu.h"
-#include "threads.h"
-#include "types.h"
+#include "kernels/cpu.h"
+#include "lib/core/threads.h"
+#include "kernels/types.h"
 
 typedef struct {
     const qk_type_traits *t;

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
+#include "lib/core/err.h"
 
 /* Encode nrows x ncols floats as `type` (imatrix: ncols weights or NULL).
  * Returns 0, or 2 with err filled (unknown type, ncols not a multiple of the

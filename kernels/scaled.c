@@ -1,7 +1,7 @@
 /* scaled.c - scaled quantization schemes (scaled.h): scale derivation per
  * rule, encode/decode of the packed layout, and the scheme table that
  * qk-quant's raw path and --list-types use. */
-#include "scaled.h"
+#include "kernels/scaled.h"
 
 #include <errno.h>
 #include <float.h>
@@ -10,9 +10,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "ckd.h"
-#include "half.h"
-#include "types.h"
+#include "lib/core/ckd.h"
+#include "kernels/half.h"
+#include "kernels/types.h"
 
 static const qk_scheme schemes[] = {
     {"fp8_e4m3", "FP8 E4M3 (OFP8 fn): bare codes, or absmax scale amax/448 per --granularity",

@@ -75,8 +75,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "elements.h"
-#include "err.h"
+#include "kernels/elements.h"
+#include "lib/core/err.h"
 
 typedef enum qk_gran {
     QK_GRAN_DEFAULT = 0, /* the scheme's own */

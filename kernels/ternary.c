@@ -20,8 +20,8 @@
  */
 #include <math.h>
 
-#include "quant_common.h"
-#include "types.h"
+#include "kernels/quant_common.h"
+#include "kernels/types.h"
 
 #define TQ_BLCK 256
 #define TQ1_0_SIZE 54

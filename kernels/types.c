@@ -1,6 +1,6 @@
 /* types.c - the static half of the format table (layout facts, from ggml's
  * type_traits at llama.cpp d32676d) merged with the family kernel tables. */
-#include "types.h"
+#include "kernels/types.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -11,10 +11,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "attn.h"
-#include "cpu.h"
-#include "half.h"
-#include "testutil.h" /* criterion.h first */
+#include "kernels/attn.h"
+#include "kernels/cpu.h"
+#include "kernels/half.h"
+#include "tests/testutil.h" /* criterion.h first */
 
 #define MAXD 136
 #define MAXQ 64

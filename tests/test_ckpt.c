@@ -17,14 +17,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ckpt.h"
-#include "half.h"
-#include "safetensors.h"
-#include "scaled.h"
-#include "tensordiff.h"
-#include "tensorset.h"
-#include "testutil.h"
-#include "types.h"
+#include "formats/ckpt.h"
+#include "kernels/half.h"
+#include "formats/safetensors.h"
+#include "kernels/scaled.h"
+#include "lib/report/tensordiff.h"
+#include "formats/tensorset.h"
+#include "tests/testutil.h"
+#include "kernels/types.h"
 
 #define S260 "goldens/models/stories260K/hf-f32"
 #define S4M "goldens/models/stories4M/hf-f32"

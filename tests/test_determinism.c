@@ -29,13 +29,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cpu.h"
-#include "forward.h"
-#include "gguf.h"
-#include "half.h"
-#include "model.h"
-#include "testutil.h"
-#include "types.h"
+#include "kernels/cpu.h"
+#include "lib/engine/forward.h"
+#include "formats/gguf.h"
+#include "kernels/half.h"
+#include "lib/engine/model.h"
+#include "tests/testutil.h"
+#include "kernels/types.h"
 
 #define STORIES260K "goldens/models/stories260K/stories260K-f32.gguf"
 #define STORIES4M_Q8 "goldens/llamacpp/stories4M/stories4M-Q8_0.gguf"

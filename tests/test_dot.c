@@ -24,8 +24,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "testutil.h" /* criterion.h first: parameterized.h after it */
-#include "types.h"
+#include "tests/testutil.h" /* criterion.h first: parameterized.h after it */
+#include "kernels/types.h"
 #include <criterion/parameterized.h>
 
 #define G "goldens/ggml/"

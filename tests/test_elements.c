@@ -6,11 +6,11 @@
 #include <math.h>
 #include <string.h>
 
-#include "elements.h"
-#include "fp4.h"
-#include "half.h"
-#include "testutil.h"
-#include "types.h"
+#include "kernels/elements.h"
+#include "kernels/fp4.h"
+#include "kernels/half.h"
+#include "tests/testutil.h"
+#include "kernels/types.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define SANITIZED 1

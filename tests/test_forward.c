@@ -21,12 +21,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "forward.h"
-#include "gguf.h"
-#include "model.h"
-#include "sampling.h"
-#include "tokenizer.h"
-#include "testutil.h"
+#include "lib/engine/forward.h"
+#include "formats/gguf.h"
+#include "lib/engine/model.h"
+#include "lib/engine/sampling.h"
+#include "lib/engine/tokenizer.h"
+#include "tests/testutil.h"
 
 #define MODEL "goldens/models/stories260K/stories260K-f32.gguf"
 #define REF "goldens/llamacpp/stories260K/"

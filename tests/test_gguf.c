@@ -8,9 +8,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gguf.h"
-#include "testutil.h"
-#include "types.h"
+#include "formats/gguf.h"
+#include "tests/testutil.h"
+#include "kernels/types.h"
 
 #define STORIES "goldens/models/stories260K/stories260K-f32.gguf"
 #define BAD "tests/bad/gguf/"

@@ -6,9 +6,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "quantize.h"
-#include "testutil.h"
-#include "types.h"
+#include "kernels/quantize.h"
+#include "tests/testutil.h"
+#include "kernels/types.h"
 
 #define ROWS 8
 #define COLS 4096

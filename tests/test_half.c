@@ -2,7 +2,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 
-#include "half.h"
+#include "kernels/half.h"
 
 /* Reference: nearest f16 by exhaustive search over finite codes (ties to even). */
 Test(half, f16_decode_all_codes_roundtrip)

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jsonp.h"
+#include "lib/core/jsonp.h"
 
 static qk_jsonv *ok(const char *s, unsigned flags)
 {

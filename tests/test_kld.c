@@ -1,4 +1,4 @@
-/* qk-kld's library (lib/ppl.h, lib/kldbase.h, lib/kldstats.h) against
+/* qk-kld's library (lib/eval/ppl.h, lib/eval/kldbase.h, lib/eval/kldstats.h) against
  * llama-perplexity d32676d (goldens/kld, goldens/stories260K-eval):
  * - tokenization of the evaluation text equals llama.cpp's, BOS first;
  * - stories260K -c 256: the "[i]" progress values of chunks 1..4 equal
@@ -20,17 +20,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "forward.h"
-#include "gguf.h"
-#include "kldbase.h"
-#include "kldstats.h"
-#include "model.h"
-#include "ppl.h"
-#include "quantize.h"
-#include "sampling.h"
-#include "testutil.h"
-#include "tokenizer.h"
-#include "types.h"
+#include "lib/engine/forward.h"
+#include "formats/gguf.h"
+#include "lib/eval/kldbase.h"
+#include "lib/eval/kldstats.h"
+#include "lib/engine/model.h"
+#include "lib/eval/ppl.h"
+#include "kernels/quantize.h"
+#include "lib/engine/sampling.h"
+#include "tests/testutil.h"
+#include "lib/engine/tokenizer.h"
+#include "kernels/types.h"
 
 #define MODEL "goldens/models/stories260K/stories260K-f32.gguf"
 #define TEXT "goldens/stories260K-eval/eval-64k.txt"

@@ -1,4 +1,4 @@
-/* test_matmul.c - lib/matmul.h against the format table's vec_dot:
+/* test_matmul.c - lib/engine/matmul.h against the format table's vec_dot:
  * - qk_matmul: every output element is the table's vec_dot of a weight row
  *   and the activation row encoded by the vec_dot_type's from_float (the
  *   active CPU level; test_simd holds the levels to the scalar bits);
@@ -9,10 +9,10 @@
  * - weights repacked for the level's packed kernels give the same bytes. */
 #include <string.h>
 
-#include "cpu.h"
-#include "matmul.h"
-#include "testutil.h" /* criterion.h first */
-#include "types.h"
+#include "kernels/cpu.h"
+#include "lib/engine/matmul.h"
+#include "tests/testutil.h" /* criterion.h first */
+#include "kernels/types.h"
 
 #define COLS 512
 #define NTOK 37

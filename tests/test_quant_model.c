@@ -27,12 +27,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gguf.h"
-#include "imatrix.h"
-#include "quant_model.h"
-#include "quantize.h"
-#include "testutil.h"
-#include "types.h"
+#include "formats/gguf.h"
+#include "lib/quant/imatrix.h"
+#include "lib/quant/quant_model.h"
+#include "kernels/quantize.h"
+#include "tests/testutil.h"
+#include "kernels/types.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define UNDER_ASAN 1

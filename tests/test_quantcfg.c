@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "hfdir.h"
-#include "quantcfg.h"
+#include "formats/hfdir.h"
+#include "formats/quantcfg.h"
 
 #define FIX "tests/fixtures/quantcfg/"
 

@@ -1,5 +1,5 @@
-/* qk-run's pieces: the Hugging Face model loader (lib/hfmodel.h), the
- * logits file (lib/logits_file.h) and the driver's --logits-out.
+/* qk-run's pieces: the Hugging Face model loader (lib/engine/hfmodel.h), the
+ * logits file (lib/eval/logits_file.h) and the driver's --logits-out.
  *
  * - hf-f32 (the stories260K GGUF's source, rows in HF order) gives logits
  *   bit-identical with the GGUF, F32 and F16 caches: the q/k rows are
@@ -19,16 +19,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "forward.h"
-#include "gguf.h"
-#include "half.h"
-#include "hfmodel.h"
-#include "logits_file.h"
-#include "model.h"
-#include "safetensors.h"
-#include "sampling.h"
-#include "testutil.h"
-#include "types.h"
+#include "lib/engine/forward.h"
+#include "formats/gguf.h"
+#include "kernels/half.h"
+#include "lib/engine/hfmodel.h"
+#include "lib/eval/logits_file.h"
+#include "lib/engine/model.h"
+#include "formats/safetensors.h"
+#include "lib/engine/sampling.h"
+#include "tests/testutil.h"
+#include "kernels/types.h"
 
 #define MDIR "goldens/models/stories260K/"
 #define GGUF MDIR "stories260K-f32.gguf"

@@ -9,10 +9,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "hfdir.h"
-#include "safetensors.h"
-#include "testutil.h"
-#include "types.h"
+#include "formats/hfdir.h"
+#include "formats/safetensors.h"
+#include "tests/testutil.h"
+#include "kernels/types.h"
 
 #define F32_DIR "goldens/models/stories260K/hf-f32"
 #define BF16_DIR "goldens/models/stories260K/hf-bf16"

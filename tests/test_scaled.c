@@ -6,11 +6,11 @@
 #include <math.h>
 #include <string.h>
 
-#include "fp4.h"
-#include "half.h"
-#include "scaled.h"
-#include "testutil.h"
-#include "types.h"
+#include "kernels/fp4.h"
+#include "kernels/half.h"
+#include "kernels/scaled.h"
+#include "tests/testutil.h"
+#include "kernels/types.h"
 
 /* Nearest code of v among all codes of e (ties: even code), saturating;
  * minifloats keep the sign of v (-tiny -> -0). */

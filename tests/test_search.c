@@ -6,10 +6,10 @@
  * checked against ggml's bytes by test_golden. */
 #include <string.h>
 
-#include "cpu.h"
-#include "quant_common.h"
-#include "testutil.h" /* criterion.h first */
-#include "x86/x86.h"
+#include "kernels/cpu.h"
+#include "kernels/quant_common.h"
+#include "tests/testutil.h" /* criterion.h first */
+#include "kernels/x86/x86.h"
 
 #ifdef QK_X86
 /* Fill 8 groups of n: kind 0 gaussian, 1 with zero/tiny groups and ties,

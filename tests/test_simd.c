@@ -25,9 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu.h"
-#include "testutil.h" /* criterion.h first */
-#include "types.h"
+#include "kernels/cpu.h"
+#include "tests/testutil.h" /* criterion.h first */
+#include "kernels/types.h"
 #include <criterion/parameterized.h>
 
 #define G "goldens/ggml/"

@@ -1,6 +1,6 @@
-/* Numerics studies (docs/studies.md): pipeline-wire codecs (lib/wire.h),
- * KV-cache codecs (lib/kvquant.h), their engine hooks (lib/forward.h), the
- * KLD runner (lib/study_run.h) and the error scorecard (lib/study_error.h).
+/* Numerics studies (docs/studies.md): pipeline-wire codecs (lib/study/wire.h),
+ * KV-cache codecs (lib/engine/kvquant.h), their engine hooks (lib/engine/forward.h), the
+ * KLD runner (lib/study/study_run.h) and the error scorecard (lib/study/study_error.h).
  * - every wire format's encode writes the scheme kernels' bytes
  *   (kernels/scaled.h) and its quantize-dequantize equals theirs bit for
  *   bit; int8-token, bf16/fp16, MX and NVFP4 also against the element
@@ -22,18 +22,18 @@
 #include <math.h>
 #include <string.h>
 
-#include "forward.h"
-#include "gguf.h"
-#include "half.h"
-#include "kvquant.h"
-#include "model.h"
-#include "quantize.h"
-#include "scaled.h"
-#include "study_error.h"
-#include "study_run.h"
-#include "types.h"
-#include "wire.h"
-#include "testutil.h"
+#include "lib/engine/forward.h"
+#include "formats/gguf.h"
+#include "kernels/half.h"
+#include "lib/engine/kvquant.h"
+#include "lib/engine/model.h"
+#include "kernels/quantize.h"
+#include "kernels/scaled.h"
+#include "lib/study/study_error.h"
+#include "lib/study/study_run.h"
+#include "kernels/types.h"
+#include "lib/study/wire.h"
+#include "tests/testutil.h"
 
 #define MODEL "goldens/models/stories260K/stories260K-f32.gguf"
 

@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf.h"
-#include "testutil.h"
-#include "tokenizer.h"
+#include "formats/gguf.h"
+#include "tests/testutil.h"
+#include "lib/engine/tokenizer.h"
 
 #define VOCAB "goldens/vocab/ggml-vocab-"
 

@@ -20,12 +20,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "cpu.h"
-#include "err.h"
-#include "forward.h"
-#include "gguf.h"
-#include "model.h"
-#include "types.h"
+#include "kernels/cpu.h"
+#include "lib/core/err.h"
+#include "lib/engine/forward.h"
+#include "formats/gguf.h"
+#include "lib/engine/model.h"
+#include "kernels/types.h"
 
 static double now(void)
 {

@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckpt.h"
-#include "elements.h"
-#include "half.h"
+#include "formats/ckpt.h"
+#include "kernels/elements.h"
+#include "kernels/half.h"
 
 static int list(const char *dir)
 {

@@ -1,6 +1,6 @@
 /* study-run - the numerics studies of docs/studies.md as plain tables
  * (make studies runs it through tools/studies.sh); the sweeps themselves are
- * lib/study_cmd.h's, the same as qk-bench error|wire|kv:
+ * lib/study/study_cmd.h's, the same as qk-bench error|wire|kv:
  *
  *   study-run error (-m CHECKPOINT [--tensors GLOB] | --synthetic DIST
  *                   [--shape RxC] [--seed N]) [--formats LIST] [--per-tensor]
@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "err.h"
-#include "study_cmd.h"
+#include "lib/core/err.h"
+#include "lib/study/study_cmd.h"
 
 typedef struct {
     const char *prefix;    /* -o PREFIX: write PREFIX.md, .csv and .json */

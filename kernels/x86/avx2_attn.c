@@ -2,15 +2,15 @@
  * Scores and the softmax step put eight queries in the eight lanes, the
  * value step eight dimensions; every lane does the scalar reference's
  * operations (kernels/attn.c) in the same order, so the bits are equal. */
-#include "simd_common.h"
+#include "kernels/x86/simd_common.h"
 
 #ifdef QK_X86
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
-#include "attn.h"
-#include "half.h"
+#include "kernels/attn.h"
+#include "kernels/half.h"
 
 #define INLINE QK_TARGET_AVX2 static inline __attribute__((always_inline))
 

@@ -22,7 +22,7 @@
  * The F16 encoder (vcvtps2ph, round to nearest even) and decoder are bitwise
  * equal to half.h, subnormals, infinities and NaNs included (the decoder
  * leaves groups with a signalling NaN to half.h, which does not quiet it). */
-#include "simd_common.h"
+#include "kernels/x86/simd_common.h"
 
 #include <string.h>
 
@@ -235,7 +235,7 @@ QK_TARGET_AVX2 static void f16_to_float(const void *src, float *dst, int64_t n)
         dst[i] = qk_f16_to_f32(qk_ld_u16(s + 2 * i));
 }
 
-/* Tiles of 16 rows for prompt batches, as the row kernels' (lib/matmul.c's ROW_TILE). */
+/* Tiles of 16 rows for prompt batches, as the row kernels' (lib/engine/matmul.c's ROW_TILE). */
 const qk_pack_ops qk_x86_avx2_packed_f[] = {
     {.id = QK_F16, .pack_size = f16_pack_size, .pack = f16_pack, .packed_tile = f16_packed_tile, .tile_rows = 16, .decode = 1},
     {.id = QK_BF16, .pack_size = bf16_pack_size, .pack = bf16_pack, .packed_tile = bf16_packed_tile, .tile_rows = 16, .decode = 1},

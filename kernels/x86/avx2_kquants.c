@@ -10,7 +10,7 @@
  * different scales are interleaved so that madd pairs equal lanes again
  * (see lanes_pair).  The lanes' integer sums are then exact and the float
  * steps are the reference's, one lane per lane, without FMA. */
-#include "simd_common.h"
+#include "kernels/x86/simd_common.h"
 
 #ifdef QK_X86
 #include <math.h>

@@ -14,9 +14,9 @@
  *   Q4_1, Q5_1 (against Q8_1)  sumf += (dx * dy) * (float)sumi + mx * sy
  * The serial float sum is why eight outputs (eight weight rows against one
  * activation row) share one vector: lane k is output k's own running sum. */
-#include "simd_common.h"
+#include "kernels/x86/simd_common.h"
 
-#include "fp4.h"
+#include "kernels/fp4.h"
 
 #ifdef QK_X86
 #include <math.h>

@@ -18,7 +18,7 @@
  * The sums run on the unsigned nibbles u (level + 8) and lose 8 sum(y):
  * a 16-bit lane adds eight products pairs of at most 2 * 15 * 127 = 3810,
  * 30480 in all, inside int16. */
-#include "simd_common.h"
+#include "kernels/x86/simd_common.h"
 
 #ifdef QK_X86
 

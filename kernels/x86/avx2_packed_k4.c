@@ -31,7 +31,7 @@
  * (1440 bytes; the eight blocks take 1408), and the span ORs each nibble
  * half's bit 4 back before the products: pairs of at most 2 * 31 * 127,
  * two halves 15748, still inside int16. */
-#include "packed_k.h"
+#include "kernels/x86/packed_k.h"
 
 #ifdef QK_X86
 
@@ -183,7 +183,7 @@ PACKED_K_KERNEL(q5_K, PACKED5, ACT_K4, k4_span_nt(g, N, nb, a, st, 1))
 
 /* Tiles of 64 rows: the activation side (act_prepare) is made once for 8
  * groups (pp256 on bench250m Q4_K_M about 10 % faster than with 16).
- * One-token products (always 64-row tiles, lib/matmul.c): Q4_K's packed
+ * One-token products (always 64-row tiles, lib/engine/matmul.c): Q4_K's packed
  * kernel is about 15 % faster than the row kernel on bench250m Q4_K_M
  * tg32, Q5_K's about as fast (0.89-1.10x on bench250m Q5_K_M tg32, seven
  * interleaved runs; its pp256 is 1.3-1.8x the row kernel's). */

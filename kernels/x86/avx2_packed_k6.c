@@ -1,7 +1,7 @@
 /* avx2_packed_k6.c - AVX2 kernels of repacked Q6_K and Q3_K weights
  * (cpu.h's pack and packed_tile; packed_k.h), eight rows per group: the
  * K-quants with sixteen signed scales and eight lane sums per output. */
-#include "packed_k.h"
+#include "kernels/x86/packed_k.h"
 
 #ifdef QK_X86
 

@@ -2,7 +2,7 @@
  * (cpu.h's pack and packed_tile; packed_k.h), eight rows per group: the
  * super-block formats whose reference keeps one float sum per output (in
  * group_state's f; its eight lane sums stay 0). */
-#include "packed_k.h"
+#include "kernels/x86/packed_k.h"
 
 #ifdef QK_X86
 

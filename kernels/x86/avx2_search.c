@@ -8,13 +8,13 @@
  * exactly the scalar sequence of float operations (same operands, same
  * order, no FMA, comparisons that treat NaN as C does), so each lane gives
  * the bits the scalar search gives.  tests/test_simd.c checks it with memcmp. */
-#include "x86.h"
+#include "kernels/x86/x86.h"
 
 #ifdef QK_X86
 #include <immintrin.h>
 #include <string.h>
 
-#include "quant_common.h"
+#include "kernels/quant_common.h"
 
 /* ggml's nearest_int on 8 lanes: the same add-1.5*2^23-and-read-bits trick. */
 QK_TARGET_AVX2 static inline __m256i nearest8(__m256 v)

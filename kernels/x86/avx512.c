@@ -6,7 +6,7 @@
  * one bitwise (quantized dots: same integer block sums and float steps;
  * float dots: the float-dot order of kernels/float.c, one 8-lane
  * accumulator per pair, not 16 lanes). */
-#include "x86.h"
+#include "kernels/x86/x86.h"
 
 #ifdef QK_X86
 const qk_simd_ops qk_x86_avx512[] = {

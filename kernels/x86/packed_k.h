@@ -8,7 +8,7 @@
 #ifndef QK_X86_PACKED_K_H
 #define QK_X86_PACKED_K_H
 
-#include "simd_common.h"
+#include "kernels/x86/simd_common.h"
 
 #ifdef QK_X86
 #include <string.h>

@@ -3,12 +3,12 @@
 #ifndef QK_SIMD_COMMON_H
 #define QK_SIMD_COMMON_H
 
-#include "x86.h"
+#include "kernels/x86/x86.h"
 
 #ifdef QK_X86
 #include <immintrin.h>
 
-#include "quant_common.h"
+#include "kernels/quant_common.h"
 
 /* 8 x 8 int32 partial sums -> one vector of the 8 totals (p[k] -> lane k).
  * Integer addition: exact in any order. */

@@ -9,7 +9,7 @@
 
 #include <stdbool.h>
 
-#include "cpu.h"
+#include "kernels/cpu.h"
 
 typedef struct qk_simd_ops {
     int id;

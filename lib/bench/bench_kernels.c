@@ -1,17 +1,17 @@
 /* bench_kernels.c - kernel throughput per type and SIMD level (see bench_kernels.h). */
-#include "bench_kernels.h"
+#include "lib/bench/bench_kernels.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench_stats.h"
-#include "ckd.h"
-#include "matmul.h"
-#include "progress.h"
-#include "quantize.h"
-#include "threads.h"
+#include "lib/bench/bench_stats.h"
+#include "lib/core/ckd.h"
+#include "lib/engine/matmul.h"
+#include "lib/core/progress.h"
+#include "kernels/quantize.h"
+#include "lib/core/threads.h"
 
 const char *const qk_bench_default_types =
     "f16,bf16,q4_0,q4_1,q5_0,q5_1,q8_0,q2_K,q3_K,q4_K,q5_K,q6_K,iq4_nl,iq4_xs,mxfp4,nvfp4";

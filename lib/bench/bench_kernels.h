@@ -27,10 +27,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "bench_report.h"
-#include "cpu.h"
-#include "err.h"
-#include "types.h"
+#include "lib/bench/bench_report.h"
+#include "kernels/cpu.h"
+#include "lib/core/err.h"
+#include "kernels/types.h"
 
 typedef struct qk_kernels_bench_opts {
     int types[QK_TYPE_MAX], n_types;

@@ -1,21 +1,21 @@
 /* bench_model.c - qk-bench model (see bench_model.h; llama-bench's test_prompt
  * and test_gen in tools/llama-bench/llama-bench.cpp are the reference for
  * what is timed). */
-#include "bench_model.h"
+#include "lib/bench/bench_model.h"
 
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench_roofline.h"
-#include "bench_stats.h"
-#include "cpu.h"
-#include "forward.h"
-#include "ftype.h"
-#include "gguf.h"
-#include "progress.h"
-#include "types.h"
+#include "lib/bench/bench_roofline.h"
+#include "lib/bench/bench_stats.h"
+#include "kernels/cpu.h"
+#include "lib/engine/forward.h"
+#include "formats/ftype.h"
+#include "formats/gguf.h"
+#include "lib/core/progress.h"
+#include "kernels/types.h"
 
 enum {
     C_MODEL, C_SIZE, C_PARAMS, C_BPW, C_BACKEND, C_THREADS, C_TEST, C_TS, C_ROOF,

@@ -24,9 +24,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bench_report.h"
-#include "err.h"
-#include "model.h"
+#include "lib/bench/bench_report.h"
+#include "lib/core/err.h"
+#include "lib/engine/model.h"
 
 #define QK_BENCH_LIST_MAX 32 /* most values in a comma list */
 

@@ -1,11 +1,11 @@
 /* bench_report.c - one table, three renderings (see bench_report.h). */
-#include "bench_report.h"
+#include "lib/bench/bench_report.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "json.h"
+#include "lib/core/json.h"
 
 int qk_report_fmt_parse(const char *s, qk_report_fmt *out, qk_err *err)
 {

@@ -19,8 +19,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "bench_stats.h"
-#include "err.h"
+#include "lib/bench/bench_stats.h"
+#include "lib/core/err.h"
 
 typedef enum qk_report_fmt { QK_REPORT_MD, QK_REPORT_CSV, QK_REPORT_JSON } qk_report_fmt;
 

@@ -1,5 +1,5 @@
 /* bench_roofline.c - read bandwidth and FMA peak (see bench_roofline.h). */
-#include "bench_roofline.h"
+#include "lib/bench/bench_roofline.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench_stats.h"
-#include "progress.h"
+#include "lib/bench/bench_stats.h"
+#include "lib/core/progress.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #define RL_X86 1

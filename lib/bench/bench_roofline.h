@@ -17,8 +17,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "bench_report.h"
-#include "err.h"
+#include "lib/bench/bench_report.h"
+#include "lib/core/err.h"
 
 /* Best read bandwidth in bytes/s of nthreads threads over a buffer of
  * `bytes` bytes, `passes` passes.  Returns 0, or 3 (memory, threads). */

@@ -1,5 +1,5 @@
 /* bench_stats.c - mean, sample standard deviation, median, extremes. */
-#include "bench_stats.h"
+#include "lib/bench/bench_stats.h"
 
 #include <math.h>
 #include <stdlib.h>

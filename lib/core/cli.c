@@ -1,4 +1,4 @@
-#include "cli.h"
+#include "lib/core/cli.h"
 
 #include <errno.h>
 #include <math.h>
@@ -6,7 +6,7 @@
 
 #include <stdio.h>
 
-#include "threads.h"
+#include "lib/core/threads.h"
 
 int qk_cli_int(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *out, qk_err *err)
 {

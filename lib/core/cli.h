@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "err.h"
+#include "lib/core/err.h"
 
 int qk_cli_int(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *out, qk_err *err);
 int qk_cli_double(const char *opt, const char *s, double *out, qk_err *err);

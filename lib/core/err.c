@@ -1,4 +1,4 @@
-#include "err.h"
+#include "lib/core/err.h"
 
 #include <errno.h>
 #include <stdarg.h>

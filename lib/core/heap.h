@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "err.h"
+#include "lib/core/err.h"
 
 typedef struct qk_heap {
     unsigned char *v;

@@ -1,6 +1,6 @@
 /* jsonp.c - recursive-descent JSON parser (RFC 8259) building a DOM.
  * Grammar references below are to RFC 8259 sections. */
-#include "jsonp.h"
+#include "lib/core/jsonp.h"
 
 #include <errno.h>
 #include <math.h>
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckd.h"
+#include "lib/core/ckd.h"
 
 typedef struct parser {
     const unsigned char *p;

@@ -1,4 +1,4 @@
-#include "mapfile.h"
+#include "lib/core/mapfile.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
+#include "lib/core/err.h"
 
 typedef struct qk_map {
     const uint8_t *data; /* NULL for an empty file */

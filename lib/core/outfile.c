@@ -1,4 +1,4 @@
-#include "outfile.h"
+#include "lib/core/outfile.h"
 
 #include <errno.h>
 #include <pthread.h>

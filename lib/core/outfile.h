@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "err.h"
+#include "lib/core/err.h"
 
 typedef struct qk_out {
     FILE *f;

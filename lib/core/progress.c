@@ -1,4 +1,4 @@
-#include "progress.h"
+#include "lib/core/progress.h"
 
 #include <stdio.h>
 #include <unistd.h>

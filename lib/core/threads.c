@@ -14,7 +14,7 @@
  * After fork() the child starts with an empty pool.  At exit the workers are
  * told to quit and joined, so nothing they hold outlives the process' end
  * (valgrind-clean). */
-#include "threads.h"
+#include "lib/core/threads.h"
 
 #include <pthread.h>
 #include <stdbool.h>

@@ -1,6 +1,6 @@
 /* unicode.c - look-ups over the generated tables and llama.cpp-compatible
  * UTF-8 handling (src/unicode.cpp at d32676d). */
-#include "unicode.h"
+#include "lib/core/unicode.h"
 
 uint16_t qk_ucd_flags(uint32_t cpt)
 {

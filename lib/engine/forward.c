@@ -39,24 +39,24 @@
  * - rope angles come from libm (powf, cosf, sinf) per position; the
  *   elementwise ops (biases, SwiGLU's expf, residual adds) have no order.
  * - studies (qk_ctx_params.layer_hook, .kvq): the hook runs on the calling
- *   thread and changes each token row on its own (lib/wire.c); the KV codec
+ *   thread and changes each token row on its own (lib/study/wire.c); the KV codec
  *   quantizes each token's rows as they are stored, on the calling thread,
  *   and a KIVI key group (fixed positions gG .. gG+G-1) once it is complete;
  *   a query at position p reads a key from the quantized group copy exactly
  *   when that group ends at or before p, so what it sees depends on p alone.
  */
-#include "forward.h"
+#include "lib/engine/forward.h"
 
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckd.h"
-#include "attn.h"
-#include "cpu.h"
-#include "half.h"
-#include "threads.h"
+#include "lib/core/ckd.h"
+#include "kernels/attn.h"
+#include "kernels/cpu.h"
+#include "kernels/half.h"
+#include "lib/core/threads.h"
 
 /* ---- elementwise ops ------------------------------------------------------ */
 

@@ -23,11 +23,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "err.h"
-#include "kvquant.h"
-#include "matmul.h"
-#include "model.h"
-#include "types.h"
+#include "lib/core/err.h"
+#include "lib/engine/kvquant.h"
+#include "lib/engine/matmul.h"
+#include "lib/engine/model.h"
+#include "kernels/types.h"
 
 #define QK_MAX_HEAD_DIM 1024
 
@@ -40,9 +40,9 @@ typedef struct qk_ctx_params {
      * layer_hook: called on the calling thread after each layer `layer`
      * (0-based) with the batch's residual stream x (n_tok rows of n_embd),
      * which it may change in place, one row independently of the others
-     * (lib/wire.h's qk_wire_layer_hook simulates a pipeline-wire codec).
+     * (lib/study/wire.h's qk_wire_layer_hook simulates a pipeline-wire codec).
      * A non-zero return fails the forward pass with that code.
-     * kvq: a KV-cache codec (lib/kvquant.h, copied): keys and values are
+     * kvq: a KV-cache codec (lib/engine/kvquant.h, copied): keys and values are
      * quantized and dequantized as they are written into the cache, which
      * must then be F32. */
     int (*layer_hook)(void *user, int layer, float *x, int n_tok, int n_embd, qk_err *err);

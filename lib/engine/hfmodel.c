@@ -4,16 +4,16 @@
  * config.json keys and defaults, and llama.cpp's converter
  * (convert_hf_to_gguf.py, conversion/llama.py at d32676d) for the tensor
  * names, the q/k permutation and the llama3 rope factors. */
-#include "hfmodel.h"
+#include "lib/engine/hfmodel.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckd.h"
-#include "hfnames.h"
-#include "types.h"
+#include "lib/core/ckd.h"
+#include "formats/hfnames.h"
+#include "kernels/types.h"
 
 #define MAX_DIM (1 << 24) /* sanity bound on every hyper-parameter */
 

@@ -1,4 +1,4 @@
-/* hfmodel.h - the engine's model (lib/model.h) from a Hugging Face
+/* hfmodel.h - the engine's model (lib/engine/model.h) from a Hugging Face
  * directory: config.json plus F32/F16/BF16 safetensors (formats/hfdir.h).
  *
  * Architectures (config.json "architectures", else "model_type"):
@@ -29,10 +29,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "err.h"
-#include "hfdir.h"
-#include "jsonp.h"
-#include "model.h"
+#include "lib/core/err.h"
+#include "formats/hfdir.h"
+#include "lib/core/jsonp.h"
+#include "lib/engine/model.h"
 
 typedef struct qk_hfmodel_map qk_hfmodel_map;
 

@@ -1,15 +1,15 @@
 /* kvquant.c - KV-cache quantization (kvquant.h) through the scheme kernels
  * of kernels/scaled.h. */
-#include "kvquant.h"
+#include "lib/engine/kvquant.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "half.h"
-#include "scaled.h"
-#include "types.h"
+#include "kernels/half.h"
+#include "kernels/scaled.h"
+#include "kernels/types.h"
 
 static const char *const type_names[QK_KVQ_TYPE_COUNT] = {
     "f32", "f16", "bf16", "fp8-e4m3", "fp8-e5m2", "int8", "int4", "nvfp4",

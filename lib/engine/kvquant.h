@@ -1,6 +1,6 @@
 /* kvquant.h - KV-cache quantization, simulated: keys and values are
  * quantized and dequantized as they are written into the engine's F32
- * cache (lib/forward.c), and the bytes the quantized cache would hold are
+ * cache (lib/engine/forward.c), and the bytes the quantized cache would hold are
  * counted.
  *
  * Types (TYPE[:SCALE] for --kv-cache):
@@ -35,7 +35,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "err.h"
+#include "lib/core/err.h"
 
 typedef enum qk_kvq_type {
     QK_KVQ_F32,

@@ -6,15 +6,15 @@
  * the result does not depend on the thread count, on how many tokens are in
  * the batch, or on whether a token is decoded alone or in a prompt batch.
  * Work is split across threads only along weight rows, in fixed ranges. */
-#include "matmul.h"
+#include "lib/engine/matmul.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "ckd.h"
-#include "cpu.h"
-#include "threads.h"
-#include "types.h"
+#include "lib/core/ckd.h"
+#include "kernels/cpu.h"
+#include "lib/core/threads.h"
+#include "kernels/types.h"
 
 #define ROW_TILE 16                /* weight rows kept hot while the tokens stream past */
 _Static_assert(ROW_TILE % QK_PACK_ROWS == 0 && QK_PACK_DECODE_TILE % QK_PACK_ROWS == 0,

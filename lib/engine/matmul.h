@@ -12,9 +12,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cpu.h"
-#include "err.h"
-#include "model.h"
+#include "kernels/cpu.h"
+#include "lib/core/err.h"
+#include "lib/engine/model.h"
 
 /* Scratch for encoded activations, grown on demand; zero-initialise it. */
 typedef struct qk_matmul_ws {

@@ -3,18 +3,18 @@
  * Key and tensor names follow llama.cpp (src/llama-arch.cpp); which tensors
  * each architecture has follows src/models/{llama,qwen2,qwen3}.cpp, and the
  * rope mode follows llama_model_rope_type() in src/llama-model.cpp. */
-#include "model.h"
+#include "lib/engine/model.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckd.h"
-#include "cpu.h"
-#include "mapfile.h"
-#include "matmul.h"
-#include "types.h"
+#include "lib/core/ckd.h"
+#include "kernels/cpu.h"
+#include "lib/core/mapfile.h"
+#include "lib/engine/matmul.h"
+#include "kernels/types.h"
 
 #define MAX_DIM (1 << 24) /* sanity bound on every hyper-parameter */
 
@@ -402,7 +402,7 @@ static int load_embeddings(const loader *ld, qk_err *err)
                        m->hp.n_vocab, &m->output, err);
 }
 
-/* ---- repacking (lib/matmul.h) ------------------------------------------------- */
+/* ---- repacking (lib/engine/matmul.h) ------------------------------------------------- */
 
 static int pack_weight(qk_model *m, qk_weight *w, bool mapped, qk_err *err)
 {

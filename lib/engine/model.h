@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
-#include "gguf.h"
+#include "lib/core/err.h"
+#include "formats/gguf.h"
 
 typedef enum qk_arch { QK_ARCH_LLAMA, QK_ARCH_QWEN2, QK_ARCH_QWEN3 } qk_arch;
 
@@ -81,7 +81,7 @@ typedef struct qk_model {
  * missing key or tensor, the unsupported architecture or the bad shape. */
 int qk_model_load(qk_model *m, const qk_gguf *g, qk_err *err);
 
-/* ---- other tensor sources (lib/hfmodel.h builds one for Hugging Face
+/* ---- other tensor sources (lib/engine/hfmodel.h builds one for Hugging Face
  * directories) ----------------------------------------------------------------- */
 
 /* A tensor as a source presents it, looked up by its GGUF name. */
@@ -94,7 +94,7 @@ typedef struct qk_src_tensor {
     uint64_t offset;     /* file offset of its description, for messages */
     /* data lies in a qk_map_open mapping: once the matrix is repacked (and
      * its one-token products read the copy too), its pages may be dropped
-     * (lib/mapfile.h qk_map_release) */
+     * (lib/core/mapfile.h qk_map_release) */
     int mapped;
 } qk_src_tensor;
 

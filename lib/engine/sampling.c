@@ -1,5 +1,5 @@
 /* sampling.c - greedy, top-k, top-p and temperature sampling (sampling.h). */
-#include "sampling.h"
+#include "lib/engine/sampling.h"
 
 #include <math.h>
 #include <stdlib.h>

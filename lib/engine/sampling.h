@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#include "err.h"
+#include "lib/core/err.h"
 
 typedef struct qk_sampler_params {
     float temp;

@@ -15,13 +15,13 @@
  * decide its edge cases in its comment.  All work on code points; a piece
  * is a run of code points and splitting never looks across pieces. */
 #define QK_TOKENIZER_INTERNAL
-#include "heap.h"
-#include "tokenizer.h"
+#include "lib/core/heap.h"
+#include "lib/engine/tokenizer.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "unicode.h"
+#include "lib/core/unicode.h"
 
 /* ---- character classes ---------------------------------------------------- */
 

@@ -7,12 +7,12 @@
  * final symbol that is not a token is emitted as one byte token per byte
  * (<0xXX>, else the one-byte token). */
 #define QK_TOKENIZER_INTERNAL
-#include "heap.h"
-#include "tokenizer.h"
+#include "lib/core/heap.h"
+#include "lib/engine/tokenizer.h"
 
 #include <stdlib.h>
 
-#include "unicode.h"
+#include "lib/core/unicode.h"
 
 typedef struct spm_sym {
     int32_t prev, next;

@@ -3,17 +3,17 @@
  * BPE tokenizers, detokenizing, and the GGUF / tokenizer.json loaders.
  * Follows llama_vocab::impl of llama.cpp (src/llama-vocab.cpp, d32676d). */
 #define QK_TOKENIZER_INTERNAL
-#include "tokenizer.h"
+#include "lib/engine/tokenizer.h"
 
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckd.h"
-#include "jsonp.h"
-#include "mapfile.h"
-#include "unicode.h"
+#include "lib/core/ckd.h"
+#include "lib/core/jsonp.h"
+#include "lib/core/mapfile.h"
+#include "lib/core/unicode.h"
 
 /* ---- small containers ---------------------------------------------------- */
 

@@ -3,9 +3,9 @@
  *
  * Two vocabulary types:
  *   SPM  tokenizer.ggml.model = "llama": SentencePiece-style merging by token
- *        score, spaces escaped as U+2581, byte fallback <0xXX>  (lib/tok_spm.c)
+ *        score, spaces escaped as U+2581, byte fallback <0xXX>  (lib/engine/tok_spm.c)
  *   BPE  tokenizer.ggml.model = "gpt2": byte-level BPE by merge rank after a
- *        pre-tokenizer chosen by tokenizer.ggml.pre            (lib/tok_bpe.c)
+ *        pre-tokenizer chosen by tokenizer.ggml.pre            (lib/engine/tok_bpe.c)
  *
  * qk_tok_encode() is llama_tokenize(vocab, text, add_special, parse_special):
  * add_special adds BOS/EOS as the vocabulary's add-BOS/add-EOS flags say;
@@ -23,8 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
-#include "gguf.h"
+#include "lib/core/err.h"
+#include "formats/gguf.h"
 
 typedef struct qk_tokenizer qk_tokenizer;
 
@@ -147,7 +147,7 @@ int32_t qk_tok_attr(const qk_tokenizer *t, int32_t id);
 /* Id of a token text; QK_TOKEN_NULL when absent. */
 int32_t qk_tok_find(const qk_tokenizer *t, const char *text, size_t len);
 
-/* ---- internal: shared by lib/tokenizer.c, lib/tok_spm.c, lib/tok_bpe.c ---- */
+/* ---- internal: shared by lib/engine/tokenizer.c, lib/engine/tok_spm.c, lib/engine/tok_bpe.c ---- */
 #ifdef QK_TOKENIZER_INTERNAL
 
 /* A growable array of token ids. */

@@ -1,7 +1,7 @@
 /* kldbase.c - llama-perplexity's base-logits file and qk's compressed one
  * (format descriptions in kldbase.h; the quantization is log_softmax(...,
  * uint16_t *log_prob, ...) of tools/perplexity/perplexity.cpp). */
-#include "kldbase.h"
+#include "lib/eval/kldbase.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -10,10 +10,10 @@
 #include <sys/stat.h>
 #include <zstd.h>
 
-#include "ckd.h"
-#include "matmul.h"
-#include "outfile.h"
-#include "types.h"
+#include "lib/core/ckd.h"
+#include "lib/engine/matmul.h"
+#include "lib/core/outfile.h"
+#include "kernels/types.h"
 
 #define LLAMA_MAGIC "_logits_"
 #define QK_MAGIC "QKKLDB1"

@@ -45,8 +45,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "err.h"
-#include "model.h"
+#include "lib/core/err.h"
+#include "lib/engine/model.h"
 
 enum { QK_KLDB_LLAMA = 1, QK_KLDB_QK = 2 };
 

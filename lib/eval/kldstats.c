@@ -1,15 +1,15 @@
 /* kldstats.c - llama-perplexity's accumulators, printouts and percentile
  * rules (tools/perplexity/perplexity.cpp: kl_divergence_result, log_softmax,
  * kl_divergence(), perplexity()), and the .qkpart partial-results file. */
-#include "kldstats.h"
+#include "lib/eval/kldstats.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
 
-#include "ckd.h"
-#include "outfile.h"
+#include "lib/core/ckd.h"
+#include "lib/core/outfile.h"
 
 void qk_kld_acc_init(qk_kld_acc *a, int mode, bool keep_records)
 {

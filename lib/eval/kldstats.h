@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "err.h"
+#include "lib/core/err.h"
 
 enum { QK_KLD_MODE_PPL = 0, QK_KLD_MODE_KLD = 1 };
 

@@ -1,5 +1,5 @@
 /* logits_file.c - writer and reader of the logits file (see logits_file.h). */
-#include "logits_file.h"
+#include "lib/eval/logits_file.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -7,10 +7,10 @@
 #include <string.h>
 #include <zstd.h>
 
-#include "ckd.h"
-#include "half.h"
-#include "outfile.h"
-#include "types.h"
+#include "lib/core/ckd.h"
+#include "kernels/half.h"
+#include "lib/core/outfile.h"
+#include "kernels/types.h"
 
 #define ZLEVEL 3 /* logits barely compress; a cheap level keeps decoding pace */
 

@@ -14,7 +14,7 @@
  *                 is the distribution of the token after tokens[0..i]
  * Nothing follows the token ids.  Rows are written in order through one
  * single-threaded compression stream, so the bytes depend only on the
- * values.  The writer goes through lib/outfile.h: the file appears complete
+ * values.  The writer goes through lib/core/outfile.h: the file appears complete
  * or not at all.
  */
 #ifndef QK_LOGITS_FILE_H
@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
+#include "lib/core/err.h"
 
 #define QK_LOGITS_MAGIC "QKLOGITS"
 #define QK_LOGITS_VERSION 1u

@@ -1,14 +1,14 @@
 /* ppl.c - llama-perplexity's chunking and scoring (perplexity.cpp:
  * perplexity(), kl_divergence(), the log_softmax variants). */
-#include "ppl.h"
+#include "lib/eval/ppl.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "forward.h"
-#include "matmul.h"
-#include "threads.h"
+#include "lib/engine/forward.h"
+#include "lib/engine/matmul.h"
+#include "lib/core/threads.h"
 
 int qk_ppl_tokenize(const qk_tokenizer *t, const char *text, size_t n, int32_t **ids,
                     size_t *n_ids, qk_err *err)

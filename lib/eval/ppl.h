@@ -20,13 +20,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
-#include "kldbase.h"
-#include "kldstats.h"
-#include "kvquant.h"
-#include "model.h"
-#include "progress.h"
-#include "tokenizer.h"
+#include "lib/core/err.h"
+#include "lib/eval/kldbase.h"
+#include "lib/eval/kldstats.h"
+#include "lib/engine/kvquant.h"
+#include "lib/engine/model.h"
+#include "lib/core/progress.h"
+#include "lib/engine/tokenizer.h"
 
 /* llama-perplexity's tokenization of an -f text: one trailing '\n' removed,
  * BOS added as the vocabulary says, control tokens not parsed. */
@@ -59,7 +59,7 @@ typedef struct qk_ppl_job {
     int nthreads;
     int kv_type;                 /* QK_F16 (llama.cpp's cache) or QK_F32 */
     /* numerics studies (docs/studies.md), applied to the model under test
-     * only (not to base_model): lib/wire.h's hook and a KV codec */
+     * only (not to base_model): lib/study/wire.h's hook and a KV codec */
     int (*layer_hook)(void *user, int layer, float *x, int n_tok, int n_embd, qk_err *err);
     void *hook_user;
     const qk_kvq *kvq;           /* needs kv_type QK_F32 */

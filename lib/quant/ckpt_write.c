@@ -35,7 +35,7 @@
  * plus model.safetensors.index.json (transformers' layout; a module's
  * tensors stay in one shard), generation_config.json and tokenizer files
  * copied. */
-#include "ckpt.h"
+#include "formats/ckpt.h"
 
 #include <dirent.h>
 #include <stdarg.h>
@@ -48,13 +48,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ckd.h"
-#include "half.h"
-#include "jsonp.h"
-#include "progress.h"
-#include "safetensors.h"
-#include "scaled.h"
-#include "types.h"
+#include "lib/core/ckd.h"
+#include "kernels/half.h"
+#include "lib/core/jsonp.h"
+#include "lib/core/progress.h"
+#include "formats/safetensors.h"
+#include "kernels/scaled.h"
+#include "kernels/types.h"
 
 const char *const qk_ckpt_schemes[] = {"ct-fp8", "ct-fp8-block", "ct-w8a8", "ct-w4a16", "ct-nvfp4", "ct-mxfp4",
                                        "modelopt-nvfp4", "mlx-q2", "mlx-q3", "mlx-q4", "mlx-q5", "mlx-q6",

@@ -1,15 +1,15 @@
 /* imatrix.c - read llama-imatrix's GGUF and legacy .dat importance matrices
  * (see imatrix.h for the formats and the normalization). */
-#include "imatrix.h"
+#include "lib/quant/imatrix.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckd.h"
-#include "gguf.h"
-#include "mapfile.h"
-#include "types.h"
+#include "lib/core/ckd.h"
+#include "formats/gguf.h"
+#include "lib/core/mapfile.h"
+#include "kernels/types.h"
 
 static int oom(qk_err *err, const char *path)
 {

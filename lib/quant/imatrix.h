@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
+#include "lib/core/err.h"
 
 typedef struct qk_imatrix_entry {
     char *name;     /* the weight's name, e.g. "blk.0.attn_q.weight" */

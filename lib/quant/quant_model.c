@@ -2,7 +2,7 @@
  * option parsing helpers, the plan (per-tensor types and every check), the
  * output metadata and the streaming writer.  See quant_model.h; the type
  * rules themselves are in quant_rules.c. */
-#include "quant_model.h"
+#include "lib/quant/quant_model.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -12,12 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckd.h"
-#include "cpu.h"
-#include "mapfile.h"
-#include "quant_rules.h"
-#include "threads.h"
-#include "types.h"
+#include "lib/core/ckd.h"
+#include "kernels/cpu.h"
+#include "lib/core/mapfile.h"
+#include "lib/quant/quant_rules.h"
+#include "lib/core/threads.h"
+#include "kernels/types.h"
 
 #define QNT_VERSION 2        /* GGML_QNT_VERSION, general.quantization_version */
 #define FTYPE_GUESSED 1024   /* LLAMA_FTYPE_GUESSED */

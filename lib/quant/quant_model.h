@@ -25,9 +25,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
-#include "gguf.h"
-#include "imatrix.h"
+#include "lib/core/err.h"
+#include "formats/gguf.h"
+#include "lib/quant/imatrix.h"
 
 /* A llama-quantize preset: name, the llama_ftype it selects (written as
  * general.file_type), its description. */

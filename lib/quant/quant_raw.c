@@ -1,14 +1,14 @@
 /* quant_raw.c - raw encode/decode through the format table and the schemes. */
-#include "quant_raw.h"
+#include "lib/quant/quant_raw.h"
 
 #include <stdlib.h>
 
-#include "ckd.h"
-#include "json.h"
-#include "mapfile.h"
-#include "outfile.h"
-#include "quantize.h"
-#include "types.h"
+#include "lib/core/ckd.h"
+#include "lib/core/json.h"
+#include "lib/core/mapfile.h"
+#include "lib/core/outfile.h"
+#include "kernels/quantize.h"
+#include "kernels/types.h"
 
 void qk_raw_list(FILE *f, bool json)
 {

@@ -8,8 +8,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "err.h"
-#include "scaled.h"
+#include "lib/core/err.h"
+#include "kernels/scaled.h"
 
 typedef struct qk_raw_req {
     const char *type;      /* a table type or a scheme name */

@@ -3,12 +3,12 @@
  * llama_tensor_get_type_impl, llama_tensor_get_type,
  * tensor_requires_imatrix).  The branch structure follows the original so
  * that the layer counters advance exactly as there. */
-#include "quant_rules.h"
+#include "lib/quant/quant_rules.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "types.h"
+#include "kernels/types.h"
 
 /* llama_ftype values (llama.h). */
 enum {

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
+#include "lib/core/err.h"
 
 /* Model facts and counters the rules read and update (quantize_state_impl). */
 typedef struct qk_qrules {

@@ -1,4 +1,4 @@
-#include "inspect_print.h"
+#include "lib/report/inspect_print.h"
 
 #include <fnmatch.h>
 #include <inttypes.h>
@@ -6,16 +6,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ftype.h"
-#include "gguf.h"
-#include "json.h"
-#include "meta_print.h"
-#include "progress.h"
-#include "quantcfg.h"
-#include "tensorset.h"
-#include "tensorstats.h"
-#include "threads.h"
-#include "types.h"
+#include "formats/ftype.h"
+#include "formats/gguf.h"
+#include "lib/core/json.h"
+#include "lib/report/meta_print.h"
+#include "lib/core/progress.h"
+#include "formats/quantcfg.h"
+#include "formats/tensorset.h"
+#include "lib/report/tensorstats.h"
+#include "lib/core/threads.h"
+#include "kernels/types.h"
 
 typedef struct census_row {
     uint64_t tensors, params, bytes;

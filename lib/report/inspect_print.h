@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "err.h"
+#include "lib/core/err.h"
 
 typedef struct qk_inspect_opts {
     const char *tensor_glob;

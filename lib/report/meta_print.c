@@ -1,12 +1,12 @@
-#include "meta_print.h"
+#include "lib/report/meta_print.h"
 
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <string.h>
 
-#include "ftype.h"
-#include "gguf.h"
-#include "hfdir.h"
+#include "formats/ftype.h"
+#include "formats/gguf.h"
+#include "formats/hfdir.h"
 
 #define ARRAY_PREVIEW 6
 

@@ -6,8 +6,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "json.h"
-#include "tensorset.h"
+#include "lib/core/json.h"
+#include "formats/tensorset.h"
 
 void qk_meta_text(FILE *out, const qk_tensorset *s, const char *glob, bool full);
 /* Adds "format", "version", "architecture", "hyperparameters", "file_type",

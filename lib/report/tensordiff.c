@@ -1,17 +1,17 @@
-#include "tensordiff.h"
+#include "lib/report/tensordiff.h"
 
 #include <fnmatch.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf.h"
-#include "hfnames.h"
-#include "json.h"
-#include "progress.h"
-#include "tensorset.h"
-#include "threads.h"
-#include "types.h"
+#include "formats/gguf.h"
+#include "formats/hfnames.h"
+#include "lib/core/json.h"
+#include "lib/core/progress.h"
+#include "formats/tensorset.h"
+#include "lib/core/threads.h"
+#include "kernels/types.h"
 
 typedef struct pair {
     const char *label;     /* A's name, or a note for a tied output pair */

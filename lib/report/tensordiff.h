@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "err.h"
+#include "lib/core/err.h"
 
 typedef struct qk_diff_opts {
     const char *tensor_glob; /* compare only these (names as in A) */

@@ -1,9 +1,9 @@
-#include "tensorstats.h"
+#include "lib/report/tensorstats.h"
 
 #include <math.h>
 #include <stdlib.h>
 
-#include "types.h"
+#include "kernels/types.h"
 
 int qk_tensor_stats(const qk_tensor *t, qk_tstats *s, qk_err *err)
 {

@@ -6,8 +6,8 @@
 
 #include <stdint.h>
 
-#include "err.h"
-#include "tensorset.h"
+#include "lib/core/err.h"
+#include "formats/tensorset.h"
 
 #define QK_STATS_OUTLIERS 3
 

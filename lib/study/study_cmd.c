@@ -1,16 +1,16 @@
 /* study_cmd.c - the numerics studies as command pieces (study_cmd.h). */
-#include "study_cmd.h"
+#include "lib/study/study_cmd.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "gguf.h"
-#include "study_error.h"
-#include "study_run.h"
-#include "tokenizer.h"
-#include "types.h"
+#include "lib/core/cli.h"
+#include "formats/gguf.h"
+#include "lib/study/study_error.h"
+#include "lib/study/study_run.h"
+#include "lib/engine/tokenizer.h"
+#include "kernels/types.h"
 
 /* ---- shared options of qk-run and qk-kld ---------------------------------------- */
 

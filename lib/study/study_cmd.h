@@ -6,8 +6,8 @@
  *    validation rules, resolving them against a model, and the report
  *    (text line and JSON members).
  * 2. The sweeps behind qk-bench error|wire|kv (and tools/study-run): the
- *    quantization-error scorecard (lib/study_error.h), the pipeline-wire
- *    sweep and the KV-cache sweep (lib/study_run.h), written as md, csv or
+ *    quantization-error scorecard (lib/study/study_error.h), the pipeline-wire
+ *    sweep and the KV-cache sweep (lib/study/study_run.h), written as md, csv or
  *    json through a caller's sink. */
 #ifndef QK_STUDY_CMD_H
 #define QK_STUDY_CMD_H
@@ -16,11 +16,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "err.h"
-#include "json.h"
-#include "kvquant.h"
-#include "model.h"
-#include "wire.h"
+#include "lib/core/err.h"
+#include "lib/core/json.h"
+#include "lib/engine/kvquant.h"
+#include "lib/engine/model.h"
+#include "lib/study/wire.h"
 
 /* ---- shared options of qk-run and qk-kld ---------------------------------------- */
 

@@ -1,5 +1,5 @@
 /* study_error.c - the quantization-error scorecard (study_error.h). */
-#include "study_error.h"
+#include "lib/study/study_error.h"
 
 #include <errno.h>
 #include <fnmatch.h>
@@ -8,11 +8,11 @@
 #include <string.h>
 #include <strings.h>
 
-#include "json.h"
-#include "quantize.h"
-#include "tensorset.h"
-#include "threads.h"
-#include "types.h"
+#include "lib/core/json.h"
+#include "kernels/quantize.h"
+#include "formats/tensorset.h"
+#include "lib/core/threads.h"
+#include "kernels/types.h"
 
 /* ---- synthetic matrices ------------------------------------------------- */
 

@@ -39,8 +39,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "err.h"
-#include "scaled.h"
+#include "lib/core/err.h"
+#include "kernels/scaled.h"
 
 /* ---- synthetic matrices ------------------------------------------------- */
 

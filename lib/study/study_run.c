@@ -1,13 +1,13 @@
 /* study_run.c - KLD of modified forward passes against the plain one
  * (study_run.h). */
-#include "study_run.h"
+#include "lib/study/study_run.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "forward.h"
-#include "types.h"
+#include "lib/engine/forward.h"
+#include "kernels/types.h"
 
 /* log-softmax of logits[n] into lp, in double. */
 static void log_softmax(const float *logits, int n, double *lp)

@@ -20,10 +20,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
-#include "kvquant.h"
-#include "model.h"
-#include "wire.h"
+#include "lib/core/err.h"
+#include "lib/engine/kvquant.h"
+#include "lib/engine/model.h"
+#include "lib/study/wire.h"
 
 typedef struct qk_study_cfg {
     const qk_wire_spec *wire; /* NULL: no wire */

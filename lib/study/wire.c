@@ -1,5 +1,5 @@
 /* wire.c - pipeline-wire activation compression (wire.h). */
-#include "wire.h"
+#include "lib/study/wire.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -7,8 +7,8 @@
 #include <strings.h>
 #include <zstd.h>
 
-#include "half.h"
-#include "scaled.h"
+#include "kernels/half.h"
+#include "kernels/scaled.h"
 
 /* A wire format: a plain float rounding (scheme NULL) or a scheme of
  * kernels/scaled.h at a granularity. */

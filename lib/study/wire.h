@@ -43,7 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
+#include "lib/core/err.h"
 
 typedef enum qk_wire_fmt {
     QK_WIRE_FP32,
