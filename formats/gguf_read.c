@@ -14,6 +14,7 @@
  * claims 2^62 keys fails cleanly.  The checks follow gguf_init_from_reader()
  * and add what the brief of qk asks for: tensor data must lie in the file,
  * be aligned and not overlap (ggml itself demands the exact packed layout).
+ * Opening files and split sets, and the look-ups, are gguf_open.c's.
  */
 #include "formats/gguf.h"
 
@@ -24,17 +25,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "formats/gguf_parse.h"
 #include "lib/core/ckd.h"
 #include "kernels/types.h"
-
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "gguf_read.c loads little-endian fields with memcpy: little-endian hosts only"
-#endif
 
 #define GGUF_DEFAULT_ALIGNMENT 32
 #define GGUF_MAX_NAME 64      /* ggml's GGML_MAX_NAME: names are < 64 bytes */
 #define GGUF_MAX_DEPTH 8      /* arrays of arrays nest at most this deep */
-#define GGUF_MAX_SHARDS 99999 /* the %05d of the shard file names */
 
 /* Smallest possible encodings, used to bound counts by the bytes left. */
 #define MIN_KV_BYTES 14          /* u64 len + 1 key byte + u32 type + 1 value byte */
@@ -51,8 +48,7 @@ const char *qk_gguf_vtype_name(int vtype)
     return vtype_names[vtype];
 }
 
-/* Bytes of one element of a fixed-size type; 0 for STRING, ARRAY, invalid. */
-static size_t vtype_size(int vtype)
+size_t qk_gguf_vtype_size(int vtype)
 {
     switch (vtype) {
     case QK_GGUF_U8: case QK_GGUF_I8: case QK_GGUF_BOOL: return 1;
@@ -83,27 +79,6 @@ static const char *show(char *buf, size_t cap, const char *p, uint64_t len)
     }
     buf[o] = 0;
     return buf;
-}
-
-/* ---- little-endian loads --------------------------------------------- */
-
-static uint16_t ld16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
-static uint32_t ld32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
-static uint64_t ld64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
-
-/* f32 -> f64 keeping a NaN's payload bit for bit (a cast may quiet it), so
- * that writing a value back reproduces the file's bytes. */
-static double f32_to_f64(uint32_t b)
-{
-    if ((b & 0x7f800000u) == 0x7f800000u && (b & 0x007fffffu)) {
-        uint64_t d = ((uint64_t)(b >> 31) << 63) | (0x7ffull << 52) | ((uint64_t)(b & 0x007fffffu) << 29);
-        double f;
-        memcpy(&f, &d, 8);
-        return f;
-    }
-    float f;
-    memcpy(&f, &b, 4);
-    return (double)f;
 }
 
 /* ---- cursor ----------------------------------------------------------- */
@@ -226,7 +201,7 @@ static int parse_array(rd *r, qk_gguf_value *v, fieldbuf *f)
     v->arr.raw = r->p + r->pos;
     v->arr.items = NULL;
 
-    size_t es = vtype_size((int)elem);
+    size_t es = qk_gguf_vtype_size((int)elem);
     if (es) { /* fixed-size elements stay in the mapping */
         uint64_t bytes;
         if (qk_ckd_mul(&bytes, n, es) || bytes > left(r))
@@ -254,7 +229,7 @@ static int parse_array(rd *r, qk_gguf_value *v, fieldbuf *f)
         f->idx[f->depth - 1] = i;
         rc = parse_value(r, (int)elem, &v->arr.items[i], f);
         if (rc)
-            v->arr.n = i + 1; /* free_value visits only the items parsed */
+            v->arr.n = i + 1; /* free_value visits only the items qk_gguf_parsed */
     }
     f->depth--;
     return rc;
@@ -274,7 +249,7 @@ static int parse_value(rd *r, int type, qk_gguf_value *v, fieldbuf *f)
     }
     if (type == QK_GGUF_ARRAY)
         return parse_array(r, v, f);
-    size_t es = vtype_size(type);
+    size_t es = qk_gguf_vtype_size(type);
     if (!es)
         return qk_err_at(r->err, r->path, fname(f), r->pos, "unknown value type %d", type);
     if (es > left(r))
@@ -298,26 +273,16 @@ static int parse_value(rd *r, int type, qk_gguf_value *v, fieldbuf *f)
 
 /* ---- one file ---------------------------------------------------------- */
 
-typedef struct parsed {
-    uint32_t version;
-    uint64_t n_kv;
-    qk_gguf_kv *kv;
-    uint64_t n_tensors;
-    qk_gguf_tensor *tensors;
-    uint32_t alignment;
-    uint64_t data_offset;
-} parsed;
-
-static void free_kvs(qk_gguf_kv *kv, uint64_t n)
+void qk_gguf_free_kvs(qk_gguf_kv *kv, uint64_t n)
 {
     for (uint64_t i = 0; kv && i < n; i++)
         free_value(&kv[i].v);
     free(kv);
 }
 
-static void free_parsed(parsed *ps)
+void qk_gguf_parsed_free(qk_gguf_parsed *ps)
 {
-    free_kvs(ps->kv, ps->n_kv);
+    qk_gguf_free_kvs(ps->kv, ps->n_kv);
     free(ps->tensors);
     memset(ps, 0, sizeof *ps);
 }
@@ -367,7 +332,7 @@ static int find_duplicate(named *v, uint64_t n, uint64_t *first, uint64_t *secon
     return found;
 }
 
-static int check_duplicate_keys(rd *r, const parsed *ps)
+static int check_duplicate_keys(rd *r, const qk_gguf_parsed *ps)
 {
     if (ps->n_kv < 2)
         return QK_OK;
@@ -388,7 +353,7 @@ static int check_duplicate_keys(rd *r, const parsed *ps)
                      show(nm, sizeof nm, kv->key.ptr, kv->key.len), (unsigned long long)a);
 }
 
-static int parse_kvs(rd *r, parsed *ps)
+static int parse_kvs(rd *r, qk_gguf_parsed *ps)
 {
     for (uint64_t i = 0; i < ps->n_kv; i++) {
         qk_gguf_kv *kv = &ps->kv[i];
@@ -415,14 +380,14 @@ static int parse_kvs(rd *r, parsed *ps)
         f.depth = 0;
         rc = parse_value(r, (int)type, &kv->v, &f);
         if (rc) {
-            ps->n_kv = i + 1; /* free what was parsed */
+            ps->n_kv = i + 1; /* free what was qk_gguf_parsed */
             return rc;
         }
     }
     return check_duplicate_keys(r, ps);
 }
 
-static const qk_gguf_kv *find_kv(const qk_gguf_kv *kv, uint64_t n, const char *key, uint64_t *idx)
+const qk_gguf_kv *qk_gguf_find_kv(const qk_gguf_kv *kv, uint64_t n, const char *key, uint64_t *idx)
 {
     for (uint64_t i = 0; i < n; i++)
         if (qk_str_eq(kv[i].key, key)) {
@@ -434,10 +399,10 @@ static const qk_gguf_kv *find_kv(const qk_gguf_kv *kv, uint64_t n, const char *k
 }
 
 /* general.alignment: a u32 power of two (gguf.cpp), default 32. */
-static int read_alignment(rd *r, parsed *ps)
+static int read_alignment(rd *r, qk_gguf_parsed *ps)
 {
     uint64_t i;
-    const qk_gguf_kv *kv = find_kv(ps->kv, ps->n_kv, "general.alignment", &i);
+    const qk_gguf_kv *kv = qk_gguf_find_kv(ps->kv, ps->n_kv, "general.alignment", &i);
     ps->alignment = GGUF_DEFAULT_ALIGNMENT;
     if (!kv)
         return QK_OK;
@@ -523,7 +488,7 @@ static int parse_type(rd *r, qk_gguf_tensor *t, uint64_t i, const char *nm)
     return QK_OK;
 }
 
-static int parse_tensor_info(rd *r, parsed *ps, uint64_t i, int shard)
+static int parse_tensor_info(rd *r, qk_gguf_parsed *ps, uint64_t i, int shard)
 {
     qk_gguf_tensor *t = &ps->tensors[i];
     char field[64], nm[96];
@@ -566,9 +531,10 @@ static int parse_tensor_info(rd *r, parsed *ps, uint64_t i, int shard)
     return QK_OK;
 }
 
-static int check_duplicate_tensors(rd *r, const qk_gguf_tensor *t, uint64_t n,
-                                   char *const *paths)
+int qk_gguf_check_duplicate_tensors(const char *file, const qk_gguf_tensor *t, uint64_t n, char *const *paths,
+                                    qk_err *err)
 {
+    rd r0 = {NULL, 0, 0, file, err}, *r = &r0;
     if (n < 2)
         return QK_OK;
     named *v = malloc((size_t)n * sizeof *v);
@@ -604,7 +570,7 @@ static int cmp_by_offset(const void *a, const void *b)
 }
 
 /* Each tensor's bytes lie inside the file; no two tensors share a byte. */
-static int check_data(rd *r, parsed *ps)
+static int check_data(rd *r, qk_gguf_parsed *ps)
 {
     char field[128], nm[96], nm2[96];
     if (ps->n_tensors > 0 && ps->data_offset > r->size)
@@ -656,9 +622,8 @@ static int check_data(rd *r, parsed *ps)
     return rc;
 }
 
-/* Parse and validate one whole GGUF file held at p[0..size). */
-static int parse_file(const uint8_t *p, uint64_t size, const char *path, int shard,
-                      parsed *ps, qk_err *err)
+int qk_gguf_parse_file(const uint8_t *p, uint64_t size, const char *path, int shard,
+                      qk_gguf_parsed *ps, qk_err *err)
 {
     rd r = {p, size, 0, path, err};
     memset(ps, 0, sizeof *ps);
@@ -728,7 +693,7 @@ static int parse_file(const uint8_t *p, uint64_t size, const char *path, int sha
         if (rc)
             return rc;
     }
-    rc = check_duplicate_tensors(&r, ps->tensors, ps->n_tensors, NULL);
+    rc = qk_gguf_check_duplicate_tensors(path, ps->tensors, ps->n_tensors, NULL, err);
     if (rc)
         return rc;
     /* the data section starts at the next multiple of the alignment */
@@ -737,475 +702,3 @@ static int parse_file(const uint8_t *p, uint64_t size, const char *path, int sha
     return check_data(&r, ps);
 }
 
-/* ---- opening ------------------------------------------------------------ */
-
-void qk_gguf_close(qk_gguf *g)
-{
-    if (!g)
-        return;
-    free_kvs(g->kv, g->n_kv);
-    free(g->tensors);
-    for (int i = 0; i < g->n_shards; i++) {
-        if (g->maps && !g->borrowed)
-            qk_map_close(&g->maps[i]);
-        if (g->shard_paths)
-            free(g->shard_paths[i]);
-    }
-    free(g->maps);
-    free(g->shard_paths);
-    free(g->path);
-    free(g);
-}
-
-/* A new qk_gguf for n shards, maps closed (fd -1), paths NULL. */
-static qk_gguf *alloc_gguf(int n)
-{
-    qk_gguf *g = calloc(1, sizeof *g);
-    if (!g)
-        return NULL;
-    g->maps = calloc((size_t)n, sizeof *g->maps);
-    g->shard_paths = calloc((size_t)n, sizeof *g->shard_paths);
-    if (!g->maps || !g->shard_paths) {
-        qk_gguf_close(g);
-        return NULL;
-    }
-    g->n_shards = n;
-    for (int i = 0; i < n; i++)
-        g->maps[i].fd = -1;
-    return g;
-}
-
-/* Moves the first file's parse into g. */
-static void adopt_first(qk_gguf *g, parsed *ps)
-{
-    g->version = ps->version;
-    g->n_kv = ps->n_kv;
-    g->kv = ps->kv;
-    g->n_tensors = ps->n_tensors;
-    g->tensors = ps->tensors;
-    g->alignment = ps->alignment;
-    g->data_offset = ps->data_offset;
-    g->file_size = g->maps[0].size;
-    g->total_size = g->maps[0].size;
-    ps->kv = NULL;
-    ps->n_kv = 0;
-    ps->tensors = NULL;
-    ps->n_tensors = 0;
-}
-
-int qk_gguf_open_mem(qk_gguf **out, const void *buf, size_t size, const char *name, qk_err *err)
-{
-    *out = NULL;
-    qk_gguf *g = alloc_gguf(1);
-    if (!g)
-        return qk_errf(err, QK_EIO, "%s: out of memory", name);
-    g->borrowed = true;
-    g->maps[0].data = size ? buf : NULL;
-    g->maps[0].size = size;
-    g->path = strdup(name);
-    g->shard_paths[0] = strdup(name);
-    if (!g->path || !g->shard_paths[0]) {
-        qk_gguf_close(g);
-        return qk_errf(err, QK_EIO, "%s: out of memory", name);
-    }
-    parsed ps;
-    int rc = parse_file(g->maps[0].data, size, name, 0, &ps, err);
-    if (rc) {
-        free_parsed(&ps);
-        qk_gguf_close(g);
-        return rc;
-    }
-    adopt_first(g, &ps);
-    *out = g;
-    return QK_OK;
-}
-
-/* Unsigned integer value of a kv (any integer type, >= 0). */
-static bool kv_uint(const qk_gguf_kv *kv, uint64_t *out)
-{
-    switch (kv->v.type) {
-    case QK_GGUF_U8: case QK_GGUF_U16: case QK_GGUF_U32: case QK_GGUF_U64:
-        *out = kv->v.u;
-        return true;
-    case QK_GGUF_I8: case QK_GGUF_I16: case QK_GGUF_I32: case QK_GGUF_I64:
-        if (kv->v.i < 0)
-            return false;
-        *out = (uint64_t)kv->v.i;
-        return true;
-    default:
-        return false;
-    }
-}
-
-/* The split.* keys of one file: count 0 when it is not a shard. */
-typedef struct split_info {
-    uint64_t no, count;
-    const qk_gguf_kv *count_kv, *no_kv;
-    uint64_t count_idx, no_idx;
-} split_info;
-
-static int read_split(const parsed *ps, const char *path, split_info *s, qk_err *err)
-{
-    char field[64];
-    memset(s, 0, sizeof *s);
-    s->count_kv = find_kv(ps->kv, ps->n_kv, "split.count", &s->count_idx);
-    if (!s->count_kv)
-        return QK_OK;
-    snprintf(field, sizeof field, "kv[%llu] 'split.count' value", (unsigned long long)s->count_idx);
-    if (!kv_uint(s->count_kv, &s->count) || s->count < 1 || s->count > GGUF_MAX_SHARDS)
-        return qk_err_at(err, path, field, s->count_kv->v.offset,
-                         "split count must be an integer in 1..%d", GGUF_MAX_SHARDS);
-    s->no_kv = find_kv(ps->kv, ps->n_kv, "split.no", &s->no_idx);
-    if (!s->no_kv) {
-        if (s->count == 1)
-            return QK_OK;
-        return qk_err_at(err, path, field, s->count_kv->offset, "split.count without split.no");
-    }
-    snprintf(field, sizeof field, "kv[%llu] 'split.no' value", (unsigned long long)s->no_idx);
-    if (!kv_uint(s->no_kv, &s->no) || s->no >= s->count)
-        return qk_err_at(err, path, field, s->no_kv->v.offset,
-                         "split number must be an integer below split.count %llu",
-                         (unsigned long long)s->count);
-    return QK_OK;
-}
-
-/* "PREFIX-00002-of-00003.gguf" -> prefix length; -1 when the name does not
- * have that form with these numbers (1-based no). */
-static long shard_prefix_len(const char *path, uint64_t no1, uint64_t count)
-{
-    char suffix[64];
-    int k = snprintf(suffix, sizeof suffix, "-%05llu-of-%05llu.gguf", (unsigned long long)no1,
-                     (unsigned long long)count);
-    size_t n = strlen(path);
-    if (k <= 0 || (size_t)k > n || strcmp(path + n - (size_t)k, suffix) != 0)
-        return -1;
-    return (long)(n - (size_t)k);
-}
-
-static char *shard_path(const char *path, long prefix, uint64_t no1, uint64_t count)
-{
-    size_t cap = (size_t)prefix + 40;
-    char *s = malloc(cap);
-    if (s)
-        snprintf(s, cap, "%.*s-%05llu-of-%05llu.gguf", (int)prefix, path, (unsigned long long)no1,
-                 (unsigned long long)count);
-    return s;
-}
-
-/* Map and parse one file into shard slot i of g. */
-static int open_one(qk_gguf *g, int i, const char *path, parsed *ps, qk_err *err)
-{
-    memset(ps, 0, sizeof *ps);
-    g->shard_paths[i] = strdup(path);
-    if (!g->shard_paths[i])
-        return qk_errf(err, QK_EIO, "%s: out of memory", path);
-    int rc = qk_map_open(&g->maps[i], path, err);
-    if (rc)
-        return rc;
-    return parse_file(g->maps[i].data, g->maps[i].size, path, i, ps, err);
-}
-
-/* A file of a split model must be shard want_no (0-based) of count. */
-static int check_shard(const parsed *ps, const char *path, uint64_t want_no, uint64_t count,
-                       split_info *s, qk_err *err)
-{
-    char field[64];
-    int rc = read_split(ps, path, s, err);
-    if (rc)
-        return rc;
-    if (!s->count_kv)
-        return qk_err_at(err, path, "split.count", 0, "no split.count key in shard %llu of %llu",
-                         (unsigned long long)want_no + 1, (unsigned long long)count);
-    if (s->count != count) {
-        snprintf(field, sizeof field, "kv[%llu] 'split.count' value", (unsigned long long)s->count_idx);
-        return qk_err_at(err, path, field, s->count_kv->v.offset,
-                         "split count %llu, but the file name and first shard say %llu",
-                         (unsigned long long)s->count, (unsigned long long)count);
-    }
-    if (s->no != want_no) { /* count > 1 here, so split.no exists */
-        snprintf(field, sizeof field, "kv[%llu] 'split.no' value", (unsigned long long)s->no_idx);
-        return qk_err_at(err, path, field, s->no_kv->v.offset,
-                         "split number %llu (shard %llu), but the file name says shard %llu",
-                         (unsigned long long)s->no, (unsigned long long)s->no + 1,
-                         (unsigned long long)want_no + 1);
-    }
-    return QK_OK;
-}
-
-/* Shards 1..count-1 of a split model whose first shard is parsed in g. */
-static int open_rest(qk_gguf *g, const split_info *s0, long prefix, qk_err *err)
-{
-    const char *first = g->shard_paths[0];
-    char field[64];
-    for (int i = 1; i < g->n_shards; i++) {
-        char *p = shard_path(first, prefix, (uint64_t)i + 1, s0->count);
-        if (!p)
-            return qk_errf(err, QK_EIO, "%s: out of memory", first);
-        struct stat st;
-        if (stat(p, &st) != 0 && errno == ENOENT) {
-            snprintf(field, sizeof field, "kv[%llu] 'split.count' value",
-                     (unsigned long long)s0->count_idx);
-            int rc = qk_err_at(err, first, field, s0->count_kv->v.offset,
-                               "shard %d of %llu is missing: %s does not exist", i + 1,
-                               (unsigned long long)s0->count, p);
-            free(p);
-            return rc;
-        }
-        parsed ps;
-        int rc = open_one(g, i, p, &ps, err);
-        free(p);
-        split_info s;
-        if (!rc)
-            rc = check_shard(&ps, g->shard_paths[i], (uint64_t)i, s0->count, &s, err);
-        uint64_t n_all;
-        if (!rc && qk_ckd_add(&n_all, g->n_tensors, ps.n_tensors))
-            rc = qk_errf(err, QK_EINPUT, "%s: too many tensors", first);
-        if (!rc && ps.n_tensors) {
-            qk_gguf_tensor *t = realloc(g->tensors, (size_t)n_all * sizeof *t);
-            if (!t) {
-                rc = qk_errf(err, QK_EIO, "%s: out of memory", first);
-            } else {
-                memcpy(t + g->n_tensors, ps.tensors, (size_t)ps.n_tensors * sizeof *t);
-                g->tensors = t;
-                g->n_tensors = n_all;
-            }
-        }
-        if (!rc && qk_ckd_add(&g->total_size, g->total_size, g->maps[i].size))
-            rc = qk_errf(err, QK_EINPUT, "%s: total size overflows", first);
-        free_parsed(&ps);
-        if (rc)
-            return rc;
-    }
-    rd r = {g->maps[0].data, g->maps[0].size, 0, first, err};
-    int rc = check_duplicate_tensors(&r, g->tensors, g->n_tensors, g->shard_paths);
-    if (rc)
-        return rc;
-    uint64_t idx, want;
-    const qk_gguf_kv *tc = find_kv(g->kv, g->n_kv, "split.tensors.count", &idx);
-    if (tc && (!kv_uint(tc, &want) || want != g->n_tensors)) {
-        snprintf(field, sizeof field, "kv[%llu] 'split.tensors.count' value", (unsigned long long)idx);
-        return qk_err_at(err, first, field, tc->v.offset, "says %s tensors, the %d shards hold %llu",
-                         kv_uint(tc, &want) ? "a different number of" : "an invalid number of",
-                         g->n_shards, (unsigned long long)g->n_tensors);
-    }
-    return QK_OK;
-}
-
-int qk_gguf_open(qk_gguf **out, const char *path, unsigned flags, qk_err *err)
-{
-    *out = NULL;
-    qk_gguf *g = alloc_gguf(1);
-    if (!g)
-        return qk_errf(err, QK_EIO, "%s: out of memory", path);
-    parsed ps;
-    split_info s;
-    int rc = open_one(g, 0, path, &ps, err);
-    if (!rc)
-        rc = read_split(&ps, path, &s, err);
-    if (rc)
-        goto fail;
-    if (s.count <= 1 || (flags & QK_GGUF_NO_SPLIT)) {
-        g->path = strdup(path);
-        if (!g->path) {
-            rc = qk_errf(err, QK_EIO, "%s: out of memory", path);
-            goto fail;
-        }
-        adopt_first(g, &ps);
-        *out = g;
-        return QK_OK;
-    }
-
-    /* a shard of a split model: start again from the first shard */
-    char field[64];
-    long prefix = shard_prefix_len(path, s.no + 1, s.count);
-    if (prefix < 0) {
-        snprintf(field, sizeof field, "kv[%llu] 'split.count' value", (unsigned long long)s.count_idx);
-        rc = qk_err_at(err, path, field, s.count_kv->v.offset,
-                       "shard %llu of %llu, but the file name does not end in -%05llu-of-%05llu.gguf "
-                       "so the other shards cannot be found",
-                       (unsigned long long)s.no + 1, (unsigned long long)s.count,
-                       (unsigned long long)s.no + 1, (unsigned long long)s.count);
-        goto fail;
-    }
-    uint64_t count = s.count;
-    if (s.no != 0) {
-        char *p0 = shard_path(path, prefix, 1, count);
-        if (!p0) {
-            rc = qk_errf(err, QK_EIO, "%s: out of memory", path);
-            goto fail;
-        }
-        uint64_t no_off = s.no_kv->v.offset, no_idx = s.no_idx; /* ps is freed next */
-        snprintf(field, sizeof field, "kv[%llu] 'split.no' value", (unsigned long long)no_idx);
-        free_parsed(&ps);
-        qk_gguf_close(g);
-        g = alloc_gguf(1);
-        struct stat st;
-        if (!g)
-            rc = qk_errf(err, QK_EIO, "%s: out of memory", path);
-        else if (stat(p0, &st) != 0 && errno == ENOENT)
-            rc = qk_err_at(err, path, field, no_off,
-                           "shard %llu of %llu; the first shard %s does not exist",
-                           (unsigned long long)s.no + 1, (unsigned long long)count, p0);
-        else
-            rc = open_one(g, 0, p0, &ps, err);
-        if (!rc)
-            rc = check_shard(&ps, p0, 0, count, &s, err);
-        free(p0);
-        if (rc)
-            goto fail;
-    }
-    g->path = strdup(g->shard_paths[0]);
-    qk_map *maps = realloc(g->maps, (size_t)count * sizeof *maps);
-    if (maps)
-        g->maps = maps;
-    char **paths = maps ? realloc(g->shard_paths, (size_t)count * sizeof *paths) : NULL;
-    if (paths)
-        g->shard_paths = paths;
-    if (!g->path || !maps || !paths) {
-        rc = qk_errf(err, QK_EIO, "%s: out of memory", path);
-        goto fail;
-    }
-    for (uint64_t i = 1; i < count; i++) {
-        g->maps[i] = (qk_map){NULL, 0, -1};
-        g->shard_paths[i] = NULL;
-    }
-    g->n_shards = (int)count;
-    adopt_first(g, &ps);
-    rc = open_rest(g, &s, prefix, err);
-    if (rc)
-        goto fail;
-    *out = g;
-    return QK_OK;
-fail:
-    free_parsed(&ps);
-    qk_gguf_close(g);
-    return rc;
-}
-
-/* ---- look-ups ----------------------------------------------------------- */
-
-const qk_gguf_kv *qk_gguf_find(const qk_gguf *g, const char *key)
-{
-    return find_kv(g->kv, g->n_kv, key, NULL);
-}
-
-const qk_gguf_tensor *qk_gguf_find_tensor(const qk_gguf *g, const char *name)
-{
-    for (uint64_t i = 0; i < g->n_tensors; i++)
-        if (qk_str_eq(g->tensors[i].name, name))
-            return &g->tensors[i];
-    return NULL;
-}
-
-bool qk_gguf_get_uint(const qk_gguf *g, const char *key, uint64_t *out)
-{
-    const qk_gguf_kv *kv = qk_gguf_find(g, key);
-    return kv && kv_uint(kv, out);
-}
-
-bool qk_gguf_get_int(const qk_gguf *g, const char *key, int64_t *out)
-{
-    const qk_gguf_kv *kv = qk_gguf_find(g, key);
-    if (!kv)
-        return false;
-    switch (kv->v.type) {
-    case QK_GGUF_U8: case QK_GGUF_U16: case QK_GGUF_U32: case QK_GGUF_U64:
-        if (kv->v.u > (uint64_t)INT64_MAX)
-            return false;
-        *out = (int64_t)kv->v.u;
-        return true;
-    case QK_GGUF_I8: case QK_GGUF_I16: case QK_GGUF_I32: case QK_GGUF_I64:
-        *out = kv->v.i;
-        return true;
-    default:
-        return false;
-    }
-}
-
-bool qk_gguf_get_f64(const qk_gguf *g, const char *key, double *out)
-{
-    const qk_gguf_kv *kv = qk_gguf_find(g, key);
-    if (!kv || (kv->v.type != QK_GGUF_F32 && kv->v.type != QK_GGUF_F64))
-        return false;
-    *out = kv->v.f;
-    return true;
-}
-
-bool qk_gguf_get_str(const qk_gguf *g, const char *key, qk_str *out)
-{
-    const qk_gguf_kv *kv = qk_gguf_find(g, key);
-    if (!kv || kv->v.type != QK_GGUF_STRING)
-        return false;
-    *out = kv->v.s;
-    return true;
-}
-
-bool qk_gguf_get_bool(const qk_gguf *g, const char *key, bool *out)
-{
-    const qk_gguf_kv *kv = qk_gguf_find(g, key);
-    if (!kv || kv->v.type != QK_GGUF_BOOL)
-        return false;
-    *out = kv->v.u != 0;
-    return true;
-}
-
-/* Element i of a fixed-size array as i64 or f64; false when not numeric. */
-static bool arr_elem(const qk_gguf_value *v, uint64_t i, int64_t *iv, double *fv, bool *is_float)
-{
-    if (!v || v->type != QK_GGUF_ARRAY || i >= v->arr.n)
-        return false;
-    size_t es = vtype_size(v->arr.elem);
-    if (!es)
-        return false;
-    const uint8_t *p = v->arr.raw + i * es;
-    *is_float = false;
-    switch (v->arr.elem) {
-    case QK_GGUF_U8: case QK_GGUF_BOOL: *iv = p[0]; return true;
-    case QK_GGUF_I8: *iv = (int8_t)p[0]; return true;
-    case QK_GGUF_U16: *iv = ld16(p); return true;
-    case QK_GGUF_I16: *iv = (int16_t)ld16(p); return true;
-    case QK_GGUF_U32: *iv = ld32(p); return true;
-    case QK_GGUF_I32: *iv = (int32_t)ld32(p); return true;
-    case QK_GGUF_I64: *iv = (int64_t)ld64(p); return true;
-    case QK_GGUF_U64: {
-        uint64_t u = ld64(p);
-        *is_float = u > (uint64_t)INT64_MAX; /* keep the magnitude as a double */
-        if (*is_float)
-            *fv = (double)u;
-        else
-            *iv = (int64_t)u;
-        return true;
-    }
-    case QK_GGUF_F32: *fv = f32_to_f64(ld32(p)); *is_float = true; return true;
-    case QK_GGUF_F64: memcpy(fv, p, 8); *is_float = true; return true;
-    }
-    return false;
-}
-
-double qk_gguf_arr_f64(const qk_gguf_value *v, uint64_t i)
-{
-    int64_t iv = 0;
-    double fv = 0;
-    bool fl = false;
-    if (!arr_elem(v, i, &iv, &fv, &fl))
-        return 0;
-    return fl ? fv : (double)iv;
-}
-
-int64_t qk_gguf_arr_i64(const qk_gguf_value *v, uint64_t i)
-{
-    int64_t iv = 0;
-    double fv = 0;
-    bool fl = false;
-    if (!arr_elem(v, i, &iv, &fv, &fl))
-        return 0;
-    if (!fl)
-        return iv;
-    if (fv != fv)
-        return 0;
-    if (fv >= 0x1p63)
-        return INT64_MAX;
-    if (fv < -0x1p63)
-        return INT64_MIN;
-    return (int64_t)fv;
-}
