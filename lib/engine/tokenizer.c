@@ -1,6 +1,7 @@
 /* tokenizer.c - the vocabulary (token texts, scores, attributes, special ids,
  * add-BOS/EOS flags), special-token partitioning, dispatch to the SPM and
- * BPE tokenizers, detokenizing, and the GGUF / tokenizer.json loaders.
+ * BPE tokenizers (tok_spm.c, tok_bpe.c); detokenizing is tok_decode.c's and
+ * the GGUF / tokenizer.json loaders tok_load.c's.
  * Follows llama_vocab::impl of llama.cpp (src/llama-vocab.cpp, d32676d). */
 #define QK_TOKENIZER_INTERNAL
 #include "lib/engine/tokenizer.h"
@@ -11,8 +12,6 @@
 #include <string.h>
 
 #include "lib/core/ckd.h"
-#include "lib/core/jsonp.h"
-#include "lib/core/mapfile.h"
 #include "lib/core/unicode.h"
 
 /* ---- small containers ---------------------------------------------------- */
@@ -41,16 +40,6 @@ static uint64_t fnv1a(uint64_t h, const char *s, size_t n)
 }
 #define FNV_SEED 0xcbf29ce484222325ull
 
-static bool streq(const char *a, size_t an, const char *b, size_t bn)
-{
-    return an == bn && (an == 0 || memcmp(a, b, an) == 0);
-}
-
-static bool cstr_eq(const char *a, size_t an, const char *c)
-{
-    return streq(a, an, c, strlen(c));
-}
-
 /* Open-addressing table with room for n entries at load <= 1/2. */
 static uint32_t *table_new(uint64_t n, uint64_t *mask)
 {
@@ -68,7 +57,7 @@ int32_t qk_tok_find(const qk_tokenizer *t, const char *text, size_t len)
         if (!e)
             return QK_TOKEN_NULL;
         int32_t id = (int32_t)(e - 1);
-        if (streq(qk_tok_ptr(t, id), t->len[id], text, len))
+        if (qk_tok_streq(qk_tok_ptr(t, id), t->len[id], text, len))
             return id;
     }
 }
@@ -90,7 +79,7 @@ int64_t qk_bpe_rank(const qk_tokenizer *t, const char *l, size_t ln, const char 
             return -1;
         uint64_t i = e - 1;
         const char *m = t->merge_arena + t->m_off[i];
-        if (streq(m, t->m_left[i], l, ln) && streq(m + t->m_left[i] + 1, t->m_right[i], r, rn))
+        if (qk_tok_streq(m, t->m_left[i], l, ln) && qk_tok_streq(m + t->m_left[i] + 1, t->m_right[i], r, rn))
             return (int64_t)i;
     }
 }
@@ -161,7 +150,7 @@ static const struct pre_name {
 static const struct pre_name *pre_lookup(const char *name, size_t len)
 {
     for (size_t i = 0; i < sizeof pre_names / sizeof pre_names[0]; i++)
-        if (cstr_eq(name, len, pre_names[i].name))
+        if (qk_tok_cstr_eq(name, len, pre_names[i].name))
             return &pre_names[i];
     return NULL;
 }
@@ -212,11 +201,6 @@ void qk_tok_free(qk_tokenizer *t)
     free(t);
 }
 
-static int oom(qk_err *err)
-{
-    return qk_errf(err, QK_EIO, "tokenizer: out of memory");
-}
-
 static int32_t attr_of_type(int32_t type)
 {
     switch (type) {
@@ -249,7 +233,7 @@ static int load_tokens(qk_tokenizer *t, const qk_tok_spec *s, const char *src, q
     t->attr = malloc(n * sizeof *t->attr);
     t->tab = table_new(n, &t->tab_mask);
     if (!t->arena || !t->off || !t->len || !t->score || !t->attr || !t->tab)
-        return oom(err);
+        return qk_tok_oom(err);
     uint64_t pos = 0;
     for (uint32_t i = 0; i < n; i++) {
         qk_str w = s->tokens[i];
@@ -296,7 +280,7 @@ static int load_merges(qk_tokenizer *t, const qk_tok_spec *s, const char *src, q
     t->m_right = malloc(n * sizeof *t->m_right);
     t->mtab = table_new(n, &t->mtab_mask);
     if (!t->merge_arena || !t->m_off || !t->m_left || !t->m_right || !t->mtab)
-        return oom(err);
+        return qk_tok_oom(err);
     t->n_merges = n;
     uint64_t pos = 0;
     for (uint64_t i = 0; i < n; i++) {
@@ -335,7 +319,7 @@ static void add_attr_by_text(qk_tokenizer *t, const char *text, int32_t set, int
 static bool text_in(const qk_tokenizer *t, int32_t id, const char *const *list)
 {
     for (; *list; list++)
-        if (cstr_eq(qk_tok_ptr(t, id), t->len[id], *list))
+        if (qk_tok_cstr_eq(qk_tok_ptr(t, id), t->len[id], *list))
             return true;
     return false;
 }
@@ -353,12 +337,6 @@ static void detect_special(qk_tokenizer *t, int32_t *slot, const char *const *li
             t->attr[id] |= QK_ATTR_CONTROL;
             return;
         }
-}
-
-static int cmp_i32(const void *a, const void *b)
-{
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
 }
 
 static int eog_add(qk_tokenizer *t, int32_t id)
@@ -384,7 +362,7 @@ static void eog_remove(qk_tokenizer *t, int32_t id)
 static bool eog_has_text(const qk_tokenizer *t, const char *text, int32_t *id)
 {
     for (uint32_t i = 0; i < t->n_eog; i++)
-        if (cstr_eq(qk_tok_ptr(t, t->eog[i]), t->len[t->eog[i]], text)) {
+        if (qk_tok_cstr_eq(qk_tok_ptr(t, t->eog[i]), t->len[t->eog[i]], text)) {
             if (id)
                 *id = t->eog[i];
             return true;
@@ -467,7 +445,7 @@ static int detect_specials(qk_tokenizer *t)
         eog_remove(t, s_id);
         t->attr[s_id] = QK_ATTR_NORMAL;
     }
-    qsort(t->eog, t->n_eog, sizeof *t->eog, cmp_i32);
+    qsort(t->eog, t->n_eog, sizeof *t->eog, qk_tok_cmp_i32);
     return 0;
 }
 
@@ -571,7 +549,7 @@ qk_tokenizer *qk_tok_new(const qk_tok_spec *s, const char *src, qk_err *err)
     }
     qk_tokenizer *t = calloc(1, sizeof *t);
     if (!t) {
-        oom(err);
+        qk_tok_oom(err);
         return NULL;
     }
     t->type = s->type;
@@ -628,7 +606,7 @@ qk_tokenizer *qk_tok_new(const qk_tok_spec *s, const char *src, qk_err *err)
     if (s->add_eos >= 0)
         t->add_eos = s->add_eos;
     if (detect_specials(t) || build_special_cache(t, s)) {
-        oom(err);
+        qk_tok_oom(err);
         qk_tok_free(t);
         return NULL;
     }
@@ -654,7 +632,7 @@ static int frags_push(frags *a, frag f, qk_err *err)
         size_t cap = a->cap ? a->cap * 2 : 16;
         frag *v = realloc(a->v, cap * sizeof *v);
         if (!v)
-            return oom(err);
+            return qk_tok_oom(err);
         a->v = v;
         a->cap = cap;
     }
@@ -750,10 +728,10 @@ static int spm_fragment(const qk_tokenizer *t, const char *s, size_t n, bool pre
     for (size_t i = 0; i < n; i++)
         spaces += s[i] == ' ';
     if (n > (SIZE_MAX - 1) / 3)
-        return oom(err);
+        return qk_tok_oom(err);
     char *buf = malloc(n + 2 * spaces + 3);
     if (!buf)
-        return oom(err);
+        return qk_tok_oom(err);
     len = 0;
     if (prefix) {
         memcpy(buf, "\xe2\x96\x81", 3);
@@ -809,655 +787,4 @@ int qk_tok_encode(const qk_tokenizer *t, const char *text, size_t n, bool add_sp
     *ids = out.v;
     *n_ids = out.n;
     return 0;
-}
-
-/* ---- decoding -------------------------------------------------------------- */
-
-/* Write the piece s[0..n) to buf, skipping up to lstrip leading spaces
- * (token_to_piece's _try_copy). */
-static int32_t copy_piece(const char *s, size_t n, char *buf, int32_t len, int32_t lstrip)
-{
-    for (int32_t i = 0; i < lstrip && n && *s == ' '; i++) {
-        s++;
-        n--;
-    }
-    if (n > INT32_MAX - 1)
-        return INT32_MIN; /* cannot be reported */
-    if (len < 0 || (size_t)len < n)
-        return -(int32_t)n;
-    if (n)
-        memcpy(buf, s, n);
-    return (int32_t)n;
-}
-
-static int hexval(char c)
-{
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
-
-/* token_to_byte: strtol of the two characters after "<0x". */
-static char token_byte(const qk_tokenizer *t, int32_t id)
-{
-    const char *s = qk_tok_ptr(t, id);
-    int v = 0;
-    for (uint32_t i = 3; i < 5 && i < t->len[id] && hexval(s[i]) >= 0; i++)
-        v = v * 16 + hexval(s[i]);
-    return (char)v;
-}
-
-/* Render a piece into a malloc'd buffer when it differs from the stored text. */
-static char *unescape_spm(const char *s, size_t n, size_t *out_n)
-{
-    char *b = malloc(n ? n : 1);
-    if (!b)
-        return NULL;
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (i + 3 <= n && memcmp(s + i, "\xe2\x96\x81", 3) == 0) {
-            b[k++] = ' ';
-            i += 2;
-        } else {
-            b[k++] = s[i];
-        }
-    }
-    *out_n = k;
-    return b;
-}
-
-/* llama_decode_text: byte-level code points back to bytes; a code point that
- * is not a byte's image becomes "[UNK_BYTE_0x<its utf-8 hex><text>]". */
-static char *decode_bytelevel(const char *s, size_t n, size_t *out_n)
-{
-    size_t cap = n + 16, k = 0;
-    char *b = malloc(cap);
-    if (!b)
-        return NULL;
-    for (size_t off = 0; off < n;) {
-        size_t adv;
-        uint32_t cpt = qk_utf8_decode(s + off, n - off, &adv);
-        off += adv;
-        int byte = qk_cpt_to_byte(cpt);
-        size_t need = byte >= 0 ? 1 : 12 + 8 + n + 1;
-        if (k + need > cap) {
-            cap = 2 * (k + need);
-            char *nb = realloc(b, cap);
-            if (!nb) {
-                free(b);
-                return NULL;
-            }
-            b = nb;
-        }
-        if (byte >= 0) {
-            b[k++] = (char)byte;
-            continue;
-        }
-        char u[4];
-        size_t ul = qk_utf8_encode(cpt, u);
-        k += (size_t)sprintf(b + k, "[UNK_BYTE_0x");
-        for (size_t j = 0; j < ul; j++)
-            k += (size_t)sprintf(b + k, "%02x", (uint8_t)u[j]);
-        memcpy(b + k, s, n);
-        k += n;
-        b[k++] = ']';
-    }
-    *out_n = k;
-    return b;
-}
-
-int32_t qk_tok_piece(const qk_tokenizer *t, int32_t id, char *buf, int32_t len, int32_t lstrip, bool special)
-{
-    if (id < 0 || (uint32_t)id >= t->n_vocab)
-        return 0;
-    int32_t attr = t->attr[id];
-    const char *s = qk_tok_ptr(t, id);
-    size_t n = t->len[id];
-    if (attr & (QK_ATTR_UNKNOWN | QK_ATTR_CONTROL))
-        return special ? copy_piece(s, n, buf, len, lstrip) : 0;
-    if (attr & QK_ATTR_USER_DEFINED)
-        return copy_piece(s, n, buf, len, lstrip);
-    if (attr & QK_ATTR_NORMAL) {
-        size_t rn;
-        char *r = t->type == QK_TOK_SPM ? unescape_spm(s, n, &rn) : decode_bytelevel(s, n, &rn);
-        if (!r)
-            return INT32_MIN; /* out of memory */
-        int32_t k = copy_piece(r, rn, buf, len, lstrip);
-        free(r);
-        return k;
-    }
-    if (attr & QK_ATTR_BYTE) {
-        char b = token_byte(t, id);
-        return copy_piece(&b, 1, buf, len, lstrip);
-    }
-    return 0;
-}
-
-/* The clean_up_tokenization_spaces passes of llama_detokenize. */
-static int32_t clean_spaces(char *text, int32_t total)
-{
-    /* " ?", " !", " .", " ," lose the space */
-    int32_t n1 = total, k = total ? 1 : 0;
-    for (int32_t i = 1; i < n1; i++) {
-        char x = text[i];
-        if (text[i - 1] == ' ' && (x == '?' || x == '!' || x == '.' || x == ','))
-            k--;
-        text[k++] = x;
-    }
-    /* " ' " becomes "'" */
-    int32_t n2 = k;
-    k = n2 ? 1 : 0;
-    for (int32_t i = 1; i < n2; i++) {
-        char x = text[i];
-        if (x == '\'' && i + 1 < n2 && text[i - 1] == ' ' && text[i + 1] == ' ') {
-            k--;
-            text[++i] = '\0';
-        }
-        text[k++] = x;
-    }
-    /* " 's", " 'm", " 're", " 've" lose the space */
-    int32_t n3 = k;
-    k = n3 ? 1 : 0;
-    for (int32_t i = 1; i < n3; i++) {
-        char x = text[i];
-        if (text[i - 1] == ' ' && x == '\'' && i + 1 < n3) {
-            char x1 = text[i + 1];
-            if (x1 == 's' || x1 == 'm')
-                k--;
-            else if (i + 2 < n3 && ((x1 == 'r' && text[i + 2] == 'e') || (x1 == 'v' && text[i + 2] == 'e')))
-                k--;
-        }
-        text[k++] = x;
-    }
-    return k;
-}
-
-int32_t qk_tok_detokenize(const qk_tokenizer *t, const int32_t *ids, int32_t n_ids, char *text,
-                          int32_t text_len_max, bool remove_special, bool unparse_special)
-{
-    int32_t avail = text_len_max, total = 0;
-    bool remove_space = t->add_space_prefix;
-    if (remove_special && t->add_bos && n_ids > 0 && ids[0] == t->bos) {
-        remove_space = false;
-        n_ids--;
-        ids++;
-    }
-    if (remove_special && t->add_eos && n_ids > 0 && ids[n_ids - 1] == t->eos)
-        n_ids--;
-    for (int32_t i = 0; i < n_ids; i++) {
-        int32_t k = qk_tok_piece(t, ids[i], text, avail, remove_space, unparse_special);
-        remove_space = false;
-        if (k == INT32_MIN)
-            return INT32_MIN;
-        if (k < 0) {
-            avail = 0;
-            total -= k;
-        } else if (k > 0) {
-            avail -= k;
-            text += k;
-            total += k;
-        }
-    }
-    if (total > text_len_max)
-        return -total;
-    if (t->clean_spaces) {
-        text -= total;
-        total = clean_spaces(text, total);
-    }
-    return total;
-}
-
-int qk_tok_decode(const qk_tokenizer *t, const int32_t *ids, size_t n_ids, bool remove_special,
-                  bool unparse_special, char **out, size_t *out_len, qk_err *err)
-{
-    *out = NULL;
-    *out_len = 0;
-    if (n_ids > INT32_MAX)
-        return qk_errf(err, QK_EINPUT, "tokenizer: too many tokens to decode");
-    int32_t cap = 64;
-    for (;;) {
-        char *buf = malloc((size_t)cap + 1);
-        if (!buf)
-            return oom(err);
-        int32_t k = qk_tok_detokenize(t, ids, (int32_t)n_ids, buf, cap, remove_special, unparse_special);
-        if (k >= 0) {
-            buf[k] = '\0';
-            *out = buf;
-            *out_len = (size_t)k;
-            return 0;
-        }
-        free(buf);
-        if (k == INT32_MIN || -k > INT32_MAX - 1)
-            return oom(err);
-        cap = -k;
-    }
-}
-
-/* ---- accessors --------------------------------------------------------------- */
-
-uint32_t qk_tok_n_vocab(const qk_tokenizer *t) { return t->n_vocab; }
-int qk_tok_type(const qk_tokenizer *t) { return t->type; }
-int qk_tok_pre(const qk_tokenizer *t) { return t->pre; }
-void qk_tok_set_pre(qk_tokenizer *t, int pre)
-{
-    if (pre >= 0 && pre < QK_PRE_COUNT)
-        t->pre = pre;
-}
-int32_t qk_tok_bos(const qk_tokenizer *t) { return t->bos; }
-int32_t qk_tok_eos(const qk_tokenizer *t) { return t->eos; }
-int32_t qk_tok_eot(const qk_tokenizer *t) { return t->eot; }
-int32_t qk_tok_unk(const qk_tokenizer *t) { return t->unk; }
-int32_t qk_tok_pad(const qk_tokenizer *t) { return t->pad; }
-bool qk_tok_add_bos(const qk_tokenizer *t) { return t->add_bos; }
-bool qk_tok_add_eos(const qk_tokenizer *t) { return t->add_eos; }
-bool qk_tok_add_space_prefix(const qk_tokenizer *t) { return t->add_space_prefix; }
-
-bool qk_tok_is_eog(const qk_tokenizer *t, int32_t id)
-{
-    return id != QK_TOKEN_NULL && bsearch(&id, t->eog, t->n_eog, sizeof *t->eog, cmp_i32) != NULL;
-}
-
-qk_str qk_tok_text(const qk_tokenizer *t, int32_t id)
-{
-    return (qk_str){qk_tok_ptr(t, id), t->len[id]};
-}
-
-float qk_tok_score(const qk_tokenizer *t, int32_t id) { return t->score[id]; }
-int32_t qk_tok_attr(const qk_tokenizer *t, int32_t id) { return t->attr[id]; }
-
-/* ---- GGUF ---------------------------------------------------------------------- */
-
-/* NUL-terminated copy of a string key's value; NULL when absent. */
-static char *gguf_cstr(const qk_gguf *g, const char *key)
-{
-    qk_str v;
-    if (!qk_gguf_get_str(g, key, &v))
-        return NULL;
-    char *c = malloc(v.len + 1);
-    if (c) {
-        memcpy(c, v.ptr, v.len);
-        c[v.len] = '\0';
-    }
-    return c;
-}
-
-/* The string elements of an array key, or an error when it has another type. */
-static int gguf_str_array(const qk_gguf *g, const char *key, qk_str **out, uint64_t *n, bool required,
-                          qk_err *err)
-{
-    const qk_gguf_kv *kv = qk_gguf_find(g, key);
-    *out = NULL;
-    *n = 0;
-    if (!kv)
-        return required ? qk_err_at(err, g->path, key, 0, "missing") : 0;
-    if (kv->v.type != QK_GGUF_ARRAY || kv->v.arr.elem != QK_GGUF_STRING || !kv->v.arr.items)
-        return qk_err_at(err, g->path, key, kv->offset, "not an array of strings");
-    uint64_t bytes;
-    if (qk_ckd_mul(&bytes, kv->v.arr.n, sizeof(qk_str)) || bytes > SIZE_MAX)
-        return qk_err_at(err, g->path, key, kv->offset, "array too large");
-    *out = malloc(bytes ? (size_t)bytes : 1);
-    if (!*out)
-        return oom(err);
-    for (uint64_t i = 0; i < kv->v.arr.n; i++)
-        (*out)[i] = kv->v.arr.items[i].s;
-    *n = kv->v.arr.n;
-    return 0;
-}
-
-/* A numeric array of at least n elements (NULL when absent). */
-static int gguf_num_array(const qk_gguf *g, const char *key, uint64_t n, const qk_gguf_value **out,
-                          qk_err *err)
-{
-    const qk_gguf_kv *kv = qk_gguf_find(g, key);
-    *out = NULL;
-    if (!kv)
-        return 0;
-    const qk_gguf_value *v = &kv->v;
-    if (v->type != QK_GGUF_ARRAY || v->arr.elem == QK_GGUF_STRING || v->arr.elem == QK_GGUF_ARRAY ||
-        v->arr.elem == QK_GGUF_BOOL)
-        return qk_err_at(err, g->path, key, kv->offset, "not a numeric array");
-    if (v->arr.n < n)
-        return qk_err_at(err, g->path, key, kv->offset, "%llu entries for %llu tokens",
-                         (unsigned long long)v->arr.n, (unsigned long long)n);
-    *out = v;
-    return 0;
-}
-
-static int64_t gguf_id(const qk_gguf *g, const char *key)
-{
-    int64_t v;
-    return qk_gguf_get_int(g, key, &v) ? v : -2;
-}
-
-static int gguf_flag(const qk_gguf *g, const char *key)
-{
-    bool b;
-    return qk_gguf_get_bool(g, key, &b) ? b : -1;
-}
-
-qk_tokenizer *qk_tok_from_gguf(const qk_gguf *g, qk_err *err)
-{
-    qk_tok_spec s;
-    qk_tok_spec_init(&s);
-    qk_str model;
-    if (!qk_gguf_get_str(g, "tokenizer.ggml.model", &model)) {
-        qk_err_at(err, g->path, "tokenizer.ggml.model", 0, "missing: the file has no vocabulary");
-        return NULL;
-    }
-    if (qk_str_eq(model, "llama")) {
-        s.type = QK_TOK_SPM;
-    } else if (qk_str_eq(model, "gpt2")) {
-        s.type = QK_TOK_BPE;
-    } else {
-        qk_err_at(err, g->path, "tokenizer.ggml.model", 0, "unsupported tokenizer '%.*s'",
-                  (int)(model.len > 64 ? 64 : model.len), model.ptr);
-        return NULL;
-    }
-    qk_tokenizer *t = NULL;
-    qk_str *tokens = NULL, *merges = NULL;
-    float *scores = NULL;
-    int32_t *types = NULL;
-    char *pre = gguf_cstr(g, "tokenizer.ggml.pre");
-    char *name = gguf_cstr(g, "general.name");
-    char *arch = gguf_cstr(g, "general.architecture");
-    uint64_t n_tok, n_merges = 0;
-    const qk_gguf_value *vs, *vt;
-    if (gguf_str_array(g, "tokenizer.ggml.tokens", &tokens, &n_tok, true, err))
-        goto done;
-    if (n_tok == 0 || n_tok > INT32_MAX) {
-        qk_err_at(err, g->path, "tokenizer.ggml.tokens", 0, "bad token count %llu", (unsigned long long)n_tok);
-        goto done;
-    }
-    if (s.type == QK_TOK_BPE && gguf_str_array(g, "tokenizer.ggml.merges", &merges, &n_merges, true, err))
-        goto done;
-    if (gguf_num_array(g, "tokenizer.ggml.scores", n_tok, &vs, err) ||
-        gguf_num_array(g, "tokenizer.ggml.token_type", n_tok, &vt, err))
-        goto done;
-    if (vs) {
-        if (!(scores = malloc(n_tok * sizeof *scores))) {
-            oom(err);
-            goto done;
-        }
-        for (uint64_t i = 0; i < n_tok; i++)
-            scores[i] = (float)qk_gguf_arr_f64(vs, i);
-    }
-    if (vt) {
-        if (!(types = malloc(n_tok * sizeof *types))) {
-            oom(err);
-            goto done;
-        }
-        for (uint64_t i = 0; i < n_tok; i++) {
-            int64_t v = qk_gguf_arr_i64(vt, i);
-            types[i] = v < 0 || v > 6 ? QK_TT_UNDEFINED : (int32_t)v;
-        }
-    }
-    s.pre = pre;
-    s.name = name;
-    s.arch = arch;
-    s.n_tokens = (uint32_t)n_tok;
-    s.tokens = tokens;
-    s.scores = scores;
-    s.types = types;
-    s.n_merges = n_merges;
-    s.merges = merges;
-    s.bos = gguf_id(g, "tokenizer.ggml.bos_token_id");
-    s.eos = gguf_id(g, "tokenizer.ggml.eos_token_id");
-    s.eot = gguf_id(g, "tokenizer.ggml.eot_token_id");
-    s.eom = gguf_id(g, "tokenizer.ggml.eom_token_id");
-    s.unk = gguf_id(g, "tokenizer.ggml.unknown_token_id");
-    s.sep = gguf_id(g, "tokenizer.ggml.seperator_token_id");
-    s.pad = gguf_id(g, "tokenizer.ggml.padding_token_id");
-    s.mask = gguf_id(g, "tokenizer.ggml.mask_token_id");
-    s.fim_pre = gguf_id(g, "tokenizer.ggml.fim_pre_token_id");
-    s.fim_suf = gguf_id(g, "tokenizer.ggml.fim_suf_token_id");
-    s.fim_mid = gguf_id(g, "tokenizer.ggml.fim_mid_token_id");
-    s.fim_pad = gguf_id(g, "tokenizer.ggml.fim_pad_token_id");
-    s.fim_rep = gguf_id(g, "tokenizer.ggml.fim_rep_token_id");
-    s.fim_sep = gguf_id(g, "tokenizer.ggml.fim_sep_token_id");
-    /* deprecated names of the first three FIM ids */
-    if (s.fim_pre == -2)
-        s.fim_pre = gguf_id(g, "tokenizer.ggml.prefix_token_id");
-    if (s.fim_suf == -2)
-        s.fim_suf = gguf_id(g, "tokenizer.ggml.suffix_token_id");
-    if (s.fim_mid == -2)
-        s.fim_mid = gguf_id(g, "tokenizer.ggml.middle_token_id");
-    s.add_bos = gguf_flag(g, "tokenizer.ggml.add_bos_token");
-    s.add_eos = gguf_flag(g, "tokenizer.ggml.add_eos_token");
-    s.add_space_prefix = gguf_flag(g, "tokenizer.ggml.add_space_prefix");
-    t = qk_tok_new(&s, g->path, err);
-done:
-    free(tokens);
-    free(merges);
-    free(scores);
-    free(types);
-    free(pre);
-    free(name);
-    free(arch);
-    return t;
-}
-
-/* ---- Hugging Face tokenizer.json -------------------------------------------- */
-
-/* The Split regexes of the pre-tokenizers qk implements, as tokenizer.json
- * files spell them. */
-static const struct hf_regex {
-    const char *regex, *pre;
-} hf_regexes[] = {
-    {"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+", "gpt-2"},
-    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-     "llama-bpe"},
-    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-     "qwen2"},
-};
-
-/* The pre-tokenizer name for a tokenizer.json pre_tokenizer; NULL if unsupported. */
-static const char *hf_pre_name(const qk_jsonv *pt)
-{
-    const char *type = qk_jsonv_get_str(pt, "type", "");
-    if (strcmp(type, "ByteLevel") == 0)
-        return qk_jsonv_get_bool(pt, "use_regex", true) ? "gpt-2" : NULL;
-    if (strcmp(type, "Sequence") != 0)
-        return NULL;
-    const qk_jsonv *list = qk_jsonv_get(pt, "pretokenizers");
-    const char *pre = NULL;
-    bool byte_level = false;
-    for (size_t i = 0; i < qk_jsonv_len(list); i++) {
-        const qk_jsonv *p = qk_jsonv_at(list, i);
-        const char *pty = qk_jsonv_get_str(p, "type", "");
-        if (strcmp(pty, "Split") == 0 && !pre) {
-            const char *re = qk_jsonv_get_str(qk_jsonv_get(p, "pattern"), "Regex", "");
-            for (size_t k = 0; k < sizeof hf_regexes / sizeof hf_regexes[0]; k++)
-                if (strcmp(re, hf_regexes[k].regex) == 0)
-                    pre = hf_regexes[k].pre;
-            if (!pre)
-                return NULL;
-        } else if (strcmp(pty, "ByteLevel") == 0 && !byte_level) {
-            byte_level = true;
-            if (qk_jsonv_get_bool(p, "use_regex", true)) {
-                if (pre)
-                    return NULL; /* two regex splits */
-                pre = "gpt-2";
-            }
-        } else {
-            return NULL;
-        }
-    }
-    return byte_level ? pre : NULL;
-}
-
-typedef struct hf_build {
-    qk_str *tokens;
-    int32_t *types;
-    uint32_t n;
-    qk_str *merges;
-    char **owned;   /* merge strings built from ["a", "b"] pairs */
-    uint64_t n_merges;
-} hf_build;
-
-static int hf_set_token(hf_build *b, const char *name, uint64_t id, const char *s, size_t len, int32_t type,
-                        uint64_t off, qk_err *err)
-{
-    if (id >= b->n)
-        return qk_err_at(err, name, "model.vocab", off, "token id %llu out of range", (unsigned long long)id);
-    if (b->tokens[id].ptr && !(type != QK_TT_NORMAL && streq(b->tokens[id].ptr, b->tokens[id].len, s, len)))
-        return qk_err_at(err, name, "model.vocab", off, "token id %llu given twice", (unsigned long long)id);
-    b->tokens[id] = (qk_str){s, len};
-    b->types[id] = type;
-    return 0;
-}
-
-static int hf_merges(hf_build *b, const qk_jsonv *merges, const char *name, qk_err *err)
-{
-    b->n_merges = qk_jsonv_len(merges);
-    b->merges = calloc(b->n_merges ? b->n_merges : 1, sizeof *b->merges);
-    b->owned = calloc(b->n_merges ? b->n_merges : 1, sizeof *b->owned);
-    if (!b->merges || !b->owned)
-        return oom(err);
-    for (uint64_t i = 0; i < b->n_merges; i++) {
-        const qk_jsonv *m = qk_jsonv_at(merges, i);
-        if (qk_jsonv_is(m, QK_JSTR)) {
-            b->merges[i] = (qk_str){m->str.s, m->str.len};
-            continue;
-        }
-        const qk_jsonv *l = qk_jsonv_at(m, 0), *r = qk_jsonv_at(m, 1);
-        if (qk_jsonv_len(m) != 2 || !qk_jsonv_is(l, QK_JSTR) || !qk_jsonv_is(r, QK_JSTR))
-            return qk_err_at(err, name, "model.merges", m->off, "merge %llu is neither \"a b\" nor [\"a\", \"b\"]",
-                             (unsigned long long)i);
-        size_t len = l->str.len + 1 + r->str.len;
-        char *c = malloc(len);
-        if (!c)
-            return oom(err);
-        memcpy(c, l->str.s, l->str.len);
-        c[l->str.len] = ' ';
-        memcpy(c + l->str.len + 1, r->str.s, r->str.len);
-        b->owned[i] = c;
-        b->merges[i] = (qk_str){c, len};
-    }
-    return 0;
-}
-
-static int64_t hf_find(const hf_build *b, const char *text)
-{
-    for (uint32_t i = 0; i < b->n; i++)
-        if (b->tokens[i].ptr && cstr_eq(b->tokens[i].ptr, b->tokens[i].len, text))
-            return i;
-    return -2;
-}
-
-static qk_tokenizer *hf_from_root(const qk_jsonv *root, const char *name, qk_err *err)
-{
-    const qk_jsonv *model = qk_jsonv_get(root, "model");
-    if (strcmp(qk_jsonv_get_str(model, "type", ""), "BPE") != 0) {
-        qk_err_at(err, name, "model.type", model ? model->off : 0, "only BPE models are supported");
-        return NULL;
-    }
-    const char *pre = hf_pre_name(qk_jsonv_get(root, "pre_tokenizer"));
-    if (!pre) {
-        qk_err_at(err, name, "pre_tokenizer", 0, "unsupported pre-tokenizer (ByteLevel with a GPT-2, Llama 3 or Qwen2 split expected)");
-        return NULL;
-    }
-    const qk_jsonv *vocab = qk_jsonv_get(model, "vocab"), *added = qk_jsonv_get(root, "added_tokens");
-    if (!qk_jsonv_is(vocab, QK_JOBJ)) {
-        qk_err_at(err, name, "model.vocab", model->off, "missing or not an object");
-        return NULL;
-    }
-    /* the vocabulary size: one past the largest id */
-    uint64_t n = 0, id;
-    for (size_t i = 0; i < qk_jsonv_len(vocab); i++) {
-        const qk_jsonm *m = qk_jsonv_member(vocab, i);
-        if (!qk_jsonv_u64(m->val, &id) || id >= INT32_MAX) {
-            qk_err_at(err, name, "model.vocab", m->key_off, "bad id for '%.64s'", m->key);
-            return NULL;
-        }
-        n = id + 1 > n ? id + 1 : n;
-    }
-    for (size_t i = 0; i < qk_jsonv_len(added); i++) {
-        const qk_jsonv *a = qk_jsonv_at(added, i);
-        if (!qk_jsonv_u64(qk_jsonv_get(a, "id"), &id) || id >= INT32_MAX ||
-            !qk_jsonv_is(qk_jsonv_get(a, "content"), QK_JSTR)) {
-            qk_err_at(err, name, "added_tokens", a ? a->off : 0, "entry %zu has no valid id/content", i);
-            return NULL;
-        }
-        n = id + 1 > n ? id + 1 : n;
-    }
-    hf_build b = {0};
-    qk_tokenizer *t = NULL;
-    b.n = (uint32_t)n;
-    b.tokens = calloc(n ? n : 1, sizeof *b.tokens);
-    b.types = calloc(n ? n : 1, sizeof *b.types);
-    if (!b.tokens || !b.types) {
-        oom(err);
-        goto done;
-    }
-    for (size_t i = 0; i < qk_jsonv_len(vocab); i++) {
-        const qk_jsonm *m = qk_jsonv_member(vocab, i);
-        qk_jsonv_u64(m->val, &id);
-        if (hf_set_token(&b, name, id, m->key, m->key_len, QK_TT_NORMAL, m->key_off, err))
-            goto done;
-    }
-    for (size_t i = 0; i < qk_jsonv_len(added); i++) {
-        const qk_jsonv *a = qk_jsonv_at(added, i), *c = qk_jsonv_get(a, "content");
-        qk_jsonv_u64(qk_jsonv_get(a, "id"), &id);
-        int32_t type = qk_jsonv_get_bool(a, "special", false) ? QK_TT_CONTROL : QK_TT_USER_DEFINED;
-        if (hf_set_token(&b, name, id, c->str.s, c->str.len, type, a->off, err))
-            goto done;
-    }
-    for (uint32_t i = 0; i < b.n; i++)
-        if (!b.tokens[i].ptr) {
-            qk_err_at(err, name, "model.vocab", vocab->off, "no token has id %u", i);
-            goto done;
-        }
-    if (hf_merges(&b, qk_jsonv_get(model, "merges"), name, err))
-        goto done;
-    qk_tok_spec s;
-    qk_tok_spec_init(&s);
-    s.type = QK_TOK_BPE;
-    s.pre = pre;
-    s.n_tokens = b.n;
-    s.tokens = b.tokens;
-    s.types = b.types;
-    s.n_merges = b.n_merges;
-    s.merges = b.merges;
-    s.add_space_prefix = 0;
-    int64_t eot = hf_find(&b, "<|endoftext|>");
-    s.bos = hf_find(&b, "<|begin_of_text|>");
-    s.eos = hf_find(&b, "<|end_of_text|>");
-    if (s.bos < 0)
-        s.bos = hf_find(&b, "<s>");
-    if (s.eos < 0)
-        s.eos = hf_find(&b, "</s>");
-    if (s.bos < 0)
-        s.bos = eot;
-    if (s.eos < 0)
-        s.eos = eot;
-    t = qk_tok_new(&s, name, err);
-done:
-    for (uint64_t i = 0; b.owned && i < b.n_merges; i++)
-        free(b.owned[i]);
-    free(b.owned);
-    free(b.merges);
-    free(b.tokens);
-    free(b.types);
-    return t;
-}
-
-qk_tokenizer *qk_tok_from_hf_json_mem(const char *buf, size_t n, const char *name, qk_err *err)
-{
-    qk_jsonv *root;
-    qk_jsonp_err je;
-    if (qk_jsonp_parse(buf, n, 0, &root, &je)) {
-        qk_err_at(err, name, "JSON", je.off, "%s", je.msg);
-        return NULL;
-    }
-    qk_tokenizer *t = hf_from_root(root, name, err);
-    qk_jsonv_free(root);
-    return t;
-}
-
-qk_tokenizer *qk_tok_from_hf_json(const char *path, qk_err *err)
-{
-    qk_map m;
-    if (qk_map_open(&m, path, err))
-        return NULL;
-    qk_tokenizer *t = qk_tok_from_hf_json_mem((const char *)m.data, m.size, path, err);
-    qk_map_close(&m);
-    return t;
 }

@@ -150,6 +150,8 @@ int32_t qk_tok_find(const qk_tokenizer *t, const char *text, size_t len);
 /* ---- internal: shared by lib/engine/tokenizer.c, lib/engine/tok_spm.c, lib/engine/tok_bpe.c ---- */
 #ifdef QK_TOKENIZER_INTERNAL
 
+#include <string.h>
+
 /* A growable array of token ids. */
 typedef struct qk_ids {
     int32_t *v;
@@ -194,6 +196,22 @@ struct qk_tokenizer {
 };
 
 static inline const char *qk_tok_ptr(const qk_tokenizer *t, int32_t id) { return t->arena + t->off[id]; }
+
+/* Helpers the tokenizer's files (tokenizer.c, tok_*.c) share. */
+static inline bool qk_tok_streq(const char *a, size_t an, const char *b, size_t bn)
+{
+    return an == bn && (an == 0 || memcmp(a, b, an) == 0);
+}
+static inline bool qk_tok_cstr_eq(const char *a, size_t an, const char *c)
+{
+    return qk_tok_streq(a, an, c, strlen(c));
+}
+static inline int qk_tok_oom(qk_err *err) { return qk_errf(err, QK_EIO, "tokenizer: out of memory"); }
+static inline int qk_tok_cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
 
 /* SPM: append the ids of one raw-text fragment (already space-escaped). */
 int qk_spm_encode(const qk_tokenizer *t, const char *text, size_t n, qk_ids *out, qk_err *err);
