@@ -167,56 +167,85 @@ static const char kv_usage[] =
     "  -q, --quiet            accepted for symmetry (the sweeps print no progress)\n"
     "  -h, --help             this text\n";
 
-/* Options every subcommand shares. */
+/* ---- one option table for every subcommand ------------------------------------------- */
+
+enum { S_MODEL = 1, S_KERNELS = 2, S_ROOF = 4, S_ERROR = 8, S_WIRE = 16, S_KV = 32 };
+#define S_RUNS (S_WIRE | S_KV)                    /* the sweeps that run a model on a text */
+#define S_ALL (S_MODEL | S_KERNELS | S_ROOF | S_ERROR | S_RUNS)
+
 enum { O_JSON = 256, O_OUT, O_KV, O_NO_WARMUP, O_BW, O_NO_ROOF, O_TYPES, O_LEVELS, O_SHAPE,
        O_TOKENS, O_TIME, O_BLAS, O_NO_BLAS, O_SIZE, O_PASSES, O_TENSORS, O_SYN, O_SEED, O_FORMATS,
        O_PER, O_BOUND, O_CHUNKS };
 
-typedef struct {
+/* Each option once: its name, short letter (0: none), argument, and the subcommands taking it. */
+static const struct bopt {
+    const char *name;
+    int id;            /* the short letter, or an O_ value */
+    int has_arg;
+    unsigned subs;
+} bopts[] = {
+    {"model", 'm', 1, S_MODEL | S_ERROR | S_RUNS},
+    {"file", 'f', 1, S_RUNS},
+    {"ctx-size", 'c', 1, S_RUNS},
+    {"chunks", O_CHUNKS, 1, S_RUNS},
+    {"n-prompt", 'p', 1, S_MODEL},
+    {"n-gen", 'n', 1, S_MODEL},
+    {"batch-size", 'b', 1, S_MODEL},
+    {"kv-cache", O_KV, 1, S_MODEL},
+    {"no-warmup", O_NO_WARMUP, 0, S_MODEL},
+    {"bandwidth", O_BW, 1, S_MODEL},
+    {"no-roofline", O_NO_ROOF, 0, S_MODEL},
+    {"types", O_TYPES, 1, S_KERNELS | S_KV},
+    {"levels", O_LEVELS, 1, S_KERNELS},
+    {"shape", O_SHAPE, 1, S_KERNELS | S_ERROR},
+    {"tokens", O_TOKENS, 1, S_KERNELS},
+    {"time-ms", O_TIME, 1, S_KERNELS | S_ROOF},
+    {"blas", O_BLAS, 1, S_KERNELS},
+    {"no-blas", O_NO_BLAS, 0, S_KERNELS},
+    {"size", O_SIZE, 1, S_ROOF},
+    {"passes", O_PASSES, 1, S_ROOF},
+    {"tensors", O_TENSORS, 1, S_ERROR},
+    {"synthetic", O_SYN, 1, S_ERROR},
+    {"seed", O_SEED, 1, S_ERROR},
+    {"formats", O_FORMATS, 1, S_ERROR | S_WIRE},
+    {"per-tensor", O_PER, 0, S_ERROR},
+    {"boundaries", O_BOUND, 1, S_WIRE},
+    {"repetitions", 'r', 1, S_MODEL | S_KERNELS},
+    {"threads", 't', 1, S_ALL},
+    {"output-format", 'o', 1, S_ALL},
+    {"json", O_JSON, 0, S_ALL},
+    {"out", O_OUT, 1, S_ALL},
+    {"quiet", 'q', 0, S_ALL},
+    {"help", 'h', 0, S_ALL},
+};
+#define N_BOPTS (sizeof bopts / sizeof bopts[0])
+
+/* Everything a subcommand's command line can set, with the defaults. */
+typedef struct bargs {
+    unsigned sub;
     qk_report_fmt fmt;
     const char *out;
     bool quiet;
-} common;
+    const char **models;
+    int n_models;
+    qk_model_bench_opts model;
+    qk_kernels_bench_opts kern;
+    qk_roofline_opts roof;
+    qk_sweep_opts sweep;
+} bargs;
 
-/* Handle a shared option; returns 1 when c was one, 0 when not, -1 on error. */
-static int common_opt(common *cm, int c, qk_err *err)
+static void bargs_init(bargs *a, unsigned sub)
 {
-    switch (c) {
-    case 'o': return qk_report_fmt_parse(optarg, &cm->fmt, err) ? -1 : 1;
-    case O_JSON: cm->fmt = QK_REPORT_JSON; return 1;
-    case O_OUT: cm->out = optarg; return 1;
-    case 'q': cm->quiet = true; return 1;
-    default: return 0;
-    }
-}
-
-/* Render r to stdout or --out. */
-static int emit(const common *cm, const qk_report *r, const char *const *inputs, int n_inputs,
-                qk_err *err)
-{
-    if (!cm->out) {
-        int rc = qk_report_write(r, cm->fmt, stdout, err);
-        if (!rc && (fflush(stdout) || ferror(stdout)))
-            rc = qk_err_sys(err, "stdout", "cannot write the report");
-        return rc;
-    }
-    for (int i = 0; i < n_inputs; i++)
-        if (qk_same_file(inputs[i], cm->out))
-            return qk_errf(err, QK_EINPUT, "%s: output is the same file as an input", cm->out);
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&buf, &len);
-    if (!mem)
-        return qk_errf(err, QK_EIO, "out of memory");
-    int rc = qk_report_write(r, cm->fmt, mem, err);
-    if (fclose(mem) && !rc)
-        rc = qk_errf(err, QK_EIO, "out of memory");
-    qk_out o;
-    if (!rc && !(rc = qk_out_open(&o, cm->out, err)))
-        if ((rc = qk_out_write(&o, buf, len, err)) || (rc = qk_out_commit(&o, err)))
-            qk_out_abort(&o);
-    free(buf);
-    return rc;
+    *a = (bargs){.sub = sub};
+    a->model = (qk_model_bench_opts){.prompts = {512}, .n_prompts = 1, .gens = {128}, .n_gens = 1,
+                                     .threads = {qk_cpu_count()}, .n_threads = 1, .reps = 5,
+                                     .warmup = true, .n_batch = 512, .kv_type = QK_F16,
+                                     .bw_bytes = (size_t)256 << 20, .bw_passes = 5, .seed = 1234};
+    a->kern = (qk_kernels_bench_opts){.threads = 1, .rows = 1024, .cols = 4096, .tokens = 16,
+                                      .seconds = 0.1, .reps = 3};
+    a->roof = (qk_roofline_opts){.threads = qk_cpu_count(), .bytes = (size_t)256 << 20, .passes = 10,
+                                 .fma_seconds = 0.3};
+    a->sweep = (qk_sweep_opts){.n_ctx = 256, .threads = 1, .seed = 1};
 }
 
 /* "512,128" -> v[]; each in [lo, hi]. */
@@ -241,128 +270,6 @@ static int int_list(const char *opt, const char *s, int64_t lo, int64_t hi, int 
         return qk_errf(err, QK_EINPUT, "%s: empty list", opt);
     return 0;
 }
-
-/* ---- model ------------------------------------------------------------------------------ */
-
-static int sub_model(int argc, char **argv)
-{
-    static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'}, {"n-prompt", required_argument, 0, 'p'},
-        {"n-gen", required_argument, 0, 'n'}, {"repetitions", required_argument, 0, 'r'},
-        {"threads", required_argument, 0, 't'}, {"batch-size", required_argument, 0, 'b'},
-        {"kv-cache", required_argument, 0, O_KV}, {"no-warmup", no_argument, 0, O_NO_WARMUP},
-        {"bandwidth", required_argument, 0, O_BW}, {"no-roofline", no_argument, 0, O_NO_ROOF},
-        {"output-format", required_argument, 0, 'o'}, {"json", no_argument, 0, O_JSON},
-        {"out", required_argument, 0, O_OUT}, {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    qk_model_bench_opts o = {.prompts = {512}, .n_prompts = 1, .gens = {128}, .n_gens = 1,
-                             .threads = {qk_cpu_count()}, .n_threads = 1, .reps = 5,
-                             .warmup = true, .n_batch = 512, .kv_type = QK_F16,
-                             .bw_bytes = (size_t)256 << 20, .bw_passes = 5, .seed = 1234};
-    common cm = {0};
-    const char **models = NULL;
-    int n_models = 0, c, rc = 0;
-    qk_err err = {0};
-    int64_t v;
-    double d;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "m:p:n:r:t:b:o:qh", opts, NULL)) != -1) {
-        int k = common_opt(&cm, c, &err);
-        if (k < 0)
-            goto fail;
-        if (k)
-            continue;
-        switch (c) {
-        case 'm': {
-            const char **p = realloc(models, (size_t)(n_models + 1) * sizeof *p);
-            if (!p) {
-                qk_errf(&err, QK_EIO, "out of memory");
-                goto fail;
-            }
-            models = p;
-            models[n_models++] = optarg;
-            break;
-        }
-        case 'p':
-            if (int_list("-p", optarg, 0, 1 << 20, o.prompts, &o.n_prompts, &err))
-                goto fail;
-            break;
-        case 'n':
-            if (int_list("-n", optarg, 0, 1 << 20, o.gens, &o.n_gens, &err))
-                goto fail;
-            break;
-        case 'r':
-            if (qk_cli_int("-r", optarg, 1, 1000, &v, &err))
-                goto fail;
-            o.reps = (int)v;
-            break;
-        case 't':
-            if (int_list("-t", optarg, 0, 1024, o.threads, &o.n_threads, &err))
-                goto fail;
-            for (int i = 0; i < o.n_threads; i++)
-                o.threads[i] = o.threads[i] ? o.threads[i] : qk_cpu_count();
-            break;
-        case 'b':
-            if (qk_cli_int("-b", optarg, 1, 1 << 20, &v, &err))
-                goto fail;
-            o.n_batch = (int)v;
-            break;
-        case O_KV:
-            if (strcmp(optarg, "f16") && strcmp(optarg, "f32")) {
-                qk_errf(&err, QK_EINPUT, "--kv-cache: '%s' is not f16 or f32", optarg);
-                goto fail;
-            }
-            o.kv_type = optarg[1] == '1' ? QK_F16 : QK_F32;
-            break;
-        case O_NO_WARMUP: o.warmup = false; break;
-        case O_BW:
-            if (qk_cli_double("--bandwidth", optarg, &d, &err))
-                goto fail;
-            if (d <= 0) {
-                qk_errf(&err, QK_EINPUT, "--bandwidth: must be positive (GB/s)");
-                goto fail;
-            }
-            o.bandwidth = d * 1e9;
-            break;
-        case O_NO_ROOF: o.bandwidth = -1; break;
-        case 'h': fputs(model_usage, stdout); free(models); return 0;
-        default: free(models); return qk_cli_bad_option(argv[0], argv, optind);
-        }
-    }
-    if (optind < argc) {
-        qk_errf(&err, QK_EINPUT, "unexpected argument '%s' (models go with -m)", argv[optind]);
-        goto fail;
-    }
-    if (n_models == 0) {
-        qk_errf(&err, QK_EINPUT, "need a model: -m MODEL.gguf; see --help");
-        goto fail;
-    }
-    int tests = 0;
-    for (int i = 0; i < o.n_prompts; i++)
-        tests += o.prompts[i] > 0;
-    for (int i = 0; i < o.n_gens; i++)
-        tests += o.gens[i] > 0;
-    if (tests == 0) {
-        qk_errf(&err, QK_EINPUT, "nothing to measure: every -p and -n value is 0");
-        goto fail;
-    }
-    o.models = models;
-    o.n_models = n_models;
-    o.quiet = cm.quiet;
-    qk_report r;
-    rc = qk_bench_model(&o, &r, &err);
-    if (!rc)
-        rc = emit(&cm, &r, models, n_models, &err);
-    qk_report_free(&r);
-    free(models);
-    return rc ? qk_err_report(argv[0], &err) : 0;
-fail:
-    free(models);
-    return qk_err_report(argv[0], &err);
-}
-
-/* ---- kernels ------------------------------------------------------------------------ */
 
 static int type_list(const char *s, qk_kernels_bench_opts *o, qk_err *err)
 {
@@ -411,160 +318,193 @@ static int level_list(const char *s, qk_kernels_bench_opts *o, qk_err *err)
     return any ? 0 : qk_errf(err, QK_EINPUT, "--levels: empty list");
 }
 
-static int sub_kernels(int argc, char **argv)
+/* -t: a list for model (0 = all CPUs each), 1..N for roofline, one count elsewhere. */
+static int threads_opt(bargs *a, const char *s, qk_err *err)
 {
-    static const struct option opts[] = {
-        {"types", required_argument, 0, O_TYPES}, {"levels", required_argument, 0, O_LEVELS},
-        {"shape", required_argument, 0, O_SHAPE}, {"tokens", required_argument, 0, O_TOKENS},
-        {"time-ms", required_argument, 0, O_TIME}, {"repetitions", required_argument, 0, 'r'},
-        {"threads", required_argument, 0, 't'}, {"blas", required_argument, 0, O_BLAS},
-        {"no-blas", no_argument, 0, O_NO_BLAS},
-        {"output-format", required_argument, 0, 'o'}, {"json", no_argument, 0, O_JSON},
-        {"out", required_argument, 0, O_OUT}, {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    qk_kernels_bench_opts o = {.threads = 1, .rows = 1024, .cols = 4096, .tokens = 16,
-                               .seconds = 0.1, .reps = 3};
-    common cm = {0};
-    qk_err err = {0};
-    int c;
+    switch (a->sub) {
+    case S_MODEL:
+        if (int_list("-t", s, 0, 1024, a->model.threads, &a->model.n_threads, err))
+            return QK_EINPUT;
+        for (int i = 0; i < a->model.n_threads; i++)
+            a->model.threads[i] = a->model.threads[i] ? a->model.threads[i] : qk_cpu_count();
+        return 0;
+    case S_KERNELS: return qk_cli_threads(s, &a->kern.threads, err);
+    case S_ROOF: return qk_cli_threads(s, &a->roof.threads, err);
+    default:
+        if (qk_cli_threads(s, &a->sweep.threads, err))
+            return QK_EINPUT;
+        if (a->sweep.threads == 0)
+            a->sweep.threads = qk_cpu_count();
+        return 0;
+    }
+}
+
+/* Apply option id (with its argument s) to a; 0 or the error's code. */
+static int apply(bargs *a, int id, const char *s, qk_err *err)
+{
     int64_t v;
-    if (type_list(qk_bench_default_types, &o, &err))
-        return qk_err_report(argv[0], &err);
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "r:t:o:qh", opts, NULL)) != -1) {
-        int k = common_opt(&cm, c, &err);
-        if (k < 0)
-            return qk_err_report(argv[0], &err);
-        if (k)
+    double d;
+    switch (id) {
+    case 'o': return qk_report_fmt_parse(s, &a->fmt, err);
+    case O_JSON: a->fmt = QK_REPORT_JSON; return 0;
+    case O_OUT: a->out = s; return 0;
+    case 'q': a->quiet = true; return 0;
+    case 't': return threads_opt(a, s, err);
+    case 'm':
+        if (a->sub != S_MODEL) {
+            a->sweep.model = s;
+            return 0;
+        } else {
+            const char **p = realloc(a->models, (size_t)(a->n_models + 1) * sizeof *p);
+            if (!p)
+                return qk_errf(err, QK_EIO, "out of memory");
+            a->models = p;
+            a->models[a->n_models++] = s;
+            return 0;
+        }
+    case 'f': a->sweep.text = s; return 0;
+    case 'c':
+        if (qk_cli_int("-c", s, 4, 1 << 20, &v, err))
+            return QK_EINPUT;
+        if (v % 2)
+            return qk_errf(err, QK_EINPUT, "-c %lld: want an even window", (long long)v);
+        a->sweep.n_ctx = (int)v;
+        return 0;
+    case O_CHUNKS:
+        if (qk_cli_int("--chunks", s, 1, 1 << 28, &v, err))
+            return QK_EINPUT;
+        a->sweep.chunks = (int)v;
+        return 0;
+    case 'p': return int_list("-p", s, 0, 1 << 20, a->model.prompts, &a->model.n_prompts, err);
+    case 'n': return int_list("-n", s, 0, 1 << 20, a->model.gens, &a->model.n_gens, err);
+    case 'r':
+        if (qk_cli_int("-r", s, 1, 1000, &v, err))
+            return QK_EINPUT;
+        a->model.reps = a->kern.reps = (int)v;
+        return 0;
+    case 'b':
+        if (qk_cli_int("-b", s, 1, 1 << 20, &v, err))
+            return QK_EINPUT;
+        a->model.n_batch = (int)v;
+        return 0;
+    case O_KV:
+        if (strcmp(s, "f16") && strcmp(s, "f32"))
+            return qk_errf(err, QK_EINPUT, "--kv-cache: '%s' is not f16 or f32", s);
+        a->model.kv_type = s[1] == '1' ? QK_F16 : QK_F32;
+        return 0;
+    case O_NO_WARMUP: a->model.warmup = false; return 0;
+    case O_BW:
+        if (qk_cli_double("--bandwidth", s, &d, err))
+            return QK_EINPUT;
+        if (d <= 0)
+            return qk_errf(err, QK_EINPUT, "--bandwidth: must be positive (GB/s)");
+        a->model.bandwidth = d * 1e9;
+        return 0;
+    case O_NO_ROOF: a->model.bandwidth = -1; return 0;
+    case O_TYPES:
+        if (a->sub == S_KV) {
+            a->sweep.types = s;
+            return 0;
+        }
+        return type_list(s, &a->kern, err);
+    case O_LEVELS: return level_list(s, &a->kern, err);
+    case O_SHAPE:
+        if (a->sub == S_KERNELS)
+            return qk_cli_shape(s, &a->kern.rows, &a->kern.cols, err);
+        a->sweep.shape = s;
+        return qk_cli_shape(s, &(int64_t){0}, &(int64_t){0}, err);
+    case O_TOKENS:
+        if (qk_cli_int("--tokens", s, 1, 4096, &v, err))
+            return QK_EINPUT;
+        a->kern.tokens = (int)v;
+        return 0;
+    case O_TIME:
+        if (qk_cli_int("--time-ms", s, a->sub == S_ROOF, 600000, &v, err))
+            return QK_EINPUT;
+        a->kern.seconds = a->roof.fma_seconds = (double)v / 1000;
+        return 0;
+    case O_BLAS: a->kern.blas = s; return 0;
+    case O_NO_BLAS: a->kern.blas = ""; return 0;
+    case O_SIZE:
+        if (qk_cli_int("--size", s, 1, 1 << 16, &v, err))
+            return QK_EINPUT;
+        a->roof.bytes = (size_t)v << 20;
+        return 0;
+    case O_PASSES:
+        if (qk_cli_int("--passes", s, 1, 10000, &v, err))
+            return QK_EINPUT;
+        a->roof.passes = (int)v;
+        return 0;
+    case O_TENSORS: a->sweep.tensors = s; return 0;
+    case O_SYN: a->sweep.synthetic = s; return 0;
+    case O_SEED:
+        if (qk_cli_int("--seed", s, 1, INT64_MAX, &v, err))
+            return QK_EINPUT;
+        a->sweep.seed = (uint64_t)v;
+        return 0;
+    case O_FORMATS: a->sweep.formats = s; return 0;
+    case O_PER: a->sweep.per_tensor = true; return 0;
+    case O_BOUND: a->sweep.boundaries = s; return 0;
+    default: return qk_errf(err, QK_EINPUT, "internal: option %d has no handler", id);
+    }
+}
+
+/* Parse argv for subcommand sub from the table: 0 to run, 1 after --help (printed), or 2
+ * with the error printed. */
+static int parse(bargs *a, unsigned sub, const char *usage, int argc, char **argv)
+{
+    struct option lopts[N_BOPTS + 1];
+    char shortopts[2 * N_BOPTS + 1];
+    size_t nl = 0, ns = 0;
+    for (size_t i = 0; i < N_BOPTS; i++) {
+        if (!(bopts[i].subs & sub))
             continue;
-        switch (c) {
-        case O_TYPES:
-            if (type_list(optarg, &o, &err))
-                return qk_err_report(argv[0], &err);
-            break;
-        case O_LEVELS:
-            if (level_list(optarg, &o, &err))
-                return qk_err_report(argv[0], &err);
-            break;
-        case O_SHAPE:
-            if (qk_cli_shape(optarg, &o.rows, &o.cols, &err))
-                return qk_err_report(argv[0], &err);
-            break;
-        case O_TOKENS:
-            if (qk_cli_int("--tokens", optarg, 1, 4096, &v, &err))
-                return qk_err_report(argv[0], &err);
-            o.tokens = (int)v;
-            break;
-        case O_TIME:
-            if (qk_cli_int("--time-ms", optarg, 0, 600000, &v, &err))
-                return qk_err_report(argv[0], &err);
-            o.seconds = (double)v / 1000;
-            break;
-        case 'r':
-            if (qk_cli_int("-r", optarg, 1, 1000, &v, &err))
-                return qk_err_report(argv[0], &err);
-            o.reps = (int)v;
-            break;
-        case 't':
-            if (qk_cli_threads(optarg, &o.threads, &err))
-                return qk_err_report(argv[0], &err);
-            break;
-        case O_BLAS: o.blas = optarg; break;
-        case O_NO_BLAS: o.blas = ""; break;
-        case 'h': fputs(kernels_usage, stdout); return 0;
-        default: return qk_cli_bad_option(argv[0], argv, optind);
+        lopts[nl++] = (struct option){bopts[i].name, bopts[i].has_arg ? required_argument : no_argument, 0,
+                                      bopts[i].id};
+        if (bopts[i].id < 256) {
+            shortopts[ns++] = (char)bopts[i].id;
+            if (bopts[i].has_arg)
+                shortopts[ns++] = ':';
         }
     }
+    lopts[nl] = (struct option){0, 0, 0, 0};
+    shortopts[ns] = 0;
+    bargs_init(a, sub);
+    if (sub == S_KERNELS) {
+        qk_err e0 = {0};
+        type_list(qk_bench_default_types, &a->kern, &e0);
+    }
+    qk_err err = {0};
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, shortopts, lopts, NULL)) != -1) {
+        if (c == 'h') {
+            fputs(usage, stdout);
+            return 1;
+        }
+        if (c == '?' || c == ':')
+            return qk_cli_bad_option(argv[0], argv, optind);
+        if (apply(a, c, optarg, &err))
+            return qk_err_report(argv[0], &err);
+    }
     if (optind < argc) {
+        if (sub == S_MODEL) {
+            qk_errf(&err, QK_EINPUT, "unexpected argument '%s' (models go with -m)", argv[optind]);
+            return qk_err_report(argv[0], &err);
+        }
         fprintf(stderr, "%s: unexpected argument '%s'; see --help\n", argv[0], argv[optind]);
         return 2;
     }
-    o.quiet = cm.quiet;
-    qk_report r;
-    int rc = qk_bench_kernels(&o, &r, &err);
-    if (!rc)
-        rc = emit(&cm, &r, NULL, 0, &err);
-    qk_report_free(&r);
-    return rc ? qk_err_report(argv[0], &err) : 0;
+    return 0;
 }
 
-/* ---- roofline ------------------------------------------------------------------------ */
-
-static int sub_roofline(int argc, char **argv)
+/* The report in --output-format on stdout or atomically into --out, built by
+ * write_fn (a table, or a study's own printer). */
+static int emit_with(const bargs *a, void (*write_fn)(FILE *, void *), void *ud, qk_err *err)
 {
-    static const struct option opts[] = {
-        {"threads", required_argument, 0, 't'}, {"size", required_argument, 0, O_SIZE},
-        {"passes", required_argument, 0, O_PASSES}, {"time-ms", required_argument, 0, O_TIME},
-        {"output-format", required_argument, 0, 'o'}, {"json", no_argument, 0, O_JSON},
-        {"out", required_argument, 0, O_OUT}, {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    qk_roofline_opts o = {.threads = qk_cpu_count(), .bytes = (size_t)256 << 20, .passes = 10,
-                          .fma_seconds = 0.3};
-    common cm = {0};
-    qk_err err = {0};
-    int c;
-    int64_t v;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "t:o:qh", opts, NULL)) != -1) {
-        int k = common_opt(&cm, c, &err);
-        if (k < 0)
-            return qk_err_report(argv[0], &err);
-        if (k)
-            continue;
-        switch (c) {
-        case 't':
-            if (qk_cli_threads(optarg, &o.threads, &err))
-                return qk_err_report(argv[0], &err);
-            break;
-        case O_SIZE:
-            if (qk_cli_int("--size", optarg, 1, 1 << 16, &v, &err))
-                return qk_err_report(argv[0], &err);
-            o.bytes = (size_t)v << 20;
-            break;
-        case O_PASSES:
-            if (qk_cli_int("--passes", optarg, 1, 10000, &v, &err))
-                return qk_err_report(argv[0], &err);
-            o.passes = (int)v;
-            break;
-        case O_TIME:
-            if (qk_cli_int("--time-ms", optarg, 1, 600000, &v, &err))
-                return qk_err_report(argv[0], &err);
-            o.fma_seconds = (double)v / 1000;
-            break;
-        case 'h': fputs(roofline_usage, stdout); return 0;
-        default: return qk_cli_bad_option(argv[0], argv, optind);
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "%s: unexpected argument '%s'; see --help\n", argv[0], argv[optind]);
-        return 2;
-    }
-    o.quiet = cm.quiet;
-    qk_report r;
-    int rc = qk_bench_roofline(&o, &r, &err);
-    if (!rc)
-        rc = emit(&cm, &r, NULL, 0, &err);
-    qk_report_free(&r);
-    return rc ? qk_err_report(argv[0], &err) : 0;
-}
-
-/* ---- error, wire, kv: the numerics studies (lib/study/study_cmd.h) ------------------------- */
-
-typedef struct {
-    const common *cm;
-} study_sink;
-
-static const char *const fmt_names[] = {"md", "csv", "json"};
-
-/* qk_sweep_sink: the report in --output-format on stdout or atomically into --out. */
-static int study_emit(void *p, qk_sweep_emit write_fn, void *ud, qk_err *err)
-{
-    const study_sink *s = p;
-    const char *fmt = fmt_names[s->cm->fmt];
-    if (!s->cm->out) {
-        write_fn(stdout, fmt, ud);
+    if (!a->out) {
+        write_fn(stdout, ud);
         if (fflush(stdout) || ferror(stdout))
             return qk_err_sys(err, "stdout", "cannot write the report");
         return 0;
@@ -574,124 +514,151 @@ static int study_emit(void *p, qk_sweep_emit write_fn, void *ud, qk_err *err)
     FILE *mem = open_memstream(&buf, &len);
     if (!mem)
         return qk_errf(err, QK_EIO, "out of memory");
-    write_fn(mem, fmt, ud);
+    write_fn(mem, ud);
     int rc = fclose(mem) ? qk_errf(err, QK_EIO, "out of memory") : 0;
-    qk_out o;
-    if (!rc && !(rc = qk_out_open(&o, s->cm->out, err)))
-        if ((rc = qk_out_write(&o, buf, len, err)) || (rc = qk_out_commit(&o, err)))
-            qk_out_abort(&o);
+    if (!rc)
+        rc = qk_out_write_file(a->out, buf, len, err);
     free(buf);
     return rc;
 }
 
-enum { STUDY_ERROR, STUDY_WIRE, STUDY_KV };
+typedef struct table_job {
+    const qk_report *r;
+    qk_report_fmt fmt;
+    int rc;
+    qk_err *err;
+} table_job;
 
-static int sub_study(int argc, char **argv, int kind)
+static void write_table(FILE *f, void *ud)
 {
-    static const struct option error_opts[] = {
-        {"model", required_argument, 0, 'm'}, {"tensors", required_argument, 0, O_TENSORS},
-        {"synthetic", required_argument, 0, O_SYN}, {"shape", required_argument, 0, O_SHAPE},
-        {"seed", required_argument, 0, O_SEED}, {"formats", required_argument, 0, O_FORMATS},
-        {"per-tensor", no_argument, 0, O_PER}, {"threads", required_argument, 0, 't'},
-        {"output-format", required_argument, 0, 'o'}, {"json", no_argument, 0, O_JSON},
-        {"out", required_argument, 0, O_OUT}, {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    static const struct option wire_opts[] = {
-        {"model", required_argument, 0, 'm'}, {"file", required_argument, 0, 'f'},
-        {"ctx-size", required_argument, 0, 'c'}, {"chunks", required_argument, 0, O_CHUNKS},
-        {"formats", required_argument, 0, O_FORMATS}, {"boundaries", required_argument, 0, O_BOUND},
-        {"threads", required_argument, 0, 't'}, {"output-format", required_argument, 0, 'o'},
-        {"json", no_argument, 0, O_JSON}, {"out", required_argument, 0, O_OUT},
-        {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    static const struct option kv_opts[] = {
-        {"model", required_argument, 0, 'm'}, {"file", required_argument, 0, 'f'},
-        {"ctx-size", required_argument, 0, 'c'}, {"chunks", required_argument, 0, O_CHUNKS},
-        {"types", required_argument, 0, O_TYPES}, {"threads", required_argument, 0, 't'},
-        {"output-format", required_argument, 0, 'o'}, {"json", no_argument, 0, O_JSON},
-        {"out", required_argument, 0, O_OUT}, {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    const struct option *opts = kind == STUDY_ERROR ? error_opts : kind == STUDY_WIRE ? wire_opts
-                                                                                      : kv_opts;
-    const char *usage = kind == STUDY_ERROR ? error_usage : kind == STUDY_WIRE ? wire_usage
-                                                                               : kv_usage;
-    const char *shortopts = kind == STUDY_ERROR ? "m:t:o:qh" : "m:f:c:t:o:qh";
-    qk_sweep_opts o = {.n_ctx = 256, .threads = 1, .seed = 1};
-    common cm = {0};
+    table_job *j = ud;
+    j->rc = qk_report_write(j->r, j->fmt, f, j->err);
+}
+
+/* A qk_report to stdout or --out, refusing an --out that is one of the inputs. */
+static int emit(const bargs *a, const qk_report *r, const char *const *inputs, int n_inputs, qk_err *err)
+{
+    for (int i = 0; a->out && i < n_inputs; i++)
+        if (qk_same_file(inputs[i], a->out))
+            return qk_errf(err, QK_EINPUT, "%s: output is the same file as an input", a->out);
+    table_job j = {r, a->fmt, 0, err};
+    int rc = emit_with(a, write_table, &j, err);
+    return j.rc ? j.rc : rc;
+}
+
+/* ---- model, kernels, roofline ------------------------------------------------------------ */
+
+static int sub_model(int argc, char **argv)
+{
+    bargs a;
+    int rc = parse(&a, S_MODEL, model_usage, argc, argv);
     qk_err err = {0};
-    int c;
-    int64_t v;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
-        int k = common_opt(&cm, c, &err);
-        if (k < 0)
-            return qk_err_report(argv[0], &err);
-        if (k)
-            continue;
-        int rc = 0;
-        switch (c) {
-        case 'm': o.model = optarg; break;
-        case 'f': o.text = optarg; break;
-        case 'c':
-            if (!(rc = qk_cli_int("-c", optarg, 4, 1 << 20, &v, &err)))
-                o.n_ctx = (int)v;
-            if (!rc && v % 2)
-                rc = qk_errf(&err, QK_EINPUT, "-c %lld: want an even window", (long long)v);
-            break;
-        case O_CHUNKS:
-            if (!(rc = qk_cli_int("--chunks", optarg, 1, 1 << 28, &v, &err)))
-                o.chunks = (int)v;
-            break;
-        case 't':
-            if (!(rc = qk_cli_threads(optarg, &o.threads, &err)) && o.threads == 0)
-                o.threads = qk_cpu_count();
-            break;
-        case O_TENSORS: o.tensors = optarg; break;
-        case O_SYN: o.synthetic = optarg; break;
-        case O_SHAPE: {
-            int64_t r, cc;
-            if (!(rc = qk_cli_shape(optarg, &r, &cc, &err)))
-                o.shape = optarg;
-            break;
-        }
-        case O_SEED:
-            if (!(rc = qk_cli_int("--seed", optarg, 1, INT64_MAX, &v, &err)))
-                o.seed = (uint64_t)v;
-            break;
-        case O_FORMATS: o.formats = optarg; break;
-        case O_PER: o.per_tensor = true; break;
-        case O_BOUND: o.boundaries = optarg; break;
-        case O_TYPES: o.types = optarg; break;
-        case 'h': fputs(usage, stdout); return 0;
-        default: return qk_cli_bad_option(argv[0], argv, optind);
-        }
-        if (rc)
-            return qk_err_report(argv[0], &err);
+    if (rc == 0 && a.n_models == 0)
+        rc = qk_errf(&err, QK_EINPUT, "need a model: -m MODEL.gguf; see --help");
+    int tests = 0;
+    for (int i = 0; i < a.model.n_prompts; i++)
+        tests += a.model.prompts[i] > 0;
+    for (int i = 0; i < a.model.n_gens; i++)
+        tests += a.model.gens[i] > 0;
+    if (rc == 0 && tests == 0)
+        rc = qk_errf(&err, QK_EINPUT, "nothing to measure: every -p and -n value is 0");
+    if (rc == 0) {
+        a.model.models = a.models;
+        a.model.n_models = a.n_models;
+        a.model.quiet = a.quiet;
+        qk_report r;
+        rc = qk_bench_model(&a.model, &r, &err);
+        if (!rc)
+            rc = emit(&a, &r, a.models, a.n_models, &err);
+        qk_report_free(&r);
     }
-    if (optind < argc) {
-        fprintf(stderr, "%s: unexpected argument '%s'; see --help\n", argv[0], argv[optind]);
-        return 2;
-    }
-    if (kind != STUDY_ERROR && (!o.model || !o.text)) {
-        fprintf(stderr, "%s: need -m MODEL.gguf and -f TEXT; see --help\n", argv[0]);
-        return 2;
-    }
-    const char *inputs[2] = {o.model, o.text};
-    for (int i = 0; i < 2 && cm.out; i++)
-        if (inputs[i] && qk_same_file(inputs[i], cm.out)) {
-            fprintf(stderr, "%s: %s: output is the same file as an input\n", argv[0], cm.out);
-            return 2;
-        }
-    study_sink sink = {&cm};
-    int rc = kind == STUDY_ERROR  ? qk_sweep_error(&o, study_emit, &sink, &err)
-             : kind == STUDY_WIRE ? qk_sweep_wire(&o, study_emit, &sink, &err)
-                                  : qk_sweep_kv(&o, study_emit, &sink, &err);
+    free(a.models);
+    return rc == 1 ? 0 : err.code ? qk_err_report(argv[0], &err) : rc;
+}
+
+static int sub_kernels(int argc, char **argv)
+{
+    bargs a;
+    int rc = parse(&a, S_KERNELS, kernels_usage, argc, argv);
+    if (rc)
+        return rc == 1 ? 0 : rc;
+    qk_err err = {0};
+    a.kern.quiet = a.quiet;
+    qk_report r;
+    rc = qk_bench_kernels(&a.kern, &r, &err);
+    if (!rc)
+        rc = emit(&a, &r, NULL, 0, &err);
+    qk_report_free(&r);
     return rc ? qk_err_report(argv[0], &err) : 0;
 }
 
-static int sub_error(int argc, char **argv) { return sub_study(argc, argv, STUDY_ERROR); }
-static int sub_wire(int argc, char **argv) { return sub_study(argc, argv, STUDY_WIRE); }
-static int sub_kv(int argc, char **argv) { return sub_study(argc, argv, STUDY_KV); }
+static int sub_roofline(int argc, char **argv)
+{
+    bargs a;
+    int rc = parse(&a, S_ROOF, roofline_usage, argc, argv);
+    if (rc)
+        return rc == 1 ? 0 : rc;
+    qk_err err = {0};
+    a.roof.quiet = a.quiet;
+    qk_report r;
+    rc = qk_bench_roofline(&a.roof, &r, &err);
+    if (!rc)
+        rc = emit(&a, &r, NULL, 0, &err);
+    qk_report_free(&r);
+    return rc ? qk_err_report(argv[0], &err) : 0;
+}
+
+/* ---- error, wire, kv: the numerics studies (lib/study/study_cmd.h) ------------------------- */
+
+static const char *const fmt_names[] = {"md", "csv", "json"};
+
+typedef struct study_job {
+    qk_sweep_emit write_fn;
+    void *ud;
+    const char *fmt;
+} study_job;
+
+static void write_study(FILE *f, void *ud)
+{
+    const study_job *j = ud;
+    j->write_fn(f, j->fmt, j->ud);
+}
+
+/* qk_sweep_sink: the study's report on stdout or atomically into --out. */
+static int study_emit(void *p, qk_sweep_emit write_fn, void *ud, qk_err *err)
+{
+    const bargs *a = p;
+    study_job j = {write_fn, ud, fmt_names[a->fmt]};
+    return emit_with(a, write_study, &j, err);
+}
+
+static int sub_study(int argc, char **argv, unsigned sub, const char *usage)
+{
+    bargs a;
+    int rc = parse(&a, sub, usage, argc, argv);
+    if (rc)
+        return rc == 1 ? 0 : rc;
+    const qk_sweep_opts *o = &a.sweep;
+    if (sub != S_ERROR && (!o->model || !o->text)) {
+        fprintf(stderr, "%s: need -m MODEL.gguf and -f TEXT; see --help\n", argv[0]);
+        return 2;
+    }
+    const char *inputs[2] = {o->model, o->text};
+    for (int i = 0; i < 2 && a.out; i++)
+        if (inputs[i] && qk_same_file(inputs[i], a.out)) {
+            fprintf(stderr, "%s: %s: output is the same file as an input\n", argv[0], a.out);
+            return 2;
+        }
+    qk_err err = {0};
+    rc = sub == S_ERROR  ? qk_sweep_error(o, study_emit, &a, &err)
+         : sub == S_WIRE ? qk_sweep_wire(o, study_emit, &a, &err)
+                         : qk_sweep_kv(o, study_emit, &a, &err);
+    return rc ? qk_err_report(argv[0], &err) : 0;
+}
+
+static int sub_error(int argc, char **argv) { return sub_study(argc, argv, S_ERROR, error_usage); }
+static int sub_wire(int argc, char **argv) { return sub_study(argc, argv, S_WIRE, wire_usage); }
+static int sub_kv(int argc, char **argv) { return sub_study(argc, argv, S_KV, kv_usage); }
 
 /* ---- dispatch --------------------------------------------------------------------------- */
 

@@ -15,6 +15,7 @@
 
 #include "lib/core/ckd.h"
 #include "formats/ckpt.h"
+#include "lib/quant/ckpt_write.h"
 #include "lib/core/cli.h"
 #include "cmd/commands.h"
 #include "formats/gguf.h"

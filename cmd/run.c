@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "lib/core/cli.h"
+#include "lib/core/files.h"
 #include "cmd/commands.h"
 #include "lib/engine/forward.h"
 #include "formats/gguf.h"
@@ -110,39 +111,6 @@ static double now_ms(void)
 
 /* ---- reading inputs ------------------------------------------------------------ */
 
-static int read_file(const char *path, char **out, size_t *n, qk_err *err)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return qk_err_sys(err, path, "cannot open");
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (!buf) {
-            fclose(f);
-            return qk_errf(err, QK_EIO, "%s: out of memory", path);
-        }
-        len += fread(buf + len, 1, cap - len - 1, f);
-        if (len < cap - 1)
-            break;
-        cap *= 2;
-        char *nb = realloc(buf, cap);
-        if (!nb)
-            free(buf);
-        buf = nb;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return qk_err_sys(err, path, "read failed");
-    }
-    buf[len] = 0;
-    *out = buf;
-    *n = len;
-    return 0;
-}
-
 /* Token ids written as "[1, 2, 3]" or "1 2 3": digits separated by spaces,
  * commas, and one optional pair of brackets. */
 static int parse_ids(const char *src, const char *text, int32_t **ids, size_t *n_ids, qk_err *err)
@@ -189,7 +157,7 @@ static int parse_ids(const char *src, const char *text, int32_t **ids, size_t *n
 static int input_text(const run_opts *o, char **text, size_t *n, qk_err *err)
 {
     if (o->file)
-        return read_file(o->file, text, n, err);
+        return qk_read_file(o->file, false, text, n, err);
     *n = strlen(o->prompt);
     *text = strdup(o->prompt);
     return *text ? 0 : qk_errf(err, QK_EIO, "out of memory");
@@ -436,7 +404,7 @@ static int prompt_tokens(gen *g, qk_err *err)
     char *text;
     size_t n;
     if (o->tokens_in) {
-        if (read_file(o->tokens_in, &text, &n, err))
+        if (qk_read_file(o->tokens_in, false, &text, &n, err))
             return err->code;
         int rc = parse_ids(o->tokens_in, text, &g->prompt, &g->n_prompt, err);
         free(text);

@@ -1,7 +1,6 @@
 /* ckpt.h - quantized Hugging Face checkpoints: the logical weights of a
  * directory whose tensors were written by a quantization tool, their float
- * values (dequantization), and the writer of such directories
- * (qk_ckpt_quantize, lib/quant/ckpt_write.c).
+ * values (dequantization).  Writing such directories is lib/quant/ckpt_write.h's.
  *
  * A quantized module MODULE stores its weight as several tensors (the
  * "parts"); qk_ckpt_open groups them into one logical tensor MODULE.weight
@@ -122,31 +121,6 @@ int qk_ckpt_read_rows(const qk_ckpt *c, const qk_ck_tensor *t, int64_t r0, int64
                       qk_err *err);
 /* All of it: t->nelem floats. */
 int qk_ckpt_read(const qk_ckpt *c, const qk_ck_tensor *t, float *out, qk_err *err);
-
-/* ---- writing: qk-quant --to SCHEME SRC OUT_DIR (lib/quant/ckpt_write.c) -------- */
-
-typedef struct qk_ckpt_opts {
-    bool asym;               /* ct-w4a16: asymmetric (zero points) */
-    int group;               /* group size (0: the scheme's default) */
-    const char *ignore;      /* POSIX extended regex of module names to leave unquantized, or NULL */
-    uint64_t shard_size;     /* bytes per shard (0: 5 GB, as transformers' max_shard_size) */
-    bool quiet;              /* no progress bar */
-} qk_ckpt_opts;
-
-/* Names accepted by qk_ckpt_quantize, for --help and completions. */
-extern const char *const qk_ckpt_schemes[];
-
-/* Read the Hugging Face directory src_dir (F32/F16/BF16, or any layout
- * above), quantize its linear weights to scheme and write a complete
- * directory out_dir: config.json with the producing tool's
- * quantization_config, model.safetensors or shards + index,
- * generation_config.json and tokenizer files copied.  Output is built in a
- * temporary directory beside out_dir and renamed into place when complete;
- * out_dir must not exist (or be an empty directory) and may not be src_dir.
- * Schemes: ct-fp8, ct-fp8-block, ct-w8a8, ct-w4a16, ct-nvfp4, ct-mxfp4,
- * modelopt-nvfp4, mlx-q2/q3/q4/q5/q6/q8, bf16, f16, f32. */
-int qk_ckpt_quantize(const char *src_dir, const char *out_dir, const char *scheme, const qk_ckpt_opts *o,
-                     qk_err *err);
 
 /* MLX affine quantization (mlx/ops.cpp affine_quantize) of one row of cols
  * values in groups of group: codes (one per byte), scales and biases (cols /

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "formats/ckpt.h"
+#include "lib/quant/ckpt_write.h"
 #include "kernels/half.h"
 #include "formats/safetensors.h"
 #include "kernels/scaled.h"

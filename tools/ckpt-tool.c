@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "formats/ckpt.h"
+#include "lib/quant/ckpt_write.h"
 #include "kernels/elements.h"
 #include "kernels/half.h"
 

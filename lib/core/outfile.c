@@ -1,11 +1,14 @@
 #include "lib/core/outfile.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "lib/core/files.h"
 
 /* mkstemp creates 0600; outputs get the usual 0666 & ~umask.  umask can only
  * be read by setting it, so read it once. */
@@ -108,4 +111,108 @@ void qk_out_abort(qk_out *o)
     free(o->dst);
     o->tmp = NULL;
     o->dst = NULL;
+}
+
+int qk_out_write_file(const char *dst, const void *buf, size_t n, qk_err *err)
+{
+    qk_out o;
+    int rc = qk_out_open(&o, dst, err);
+    if (!rc && ((rc = qk_out_write(&o, buf, n, err)) || (rc = qk_out_commit(&o, err))))
+        qk_out_abort(&o);
+    return rc;
+}
+
+/* ---- directories -------------------------------------------------------------------- */
+
+static bool empty_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    bool empty = d != NULL;
+    while (d && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            empty = false;
+    if (d)
+        closedir(d);
+    return empty;
+}
+
+/* Remove dir and the files in it (the output directories hold no subdirectories). */
+static void remove_tree(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char *p = qk_path_join(dir, e->d_name);
+        if (p)
+            unlink(p);
+        free(p);
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+int qk_outdir_open(qk_outdir *d, const char *dst, qk_err *err)
+{
+    memset(d, 0, sizeof *d);
+    size_t dl = strlen(dst);
+    while (dl > 1 && dst[dl - 1] == '/')
+        dl--;
+    if (!dl)
+        return qk_errf(err, QK_EINPUT, "empty output directory name");
+    if (!(d->dst = strndup(dst, dl)) || !(d->tmp = malloc(dl + 16))) {
+        qk_outdir_abort(d);
+        return qk_errf(err, QK_EIO, "%s: out of memory", dst);
+    }
+    struct stat st;
+    d->replace_empty = stat(d->dst, &st) == 0;
+    if (d->replace_empty && !(S_ISDIR(st.st_mode) && empty_dir(d->dst))) {
+        int rc = qk_errf(err, QK_EINPUT, "%s: exists and is not an empty directory (refusing to overwrite)", d->dst);
+        free(d->tmp);
+        d->tmp = NULL;
+        qk_outdir_abort(d);
+        return rc;
+    }
+    snprintf(d->tmp, dl + 16, "%s.tmp.XXXXXX", d->dst);
+    if (!mkdtemp(d->tmp)) {
+        int rc = qk_err_sys(err, d->tmp, "cannot create");
+        free(d->tmp);
+        d->tmp = NULL;
+        qk_outdir_abort(d);
+        return rc;
+    }
+    return QK_OK;
+}
+
+char *qk_outdir_path(const qk_outdir *d, const char *name) { return qk_path_join(d->tmp, name); }
+
+int qk_outdir_commit(qk_outdir *d, qk_err *err)
+{
+    int rc = QK_OK;
+    if (d->replace_empty && rmdir(d->dst) != 0)
+        rc = qk_err_sys(err, d->dst, "cannot replace the empty directory");
+    else if (rename(d->tmp, d->dst) != 0)
+        rc = qk_err_sys(err, d->dst, "cannot rename the finished output into place");
+    else {
+        free(d->tmp);
+        d->tmp = NULL;
+    }
+    qk_outdir_abort(d);
+    return rc;
+}
+
+void qk_outdir_abort(qk_outdir *d)
+{
+    if (d->tmp) {
+        int saved = errno;
+        remove_tree(d->tmp);
+        errno = saved;
+    }
+    free(d->tmp);
+    free(d->dst);
+    d->tmp = NULL;
+    d->dst = NULL;
 }

@@ -35,26 +35,26 @@
  * plus model.safetensors.index.json (transformers' layout; a module's
  * tensors stay in one shard), generation_config.json and tokenizer files
  * copied. */
-#include "formats/ckpt.h"
+#include "lib/quant/ckpt_write.h"
 
-#include <dirent.h>
-#include <stdarg.h>
-#include <errno.h>
 #include <limits.h>
 #include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "lib/core/ckd.h"
-#include "kernels/half.h"
-#include "lib/core/jsonp.h"
-#include "lib/core/progress.h"
+#include "formats/ckpt.h"
 #include "formats/safetensors.h"
+#include "kernels/half.h"
 #include "kernels/scaled.h"
 #include "kernels/types.h"
+#include "lib/core/ckd.h"
+#include "lib/core/files.h"
+#include "lib/core/jsonp.h"
+#include "lib/core/outfile.h"
+#include "lib/core/progress.h"
+#include "lib/core/pyjson.h"
+#include "lib/core/strbuf.h"
 
 const char *const qk_ckpt_schemes[] = {"ct-fp8", "ct-fp8-block", "ct-w8a8", "ct-w4a16", "ct-nvfp4", "ct-mxfp4",
                                        "modelopt-nvfp4", "mlx-q2", "mlx-q3", "mlx-q4", "mlx-q5", "mlx-q6",
@@ -105,7 +105,7 @@ typedef struct wctx {
     omod *m;
     size_t nm;
     int nshards;
-    char *tmpdir;
+    qk_outdir out;
     qk_err *err;
 } wctx;
 
@@ -466,197 +466,6 @@ done:
     return rc;
 }
 
-/* ---- JSON the way Python's json.dump writes it -------------------------------------
- * indent N, separators (",", ": "), ensure_ascii (non-ASCII as \uXXXX),
- * sort_keys optional (all levels, or the top level only as mlx_lm does).
- * Numbers are copied from the text they were parsed from. */
-
-typedef struct jsrc {
-    const qk_jsonv *v;
-    const char *buf;  /* text v was parsed from */
-} jsrc;
-
-typedef struct pyj {
-    FILE *f;
-    int indent;
-    int sort;         /* 0 none, 1 top level, 2 all */
-} pyj;
-
-static void pj_str(FILE *f, const char *s, size_t n)
-{
-    fputc('"', f);
-    for (size_t i = 0; i < n;) {
-        unsigned char c = (unsigned char)s[i];
-        uint32_t cp = c;
-        size_t len = 1;
-        if (c >= 0xF0 && i + 3 < n) {
-            cp = (uint32_t)(c & 7) << 18 | (uint32_t)(s[i + 1] & 63) << 12 | (uint32_t)(s[i + 2] & 63) << 6 |
-                 (uint32_t)(s[i + 3] & 63);
-            len = 4;
-        } else if (c >= 0xE0 && i + 2 < n) {
-            cp = (uint32_t)(c & 15) << 12 | (uint32_t)(s[i + 1] & 63) << 6 | (uint32_t)(s[i + 2] & 63);
-            len = 3;
-        } else if (c >= 0xC0 && i + 1 < n) {
-            cp = (uint32_t)(c & 31) << 6 | (uint32_t)(s[i + 1] & 63);
-            len = 2;
-        }
-        i += len;
-        if (cp == '"' || cp == '\\')
-            fprintf(f, "\\%c", (char)cp);
-        else if (cp == '\n')
-            fputs("\\n", f);
-        else if (cp == '\r')
-            fputs("\\r", f);
-        else if (cp == '\t')
-            fputs("\\t", f);
-        else if (cp == '\b')
-            fputs("\\b", f);
-        else if (cp == '\f')
-            fputs("\\f", f);
-        else if (cp < 0x20 || (cp >= 0x7F && cp < 0x10000))
-            fprintf(f, "\\u%04x", (unsigned)cp);
-        else if (cp >= 0x10000)
-            fprintf(f, "\\u%04x\\u%04x", (unsigned)(0xD800 + ((cp - 0x10000) >> 10)),
-                    (unsigned)(0xDC00 + ((cp - 0x10000) & 0x3FF)));
-        else
-            fputc((int)cp, f);
-    }
-    fputc('"', f);
-}
-
-static void pj_nl(pyj *p, int depth)
-{
-    fprintf(p->f, "\n%*s", depth * p->indent, "");
-}
-
-typedef struct kv {
-    const char *key;
-    size_t klen;
-    jsrc v;
-} kv;
-
-static int cmp_kv(const void *a, const void *b)
-{
-    const kv *x = a, *y = b;
-    int c = memcmp(x->key, y->key, x->klen < y->klen ? x->klen : y->klen);
-    return c ? c : (x->klen > y->klen) - (x->klen < y->klen);
-}
-
-static void pj_value(pyj *p, jsrc v, int depth);
-
-/* An object from n members (sorted when asked). */
-static void pj_members(pyj *p, kv *m, size_t n, int depth)
-{
-    if (!n) {
-        fputs("{}", p->f);
-        return;
-    }
-    if (p->sort == 2 || (p->sort == 1 && depth == 0))
-        qsort(m, n, sizeof *m, cmp_kv);
-    fputc('{', p->f);
-    for (size_t i = 0; i < n; i++) {
-        pj_nl(p, depth + 1);
-        pj_str(p->f, m[i].key, m[i].klen);
-        fputs(": ", p->f);
-        pj_value(p, m[i].v, depth + 1);
-        if (i + 1 < n)
-            fputc(',', p->f);
-    }
-    pj_nl(p, depth);
-    fputc('}', p->f);
-}
-
-static void pj_value(pyj *p, jsrc s, int depth)
-{
-    const qk_jsonv *v = s.v;
-    switch (v->type) {
-    case QK_JNULL: fputs("null", p->f); break;
-    case QK_JBOOL: fputs(v->b ? "true" : "false", p->f); break;
-    case QK_JNUM: {
-        size_t k = (size_t)v->off;
-        while (s.buf[k] && strchr("0123456789+-.eE", s.buf[k]))
-            fputc(s.buf[k++], p->f);
-        break;
-    }
-    case QK_JSTR: pj_str(p->f, v->str.s, v->str.len); break;
-    case QK_JARR:
-        if (!v->arr.n) {
-            fputs("[]", p->f);
-            break;
-        }
-        fputc('[', p->f);
-        for (size_t i = 0; i < v->arr.n; i++) {
-            pj_nl(p, depth + 1);
-            pj_value(p, (jsrc){v->arr.items[i], s.buf}, depth + 1);
-            if (i + 1 < v->arr.n)
-                fputc(',', p->f);
-        }
-        pj_nl(p, depth);
-        fputc(']', p->f);
-        break;
-    case QK_JOBJ: {
-        kv *m = malloc((v->obj.n ? v->obj.n : 1) * sizeof *m);
-        if (!m) /* out of memory while printing: the caller sees the stream error */
-            return;
-        for (size_t i = 0; i < v->obj.n; i++)
-            m[i] = (kv){v->obj.m[i].key, v->obj.m[i].key_len, {v->obj.m[i].val, s.buf}};
-        pj_members(p, m, v->obj.n, depth);
-        free(m);
-        break;
-    }
-    }
-}
-
-/* ---- text buffers ------------------------------------------------------------------ */
-
-typedef struct sbuf {
-    char *s;
-    size_t n, cap;
-    bool bad;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) QK_PRINTF(2, 3);
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    va_list ap;
-    for (;;) {
-        va_start(ap, fmt);
-        int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-            b->bad = true;
-            return;
-        }
-        if (b->s && b->n + (size_t)k < b->cap) {
-            b->n += (size_t)k;
-            return;
-        }
-        size_t nc = (b->cap ? b->cap * 2 : 256) + (size_t)k;
-        char *ns = realloc(b->s, nc);
-        if (!ns) {
-            b->bad = true;
-            return;
-        }
-        b->s = ns;
-        b->cap = nc;
-    }
-}
-
-/* A JSON string literal (for names in generated text). */
-static void sb_jstr(sbuf *b, const char *s)
-{
-    sb_printf(b, "\"");
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            sb_printf(b, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            sb_printf(b, "\\u%04x", (unsigned char)*s);
-        else
-            sb_printf(b, "%c", *s);
-    }
-    sb_printf(b, "\"");
-}
-
 /* ---- config files ------------------------------------------------------------------- */
 
 static bool tied_without_lm_head(const wctx *w)
@@ -667,60 +476,60 @@ static bool tied_without_lm_head(const wctx *w)
 }
 
 /* The linear modules left unquantized, in model order, as a JSON array. */
-static void ignore_list(const wctx *w, sbuf *b, const char *sep)
+static void ignore_list(const wctx *w, qk_sbuf *b, const char *sep)
 {
     char module[1024];
     int k = 0;
-    sb_printf(b, "[");
+    qk_sb_printf(b, "[");
     for (size_t i = 0; i < w->nm; i++) {
         const char *mod = w->m[i].quant ? NULL : linear_module(w->m[i].src, module, sizeof module);
         if (mod) {
-            sb_printf(b, "%s", k++ ? sep : "");
-            sb_jstr(b, mod);
+            qk_sb_printf(b, "%s", k++ ? sep : "");
+            qk_sb_jstr(b, mod);
         }
     }
     if (tied_without_lm_head(w))
-        sb_printf(b, "%s\"lm_head\"", k ? sep : "");
-    sb_printf(b, "]");
+        qk_sb_printf(b, "%s\"lm_head\"", k ? sep : "");
+    qk_sb_printf(b, "]");
 }
 
 /* compressed-tensors QuantizationArgs.model_dump() (quant_args.py fields). */
-static void ct_args(sbuf *b, int bits, const char *type, bool sym, int group, const char *strategy, int block,
+static void ct_args(qk_sbuf *b, int bits, const char *type, bool sym, int group, const char *strategy, int block,
                     const char *dynamic, const char *observer)
 {
-    sb_printf(b, "{\"actorder\": null, \"block_structure\": ");
+    qk_sb_printf(b, "{\"actorder\": null, \"block_structure\": ");
     if (block)
-        sb_printf(b, "[%d, %d]", block, block);
+        qk_sb_printf(b, "[%d, %d]", block, block);
     else
-        sb_printf(b, "null");
-    sb_printf(b, ", \"dynamic\": %s, \"group_size\": ", dynamic);
+        qk_sb_printf(b, "null");
+    qk_sb_printf(b, ", \"dynamic\": %s, \"group_size\": ", dynamic);
     if (group)
-        sb_printf(b, "%d", group);
+        qk_sb_printf(b, "%d", group);
     else
-        sb_printf(b, "null");
-    sb_printf(b, ", \"num_bits\": %d, \"observer\": %s%s%s, \"observer_kwargs\": {}, \"strategy\": \"%s\", "
+        qk_sb_printf(b, "null");
+    qk_sb_printf(b, ", \"num_bits\": %d, \"observer\": %s%s%s, \"observer_kwargs\": {}, \"strategy\": \"%s\", "
                  "\"symmetric\": %s, \"type\": \"%s\"}",
               bits, observer ? "\"" : "", observer ? observer : "null", observer ? "\"" : "", strategy,
               sym ? "true" : "false", type);
 }
 
 /* The members to add to config.json (an object, as text). */
-static void gen_config(const wctx *w, sbuf *b)
+static void gen_config(const wctx *w, qk_sbuf *b)
 {
     const target *t = &w->tg;
     static const char *const fmt[] = {"float-quantized", "float-quantized", "int-quantized", "pack-quantized",
                                       "nvfp4-pack-quantized", "mxfp4-pack-quantized"};
-    sb_printf(b, "{");
+    qk_sb_printf(b, "{");
     if (t->k <= K_CT_MXFP4) {
-        sb_printf(b, "\"quantization_config\": {\"config_groups\": {\"group_0\": {\"format\": \"%s\", "
+        qk_sb_printf(b, "\"quantization_config\": {\"config_groups\": {\"group_0\": {\"format\": \"%s\", "
                      "\"input_activations\": ", fmt[t->k]);
         switch (t->k) {
         case K_CT_FP8: ct_args(b, 8, "float", true, 0, "token", 0, "true", NULL); break;
         case K_CT_FP8_BLOCK: ct_args(b, 8, "float", true, t->group, "group", 0, "true", NULL); break;
         case K_CT_W8A8: ct_args(b, 8, "int", true, 0, "token", 0, "true", NULL); break;
-        default: sb_printf(b, "null");
+        default: qk_sb_printf(b, "null");
         }
-        sb_printf(b, ", \"output_activations\": null, \"targets\": [\"Linear\"], \"weights\": ");
+        qk_sb_printf(b, ", \"output_activations\": null, \"targets\": [\"Linear\"], \"weights\": ");
         switch (t->k) {
         case K_CT_FP8: ct_args(b, 8, "float", true, 0, "channel", 0, "false", "minmax"); break;
         case K_CT_FP8_BLOCK: ct_args(b, 8, "float", true, 0, "block", t->group, "false", "minmax"); break;
@@ -729,29 +538,29 @@ static void gen_config(const wctx *w, sbuf *b)
         case K_CT_NVFP4: ct_args(b, 4, "float", true, 16, "tensor_group", 0, "false", "minmax"); break;
         default: ct_args(b, 4, "float", true, 32, "group", 0, "false", "minmax"); break;
         }
-        sb_printf(b, "}}, \"format\": \"%s\", \"global_compression_ratio\": null, \"ignore\": ", fmt[t->k]);
+        qk_sb_printf(b, "}}, \"format\": \"%s\", \"global_compression_ratio\": null, \"ignore\": ", fmt[t->k]);
         ignore_list(w, b, ", ");
-        sb_printf(b, ", \"kv_cache_scheme\": null, \"quant_method\": \"compressed-tensors\", "
+        qk_sb_printf(b, ", \"kv_cache_scheme\": null, \"quant_method\": \"compressed-tensors\", "
                      "\"quantization_status\": \"compressed\", \"sparsity_config\": {}, \"transform_config\": {}, "
                      "\"version\": \"" CT_VERSION "\"}");
     } else if (t->k == K_MO_NVFP4) {
         /* modelopt/torch/export/convert_hf_config.py convert_hf_quant_config_format */
-        sb_printf(b, "\"quantization_config\": {\"config_groups\": {\"group_0\": {\"input_activations\": "
+        qk_sb_printf(b, "\"quantization_config\": {\"config_groups\": {\"group_0\": {\"input_activations\": "
                      "{\"dynamic\": false, \"num_bits\": 4, \"type\": \"float\", \"group_size\": 16}, "
                      "\"weights\": {\"dynamic\": false, \"num_bits\": 4, \"type\": \"float\", \"group_size\": 16}, "
                      "\"targets\": [\"Linear\"]}}, \"ignore\": ");
         ignore_list(w, b, ", ");
-        sb_printf(b, ", \"quant_algo\": \"NVFP4\", \"producer\": {\"name\": \"modelopt\", \"version\": \""
+        qk_sb_printf(b, ", \"quant_algo\": \"NVFP4\", \"producer\": {\"name\": \"modelopt\", \"version\": \""
                      MODELOPT_VERSION "\"}, \"quant_method\": \"modelopt\"}");
     } else if (t->k == K_MLX) {
         for (int i = 0; i < 2; i++)
-            sb_printf(b, "%s\"%s\": {\"group_size\": %d, \"bits\": %d, \"mode\": \"affine\"}", i ? ", " : "",
+            qk_sb_printf(b, "%s\"%s\": {\"group_size\": %d, \"bits\": %d, \"mode\": \"affine\"}", i ? ", " : "",
                       i ? "quantization_config" : "quantization", t->group, t->bits);
     } else {
-        sb_printf(b, "\"torch_dtype\": \"%s\"",
+        qk_sb_printf(b, "\"torch_dtype\": \"%s\"",
                   t->dtype == QK_BF16 ? "bfloat16" : t->dtype == QK_F16 ? "float16" : "float32");
     }
-    sb_printf(b, "}");
+    qk_sb_printf(b, "}");
 }
 
 static int parse_text(const char *buf, size_t n, const char *what, qk_jsonv **out, qk_err *err)
@@ -762,55 +571,10 @@ static int parse_text(const char *buf, size_t n, const char *what, qk_jsonv **ou
     return QK_OK;
 }
 
-static int read_file(const char *path, char **out, size_t *n, qk_err *err)
-{
-    FILE *f = fopen(path, "rb");
-    *out = NULL;
-    if (!f)
-        return errno == ENOENT ? QK_OK : qk_err_sys(err, path, "cannot open");
-    size_t cap = 4096, len = 0;
-    char *b = malloc(cap + 1);
-    size_t k;
-    while (b && (k = fread(b + len, 1, cap - len, f)) > 0) {
-        len += k;
-        if (len == cap) {
-            char *nb = realloc(b, cap * 2 + 1);
-            if (!nb) {
-                free(b);
-                b = NULL;
-                break;
-            }
-            b = nb;
-            cap *= 2;
-        }
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!b)
-        return oom(err);
-    if (bad) {
-        free(b);
-        return qk_err_sys(err, path, "read failed");
-    }
-    b[len] = 0;
-    *out = b;
-    *n = len;
-    return QK_OK;
-}
-
-static char *join(const char *dir, const char *name)
-{
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    if (p)
-        snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
 /* Write members m[0..n) as a JSON object to dir/name. */
-static int write_json(const wctx *w, const char *name, kv *m, size_t n, int indent, int sort, bool newline)
+static int write_json(const wctx *w, const char *name, qk_pyj_member *m, size_t n, int indent, int sort, bool newline)
 {
-    char *path = join(w->tmpdir, name);
+    char *path = qk_outdir_path(&w->out, name);
     if (!path)
         return oom(w->err);
     FILE *f = fopen(path, "wb");
@@ -819,8 +583,7 @@ static int write_json(const wctx *w, const char *name, kv *m, size_t n, int inde
         free(path);
         return rc;
     }
-    pyj p = {.f = f, .indent = indent, .sort = sort};
-    pj_members(&p, m, n, 0);
+    qk_pyjson_object(f, m, n, indent, sort);
     if (newline)
         fputc('\n', f);
     int bad = ferror(f);
@@ -832,12 +595,12 @@ static int write_json(const wctx *w, const char *name, kv *m, size_t n, int inde
 
 static int write_config(wctx *w)
 {
-    char *src_txt = NULL, *path = join(w->hf->dir, "config.json");
+    char *src_txt = NULL, *path = qk_path_join(w->hf->dir, "config.json");
     size_t src_n = 0;
-    sbuf g = {0};
+    qk_sbuf g = {0};
     qk_jsonv *src = NULL, *gen = NULL;
-    kv *m = NULL;
-    int rc = path ? read_file(path, &src_txt, &src_n, w->err) : oom(w->err);
+    qk_pyj_member *m = NULL;
+    int rc = path ? qk_read_file(path, true, &src_txt, &src_n, w->err) : oom(w->err);
     if (rc)
         goto done;
     if (!src_txt) {
@@ -865,35 +628,35 @@ static int write_config(wctx *w)
             skip |= strcmp(s->key, drop[d]) == 0;
         if (skip)
             continue;
-        m[n++] = (kv){s->key, s->key_len, {s->val, src_txt}};
+        m[n++] = (qk_pyj_member){s->key, s->key_len, {s->val, src_txt}};
         for (size_t j = 0; j < gen->obj.n; j++) /* replaced in place, as dict assignment does */
             if (strcmp(gen->obj.m[j].key, s->key) == 0)
-                m[n - 1].v = (jsrc){gen->obj.m[j].val, g.s};
+                m[n - 1].v = (qk_pyj_src){gen->obj.m[j].val, g.s};
     }
     for (size_t j = 0; j < gen->obj.n; j++) {
         bool have = false;
         for (size_t i = 0; i < n; i++)
             have |= strcmp(m[i].key, gen->obj.m[j].key) == 0;
         if (!have)
-            m[n++] = (kv){gen->obj.m[j].key, gen->obj.m[j].key_len, {gen->obj.m[j].val, g.s}};
+            m[n++] = (qk_pyj_member){gen->obj.m[j].key, gen->obj.m[j].key_len, {gen->obj.m[j].val, g.s}};
     }
     kind k = w->tg.k;
     rc = write_json(w, "config.json", m, n, k == K_MO_NVFP4 || k == K_MLX ? 4 : 2,
                     k == K_MO_NVFP4 ? 0 : k == K_MLX ? 1 : 2, k == K_DENSE);
     if (!rc && k == K_MO_NVFP4) { /* hf_quant_config.json, json.dump(indent=4) */
-        sbuf h = {0};
+        qk_sbuf h = {0};
         qk_jsonv *hv = NULL;
-        sb_printf(&h, "{\"producer\": {\"name\": \"modelopt\", \"version\": \"" MODELOPT_VERSION "\"}, "
+        qk_sb_printf(&h, "{\"producer\": {\"name\": \"modelopt\", \"version\": \"" MODELOPT_VERSION "\"}, "
                       "\"quantization\": {\"quant_algo\": \"NVFP4\", \"kv_cache_quant_algo\": null, "
                       "\"group_size\": 16, \"exclude_modules\": ");
         ignore_list(w, &h, ", ");
-        sb_printf(&h, "}}");
+        qk_sb_printf(&h, "}}");
         if (h.bad)
             rc = oom(w->err);
         else if (!(rc = parse_text(h.s, h.n, "(generated)", &hv, w->err))) {
-            kv hm[2];
+            qk_pyj_member hm[2];
             for (int i = 0; i < 2; i++)
-                hm[i] = (kv){hv->obj.m[i].key, hv->obj.m[i].key_len, {hv->obj.m[i].val, h.s}};
+                hm[i] = (qk_pyj_member){hv->obj.m[i].key, hv->obj.m[i].key_len, {hv->obj.m[i].val, h.s}};
             rc = write_json(w, "hf_quant_config.json", hm, 2, 4, 0, false);
         }
         qk_jsonv_free(hv);
@@ -926,7 +689,7 @@ static int write_shard(wctx *w, int s, qk_progress *pr)
 {
     char name[64];
     shard_name(w, s, name, sizeof name);
-    char *path = join(w->tmpdir, name);
+    char *path = qk_outdir_path(&w->out, name);
     qk_st_writer *sw = qk_st_writer_new(0);
     int rc = path && sw ? QK_OK : oom(w->err);
     if (!rc)
@@ -968,27 +731,27 @@ static int write_shard(wctx *w, int s, qk_progress *pr)
 
 static int write_index(wctx *w)
 {
-    sbuf b = {0};
+    qk_sbuf b = {0};
     qk_jsonv *v = NULL;
     uint64_t total = 0;
     for (size_t i = 0; i < w->nm; i++)
         total += w->m[i].bytes;
-    sb_printf(&b, "{\"metadata\": {\"total_size\": %llu}, \"weight_map\": {", (unsigned long long)total);
+    qk_sb_printf(&b, "{\"metadata\": {\"total_size\": %llu}, \"weight_map\": {", (unsigned long long)total);
     int k = 0;
     for (size_t i = 0; i < w->nm; i++)
         for (int j = 0; j < w->m[i].np; j++) {
             char name[64];
             shard_name(w, w->m[i].shard, name, sizeof name);
-            sb_printf(&b, "%s", k++ ? ", " : "");
-            sb_jstr(&b, w->m[i].p[j].name);
-            sb_printf(&b, ": \"%s\"", name);
+            qk_sb_printf(&b, "%s", k++ ? ", " : "");
+            qk_sb_jstr(&b, w->m[i].p[j].name);
+            qk_sb_printf(&b, ": \"%s\"", name);
         }
-    sb_printf(&b, "}}");
+    qk_sb_printf(&b, "}}");
     int rc = b.bad ? oom(w->err) : parse_text(b.s, b.n, "(index)", &v, w->err);
     if (!rc) {
-        kv m[2];
+        qk_pyj_member m[2];
         for (int i = 0; i < 2; i++)
-            m[i] = (kv){v->obj.m[i].key, v->obj.m[i].key_len, {v->obj.m[i].val, b.s}};
+            m[i] = (qk_pyj_member){v->obj.m[i].key, v->obj.m[i].key_len, {v->obj.m[i].val, b.s}};
         rc = write_json(w, "model.safetensors.index.json", m, 2, 2, 2, true);
     }
     qk_jsonv_free(v);
@@ -997,65 +760,6 @@ static int write_index(wctx *w)
 }
 
 /* ---- other files, the directory ---------------------------------------------------------- */
-
-static int copy_file(const wctx *w, const char *name)
-{
-    char *src = join(w->hf->dir, name), *dst = join(w->tmpdir, name);
-    FILE *in = NULL, *out = NULL;
-    int rc = src && dst ? QK_OK : oom(w->err);
-    if (!rc && !(in = fopen(src, "rb"))) {
-        if (errno != ENOENT)
-            rc = qk_err_sys(w->err, src, "cannot open");
-        goto done;
-    }
-    if (!rc && !(out = fopen(dst, "wb")))
-        rc = qk_err_sys(w->err, dst, "cannot create");
-    char buf[65536];
-    size_t k;
-    while (!rc && (k = fread(buf, 1, sizeof buf, in)) > 0)
-        if (fwrite(buf, 1, k, out) != k)
-            rc = qk_err_sys(w->err, dst, "write failed");
-    if (!rc && ferror(in))
-        rc = qk_err_sys(w->err, src, "read failed");
-done:
-    if (in)
-        fclose(in);
-    if (out && fclose(out) && !rc)
-        rc = qk_err_sys(w->err, dst, "write failed");
-    free(src);
-    free(dst);
-    return rc;
-}
-
-static void remove_tree(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        char *p = join(dir, e->d_name);
-        if (p)
-            unlink(p);
-        free(p);
-    }
-    if (d)
-        closedir(d);
-    rmdir(dir);
-}
-
-static bool empty_dir(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    bool empty = d != NULL;
-    while (d && (e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-            empty = false;
-    if (d)
-        closedir(d);
-    return empty;
-}
 
 static int model_dtype(const wctx *w)
 {
@@ -1080,7 +784,6 @@ int qk_ckpt_quantize(const char *src_dir, const char *out_dir, const char *schem
 {
     static const qk_ckpt_opts dflt;
     wctx w = {.o = o ? o : &dflt, .err = err};
-    char *dst = NULL;
     int rc = parse_target(scheme, w.o, &w.tg, err);
     if (rc)
         return rc;
@@ -1093,20 +796,9 @@ int qk_ckpt_quantize(const char *src_dir, const char *out_dir, const char *schem
         }
         w.has_ignore = true;
     }
-    /* the output: OUT_DIR without trailing slashes; must not exist, or be an empty directory */
-    size_t dl = strlen(out_dir);
-    while (dl > 1 && out_dir[dl - 1] == '/')
-        dl--;
-    if (!dl || !(dst = strndup(out_dir, dl))) {
-        rc = dl ? oom(err) : qk_errf(err, QK_EINPUT, "empty output directory name");
+    /* the output: must not exist, or be an empty directory; built beside it */
+    if ((rc = qk_outdir_open(&w.out, out_dir, err)))
         goto done;
-    }
-    struct stat st;
-    bool exists = stat(dst, &st) == 0;
-    if (exists && !(S_ISDIR(st.st_mode) && empty_dir(dst))) {
-        rc = qk_errf(err, QK_EINPUT, "%s: exists and is not an empty directory (refusing to overwrite)", dst);
-        goto done;
-    }
     if ((rc = qk_hf_open(&w.hf, src_dir, err)) || (rc = qk_ckpt_open(&w.ck, w.hf, err)))
         goto done;
     w.model_dtype = model_dtype(&w);
@@ -1128,18 +820,6 @@ int qk_ckpt_quantize(const char *src_dir, const char *out_dir, const char *schem
         w.m[i].shard = w.nshards - 1;
         cur += w.m[i].bytes;
     }
-    size_t tl = dl + 16;
-    if (!(w.tmpdir = malloc(tl))) {
-        rc = oom(err);
-        goto done;
-    }
-    snprintf(w.tmpdir, tl, "%s.tmp.XXXXXX", dst);
-    if (!mkdtemp(w.tmpdir)) {
-        rc = qk_err_sys(err, w.tmpdir, "cannot create");
-        free(w.tmpdir);
-        w.tmpdir = NULL;
-        goto done;
-    }
     qk_progress pr;
     qk_progress_init(&pr, "quantize", w.nm, w.o->quiet);
     for (int s = 0; s < w.nshards && !rc; s++)
@@ -1149,23 +829,16 @@ int qk_ckpt_quantize(const char *src_dir, const char *out_dir, const char *schem
         rc = write_index(&w);
     if (!rc)
         rc = write_config(&w);
-    for (int i = 0; !rc && copied[i]; i++)
-        rc = copy_file(&w, copied[i]);
-    if (!rc) {
-        if (exists && rmdir(dst) != 0)
-            rc = qk_err_sys(err, dst, "cannot replace the empty directory");
-        else if (rename(w.tmpdir, dst) != 0)
-            rc = qk_err_sys(err, dst, "cannot rename the finished output into place");
-        else {
-            free(w.tmpdir);
-            w.tmpdir = NULL;
-        }
+    for (int i = 0; !rc && copied[i]; i++) {
+        char *src = qk_path_join(w.hf->dir, copied[i]), *dst = qk_outdir_path(&w.out, copied[i]);
+        rc = src && dst ? qk_copy_file_if_exists(src, dst, err) : oom(err);
+        free(src);
+        free(dst);
     }
+    if (!rc)
+        rc = qk_outdir_commit(&w.out, err);
 done:
-    if (w.tmpdir) {
-        remove_tree(w.tmpdir);
-        free(w.tmpdir);
-    }
+    qk_outdir_abort(&w.out);
     for (size_t i = 0; w.m && i < w.ck->n; i++)
         for (int j = 0; j < w.m[i].np; j++)
             free(w.m[i].p[j].name);
@@ -1174,6 +847,5 @@ done:
         regfree(&w.ignore_re);
     qk_ckpt_close(w.ck);
     qk_hf_close(w.hf);
-    free(dst);
     return rc;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "lib/core/cli.h"
+#include "lib/core/files.h"
 #include "formats/gguf.h"
 #include "lib/study/study_error.h"
 #include "lib/study/study_run.h"
@@ -264,25 +265,13 @@ static int load(const opts *o, loaded *l, qk_err *err)
         return rc;
     if (!(l->tok = qk_tok_from_gguf(l->g, err)))
         return err->code;
-    FILE *f = fopen(o->text, "rb");
-    if (!f)
-        return qk_err_sys(err, o->text, "open");
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n == cap && !(buf = realloc(buf, cap = cap ? 2 * cap : 65536))) {
-            fclose(f);
-            return qk_errf(err, QK_EIO, "out of memory");
-        }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        if (r == 0)
-            break;
-        n += r;
-    }
-    fclose(f);
+    char *buf;
+    size_t n;
+    if ((rc = qk_read_file(o->text, false, &buf, &n, err)))
+        return rc;
     if (n && buf[n - 1] == '\n') /* llama-perplexity drops one trailing newline */
         n--;
-    rc = qk_tok_encode(l->tok, buf ? buf : "", n, true, false, &l->ids, &l->n_ids, err);
+    rc = qk_tok_encode(l->tok, buf, n, true, false, &l->ids, &l->n_ids, err);
     free(buf);
     if (!rc && o->chunks > 0 && l->n_ids > (size_t)o->chunks * (size_t)o->n_ctx)
         l->n_ids = (size_t)o->chunks * (size_t)o->n_ctx;
