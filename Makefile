@@ -15,7 +15,6 @@ BUILD   ?= build
 OPT     ?= -O2 -g
 CSTD    := -std=c17 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
-LIB_DIRS := lib/core lib/engine lib/eval lib/quant lib/study lib/bench lib/report
 # Includes are written from the root with their folder ("lib/core/err.h"), so one -I serves.
 INC     := -I.
 CFLAGS  ?=
@@ -26,7 +25,7 @@ LDLIBS  := -lzstd -lm -pthread
 DEPS_HDRS := /usr/include/zstd.h:libzstd-dev /usr/include/criterion/criterion.h:libcriterion-dev
 MISSING   = $(foreach d,$(DEPS_HDRS),$(if $(wildcard $(firstword $(subst :, ,$(d)))),,$(lastword $(subst :, ,$(d)))))
 
-LIB_SRC  := $(sort $(wildcard $(LIB_DIRS:%=%/*.c) formats/*.c kernels/*.c kernels/x86/*.c))
+LIB_SRC  := $(sort $(wildcard lib/*/*.c formats/*.c kernels/*.c kernels/x86/*.c))
 CMD_SRC  := $(sort $(wildcard cmd/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 # Every cmd/NAME.c except qk.c is a command: the binary answers to qk-NAME.

@@ -48,19 +48,19 @@ layout_out=$(layout_violations .)
 if [ -z "$layout_out" ]; then ok; else bad "layout rule broken:"; echo "$layout_out" | sed 's/^/  /'; fi
 
 # The check catches what it is meant to: a copy of a few files with forbidden includes added.
-L=$T/layout
-mkdir -p "$L/kernels" "$L/formats" "$L/lib/core" "$L/lib/engine" "$L/lib/eval" "$L/lib/quant" "$L/cmd"
-printf '#include "kernels/types.h"\n#include "lib/core/err.h"\n' >"$L/kernels/ok.c"
-printf '#include "lib/engine/model.h"\n' >"$L/kernels/up.c"
-printf '#include "lib/core/err.h"\n#include "kernels/types.h"\n#include "formats/gguf.h"\n' >"$L/formats/ok.c"
-printf '#include "lib/eval/ppl.h"\n' >"$L/formats/up.c"
-printf '#include "kernels/cpu.h"\n' >"$L/lib/core/up.c"
-printf '#include "lib/eval/ppl.h"\n' >"$L/lib/engine/up.c"
-printf '#include "lib/quant/imatrix.h"\n' >"$L/lib/eval/side.c"
-printf '#include "cmd/commands.h"\n' >"$L/lib/quant/cmd.c"
-printf '#include "kernels/x86/x86.h"\n' >"$L/cmd/internals.c"
-printf '#include "err.h"\n' >"$L/lib/core/bare.c"
-layout_out=$(layout_violations "$L")
+LAY=$T/layout
+mkdir -p "$LAY/kernels" "$LAY/formats" "$LAY/lib/core" "$LAY/lib/engine" "$LAY/lib/eval" "$LAY/lib/quant" "$LAY/cmd"
+printf '#include "kernels/types.h"\n#include "lib/core/err.h"\n' >"$LAY/kernels/ok.c"
+printf '#include "lib/engine/model.h"\n' >"$LAY/kernels/up.c"
+printf '#include "lib/core/err.h"\n#include "kernels/types.h"\n#include "formats/gguf.h"\n' >"$LAY/formats/ok.c"
+printf '#include "lib/eval/ppl.h"\n' >"$LAY/formats/up.c"
+printf '#include "kernels/cpu.h"\n' >"$LAY/lib/core/up.c"
+printf '#include "lib/eval/ppl.h"\n' >"$LAY/lib/engine/up.c"
+printf '#include "lib/quant/imatrix.h"\n' >"$LAY/lib/eval/side.c"
+printf '#include "cmd/commands.h"\n' >"$LAY/lib/quant/cmd.c"
+printf '#include "kernels/x86/x86.h"\n' >"$LAY/cmd/internals.c"
+printf '#include "err.h"\n' >"$LAY/lib/core/bare.c"
+layout_out=$(layout_violations "$LAY")
 for f in kernels/up.c formats/up.c lib/core/up.c lib/engine/up.c lib/eval/side.c lib/quant/cmd.c \
          cmd/internals.c lib/core/bare.c; do
     echo "$layout_out" | grep -q "^$f:" && ok || bad "layout check misses the forbidden include in $f"
