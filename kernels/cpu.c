@@ -93,9 +93,12 @@ static void merge_pack(int level, const qk_pack_ops *ops)
 {
     for (; ops->id >= 0; ops++)
         if (ops->id < QK_TYPE_MAX) {
-            kern[level][ops->id].pack_size = ops->pack_size;
-            kern[level][ops->id].pack = ops->pack;
+            if (ops->pack) { /* else the level below's packing */
+                kern[level][ops->id].pack_size = ops->pack_size;
+                kern[level][ops->id].pack = ops->pack;
+            }
             kern[level][ops->id].packed_tile = ops->packed_tile;
+            kern[level][ops->id].level_pack = (signed char)level;
             kern[level][ops->id].pack_decode = ops->decode;
             kern[level][ops->id].pack_tile_rows = ops->tile_rows;
         }
@@ -114,6 +117,7 @@ static void init(void)
         const qk_type_traits *t = qk_type_get(id);
         qk_kernels *k = &kern[QK_CPU_SCALAR][id];
         k->id = id;
+        k->level_pack = -1;
         if (t) {
             k->vec_dot = t->vec_dot;
             k->from_float = t->from_float;
@@ -135,6 +139,8 @@ static void init(void)
             merge_pack(l, qk_x86_avx2_packed_f);
         } else if (l == QK_CPU_AVX512) {
             merge(l, qk_x86_avx512);
+            if (has_vnni)
+                merge_pack(l, qk_x86_avx512_packed);
         }
 #endif
     }

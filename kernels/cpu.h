@@ -75,8 +75,9 @@ typedef struct qk_kernels {
     qk_packed_tile_fn packed_tile;
     int pack_decode;            /* packed_tile is also the faster one-token product */
     int pack_tile_rows;         /* rows per prompt-batch packed_tile call (a multiple of 8) */
-    /* level each came from (lower when a level has no kernel) */
-    signed char level_dot, level_from, level_to, level_quantize;
+    /* level each came from (lower when a level has no kernel; level_pack:
+     * packed_tile's, -1 when there is none) */
+    signed char level_dot, level_from, level_to, level_quantize, level_pack;
 } qk_kernels;
 
 /* The highest level this CPU and OS support. */

@@ -41,6 +41,12 @@ extern const qk_pack_ops qk_x86_avx2_packed_k6[];
 extern const qk_pack_ops qk_x86_avx2_packed_sum[];
 extern const qk_pack_ops qk_x86_avx2_packed_f[];
 extern const qk_simd_ops qk_x86_avx512[];
+/* AVX-512 VNNI packed kernels (avx512_packed*.c; merged only where the CPU
+ * has VNNI).  A row with pack NULL keeps the level below's packing. */
+extern const qk_pack_ops qk_x86_avx512_packed[];
+
+/* avx2_packed.c's Q8_0 packing with every quant byte XORed with flip. */
+void qk_x86_q8_0_pack_xor(int64_t n, const void *x, size_t xs, void *dst, uint8_t flip);
 
 /* Attention inner loops (avx2_attn.c; see attn.h). */
 struct qk_attn_kernels;
