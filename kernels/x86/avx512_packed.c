@@ -122,6 +122,10 @@ QK_TARGET_V512 static void q8_0_span(const uint8_t *ga, const uint8_t *gb, int n
 QK_TARGET_V512 static void q4_0_packed_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys,
                                             int nt, float *out, size_t ldo)
 {
+    if (nt == 1) { /* the AVX2 kernel of the same packing streams one group at a time: faster from memory */
+        packed_tile_in(qk_x86_avx2_packed, QK_Q4_0)(n, xp, ng, y, ys, nt, out, ldo);
+        return;
+    }
     act32 a;
     const packed512 k = {.nb = n / QK, .bsize = PB4, .kc = KC32, .pt = PT8, .prep = prep_q4_0,
                          .span = q4_0_span, .act = &a};

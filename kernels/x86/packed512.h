@@ -84,6 +84,15 @@ typedef struct {
     void *act;
 } packed512;
 
+/* The packed_tile of type id in a lower level's table (NULL: none). */
+static inline qk_packed_tile_fn packed_tile_in(const qk_pack_ops *t, int id)
+{
+    for (; t->id >= 0; t++)
+        if (t->id == id)
+            return t->packed_tile;
+    return NULL;
+}
+
 /* ng packed groups at xp against nt activation rows (rows of ys bytes):
  * out[t * ldo + 8g + r].  Tokens k->pt at a time, PAIRS pairs of groups
  * sharing each span's activation side; then f (+ s[0] + ... + s[7]). */
