@@ -139,6 +139,7 @@ static void init(void)
             merge_pack(l, qk_x86_avx2_packed_f);
         } else if (l == QK_CPU_AVX512) {
             merge(l, qk_x86_avx512);
+            merge_pack(l, qk_x86_avx512_packed_f);
             if (has_vnni) {
                 merge_pack(l, qk_x86_avx512_packed);
                 merge_pack(l, qk_x86_avx512_packed_k);

@@ -120,7 +120,7 @@ Test(matmul, one_and_several_weights_equal_vec_dot)
 #define LONG 16896 /* 528 blocks of 32, 66 of 256: each packed kernel's spans of blocks (512 and 16) end in a partial one */
 #define PROWS 48
 
-/* The scalar reference of w against nt rows of x (LONG columns). */
+/* The scalar reference of w against nt rows of x (rows of w->cols floats). */
 static void scalar_reference(const qk_weight *w, const float *x, int nt, float *y)
 {
     const qk_kernels *ks = qk_kernels_at(w->type, QK_CPU_SCALAR);
@@ -156,6 +156,38 @@ static void level_packed(const qk_kernels *k, int level, const qk_weight *w, con
     free(a), free(p);
 }
 
+/* Every level's packed kernel of type on PROWS rows of cols columns. */
+static void check_packed_type(int type, int64_t cols, const float *x, uint64_t *s)
+{
+    const int ntoks[4] = {1, 5, 9, NTOK};
+    qk_weight w = make_weight_cols(type, PROWS, (int)cols, s);
+    for (int c = 0; c < 4; c++) {
+        const int nt = ntoks[c];
+        float *want = malloc(sizeof(float) * PROWS * (size_t)nt), *got = malloc(sizeof(float) * PROWS * (size_t)nt);
+        cr_assert(want && got);
+        scalar_reference(&w, x, nt, want);
+        for (int level = 1; level <= (int)qk_cpu_supported(); level++) {
+            const qk_kernels *k = qk_kernels_at(type, level);
+            if (!k->pack || !k->pack_size(cols))
+                continue;
+            const size_t tiles[3] = {qk_pack_tile_rows(k, nt), 3 * QK_PACK_ROWS, QK_PACK_ROWS};
+            for (int ti = 0; ti < 3; ti++) {
+                memset(got, 0xff, sizeof(float) * PROWS * (size_t)nt);
+                level_packed(k, level, &w, x, nt, tiles[ti], got);
+                cr_assert(!memcmp(got, want, sizeof(float) * PROWS * (size_t)nt),
+                          "packed %s at %s, %lld columns, %d tokens, tiles of %zu rows", qk_type_get(type)->name,
+                          qk_cpu_level_name(level), (long long)cols, nt, tiles[ti]);
+            }
+            if (c == 0)
+                cr_log_info("packed %s at %s (its kernel from %s), %lld columns: bitwise equal to the scalar "
+                            "reference", qk_type_get(type)->name, qk_cpu_level_name(level),
+                            qk_cpu_level_name(k->level_pack), (long long)cols);
+        }
+        free(want), free(got);
+    }
+    free((void *)w.data);
+}
+
 Test(matmul, packed_weights_equal_vec_dot)
 {
     uint64_t s = 11;
@@ -170,7 +202,6 @@ Test(matmul, packed_weights_equal_vec_dot)
     for (int level = QK_CPU_SCALAR + 1; level < QK_CPU_LEVELS; level++)
         if (level > (int)qk_cpu_supported())
             cr_log_info("packed kernels: level %s not supported by this CPU: skipped", qk_cpu_level_name(level));
-    const int ntoks[4] = {1, 5, 9, NTOK};
     int npacked = 0;
     for (int type = 0; type < QK_TYPE_MAX; type++) {
         if (!qk_type_get(type) || !qk_kernels_at(type, QK_CPU_SCALAR)->vec_dot)
@@ -180,31 +211,10 @@ Test(matmul, packed_weights_equal_vec_dot)
             any |= qk_kernels_at(type, level)->pack != NULL;
         if (!any)
             continue;
-        qk_weight w = make_weight_cols(type, PROWS, LONG, &s);
-        for (int c = 0; c < 4; c++) {
-            const int nt = ntoks[c];
-            float *want = malloc(sizeof(float) * PROWS * (size_t)nt), *got = malloc(sizeof(float) * PROWS * (size_t)nt);
-            cr_assert(want && got);
-            scalar_reference(&w, x, nt, want);
-            for (int level = 1; level <= (int)qk_cpu_supported(); level++) {
-                const qk_kernels *k = qk_kernels_at(type, level);
-                if (!k->pack)
-                    continue;
-                const size_t tiles[3] = {qk_pack_tile_rows(k, nt), 3 * QK_PACK_ROWS, QK_PACK_ROWS};
-                for (int ti = 0; ti < 3; ti++) {
-                    memset(got, 0xff, sizeof(float) * PROWS * (size_t)nt);
-                    level_packed(k, level, &w, x, nt, tiles[ti], got);
-                    cr_assert(!memcmp(got, want, sizeof(float) * PROWS * (size_t)nt),
-                              "packed %s at %s, %d tokens, tiles of %zu rows", qk_type_get(type)->name,
-                              qk_cpu_level_name(level), nt, tiles[ti]);
-                }
-                if (c == 0)
-                    cr_log_info("packed %s at %s (its kernel from %s): bitwise equal to the scalar reference",
-                                qk_type_get(type)->name, qk_cpu_level_name(level), qk_cpu_level_name(k->level_pack));
-            }
-            free(want), free(got);
-        }
-        free((void *)w.data);
+        check_packed_type(type, LONG, x, &s);
+        /* F16, BF16: a last span of columns with an odd number of 8-element chunks */
+        if (qk_row_size(type, 1000))
+            check_packed_type(type, 1000, x, &s);
         npacked++;
     }
     cr_log_info("%d packed types", npacked);

@@ -45,6 +45,7 @@ extern const qk_simd_ops qk_x86_avx512[];
  * has VNNI).  A row with pack NULL keeps the level below's packing. */
 extern const qk_pack_ops qk_x86_avx512_packed[];
 extern const qk_pack_ops qk_x86_avx512_packed_k[];
+extern const qk_pack_ops qk_x86_avx512_packed_f[];
 
 /* avx2_packed.c's Q8_0 packing with every quant byte XORed with flip. */
 void qk_x86_q8_0_pack_xor(int64_t n, const void *x, size_t xs, void *dst, uint8_t flip);
