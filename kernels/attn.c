@@ -124,6 +124,8 @@ const qk_attn_kernels *qk_attn_kernels_at(int level)
     if (level < 0 || level > (int)qk_cpu_supported())
         return NULL;
 #ifdef QK_X86
+    if (level >= QK_CPU_AVX512)
+        return &qk_x86_avx512_attn;
     if (level >= QK_CPU_AVX2)
         return &qk_x86_avx2_attn;
 #endif

@@ -684,6 +684,11 @@ void qk_ctx_free(qk_ctx *c)
 
 void qk_ctx_reset(qk_ctx *c) { c->n_past = 0; }
 
+/* Positions before n keep their keys and values (and, with a KV codec,
+ * their complete key groups; a group that n cuts is read raw until it is
+ * complete again, as while it was being filled). */
+void qk_ctx_truncate(qk_ctx *c, int n) { c->n_past = n < 0 ? 0 : n < c->n_past ? n : c->n_past; }
+
 double qk_ctx_kv_bytes(const qk_ctx *c)
 {
     const qk_hparams *hp = &c->m->hp;

@@ -81,6 +81,10 @@ int qk_ctx_new(qk_ctx **out, const qk_model *m, const qk_ctx_params *p, qk_err *
 void qk_ctx_free(qk_ctx *c);
 /* Forget every cached token (n_past = 0). */
 void qk_ctx_reset(qk_ctx *c);
+/* Forget the cached tokens after the first n (0 <= n <= n_past; others
+ * are clamped): the next token goes to position n, as after evaluating only
+ * the first n (llama_memory_seq_rm from n). */
+void qk_ctx_truncate(qk_ctx *c, int n);
 
 /* Evaluate tokens[0..n) at positions n_past .. n_past+n-1 and append them to
  * the cache.  logits (may be NULL): all_logits ? n rows : 1 row (the last
