@@ -398,6 +398,8 @@ ParameterizedTest(int *id, simd, codecs)
             free(q);
             tested++;
         }
+        if (kl->level_from == level || kl->level_quantize == level || kl->level_to == level)
+            cr_log_info("%s %s: its own codecs bytewise equal to scalar", t->name, qk_cpu_level_name(level));
     }
     if (!tested)
         cr_skip_test("%s: no SIMD codec on this CPU", t->name);
@@ -436,6 +438,8 @@ Test(simd, levels)
     }
     cr_log_info("cpu: supported %s, active %s, vnni %d", qk_cpu_level_name(qk_cpu_supported()),
                 qk_cpu_level_name(qk_cpu_level_active()), qk_cpu_has_vnni());
+    for (int l = (int)qk_cpu_supported() + 1; l < QK_CPU_LEVELS; l++)
+        cr_log_info("level %s not supported by this CPU: its kernels are not tested here", qk_cpu_level_name(l));
 }
 
 /* Prompt-sized tiles (up to 16 weight rows x 40 tokens, several K blocks):
