@@ -102,7 +102,7 @@ bench-kernels: $(B)/tools/bench-kernels
 	$(B)/tools/bench-kernels
 .PHONY: bench-kernels
 
-# a short fixed suite -> $(B)/bench.md (LLAMA_BENCH=/path/llama-bench adds a side-by-side table)
+# a short fixed suite -> $(B)/bench.md (LLAMA_BENCH=/path/llama-bench, IK_BENCH=/path/ik-llama-bench add a side-by-side table)
 bench: all
 	sh tools/bench-suite.sh $(B)/qk $(B)/bench.md
 # qk-quant vs llama-quantize (LLAMA_QUANTIZE=/path/llama-quantize) on bench250m

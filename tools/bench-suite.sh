@@ -178,3 +178,6 @@ fi
 mkdir -p "$(dirname "$OUT")"
 mv "$TMP/doc" "$OUT.tmp.$$" && mv "$OUT.tmp.$$" "$OUT"
 echo "wrote $OUT"
+# the side-by-side table on stdout as well
+[ -n "${LLAMA_BENCH:-}${IK_BENCH:-}" ] && sed -n '/^## qk, llama.cpp and ik_llama.cpp/,$p' "$OUT"
+exit 0

@@ -1,6 +1,6 @@
 /* x86.h - SIMD kernel tables of kernels/x86/ (private to kernels/).
  *
- * Each file exports a table of qk_simd_ops rows terminated by {.id = -1};
+ * Each file exports a table of qk_simd_ops (or qk_pack_ops) rows terminated by {.id = -1};
  * cpu.c merges them over the scalar reference.  The functions inside are
  * compiled with __attribute__((target(...))) and must only be called after
  * cpu.c has checked the CPU (qk_kernels_for / qk_kernels_at). */
