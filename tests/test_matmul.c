@@ -136,34 +136,36 @@ static void scalar_reference(const qk_weight *w, const float *x, int nt, float *
     free(a);
 }
 
-/* The level's packed kernel of w (PROWS rows) against nt rows of x, rows in
- * tiles of `tile` rows (whole groups). */
+/* The level's packed kernel of w against nt rows of x, rows in tiles of
+ * `tile` rows (whole groups). */
 static void level_packed(const qk_kernels *k, int level, const qk_weight *w, const float *x, int nt, size_t tile,
                          float *y)
 {
     const int vt = qk_type_get(w->type)->vec_dot_type;
     const size_t ar = qk_row_size(vt, w->cols), gs = k->pack_size(w->cols);
-    uint8_t *a = malloc(ar * (size_t)nt), *p = malloc(gs * (PROWS / QK_PACK_ROWS));
+    const size_t nrow = (size_t)w->rows;
+    uint8_t *a = malloc(ar * (size_t)nt), *p = malloc(gs * (nrow / QK_PACK_ROWS));
     cr_assert(a && p);
     for (int t = 0; t < nt; t++)
         qk_kernels_at(vt, level)->from_float(x + (size_t)t * w->cols, a + t * ar, w->cols);
-    for (int g = 0; g < PROWS / QK_PACK_ROWS; g++)
-        k->pack(w->cols, w->data + (size_t)g * QK_PACK_ROWS * w->row_size, w->row_size, p + (size_t)g * gs);
-    for (size_t r0 = 0; r0 < PROWS; r0 += tile) {
-        const size_t nr = PROWS - r0 < tile ? PROWS - r0 : tile;
-        k->packed_tile(w->cols, p + r0 / QK_PACK_ROWS * gs, (int)(nr / QK_PACK_ROWS), a, ar, nt, y + r0, PROWS);
+    for (size_t g = 0; g < nrow / QK_PACK_ROWS; g++)
+        k->pack(w->cols, w->data + g * QK_PACK_ROWS * w->row_size, w->row_size, p + g * gs);
+    for (size_t r0 = 0; r0 < nrow; r0 += tile) {
+        const size_t nr = nrow - r0 < tile ? nrow - r0 : tile;
+        k->packed_tile(w->cols, p + r0 / QK_PACK_ROWS * gs, (int)(nr / QK_PACK_ROWS), a, ar, nt, y + r0, nrow);
     }
     free(a), free(p);
 }
 
-/* Every level's packed kernel of type on PROWS rows of cols columns. */
-static void check_packed_type(int type, int64_t cols, const float *x, uint64_t *s)
+/* Every level's packed kernel of type on nrows rows of cols columns. */
+static void check_packed_type(int type, int nrows, int64_t cols, const float *x, uint64_t *s)
 {
     const int ntoks[4] = {1, 5, 9, NTOK};
-    qk_weight w = make_weight_cols(type, PROWS, (int)cols, s);
+    qk_weight w = make_weight_cols(type, nrows, (int)cols, s);
+    const size_t n = (size_t)nrows * sizeof(float);
     for (int c = 0; c < 4; c++) {
         const int nt = ntoks[c];
-        float *want = malloc(sizeof(float) * PROWS * (size_t)nt), *got = malloc(sizeof(float) * PROWS * (size_t)nt);
+        float *want = malloc(n * (size_t)nt), *got = malloc(n * (size_t)nt);
         cr_assert(want && got);
         scalar_reference(&w, x, nt, want);
         for (int level = 1; level <= (int)qk_cpu_supported(); level++) {
@@ -172,16 +174,15 @@ static void check_packed_type(int type, int64_t cols, const float *x, uint64_t *
                 continue;
             const size_t tiles[3] = {qk_pack_tile_rows(k, nt), 3 * QK_PACK_ROWS, QK_PACK_ROWS};
             for (int ti = 0; ti < 3; ti++) {
-                memset(got, 0xff, sizeof(float) * PROWS * (size_t)nt);
+                memset(got, 0xff, n * (size_t)nt);
                 level_packed(k, level, &w, x, nt, tiles[ti], got);
-                cr_assert(!memcmp(got, want, sizeof(float) * PROWS * (size_t)nt),
-                          "packed %s at %s, %lld columns, %d tokens, tiles of %zu rows", qk_type_get(type)->name,
-                          qk_cpu_level_name(level), (long long)cols, nt, tiles[ti]);
+                cr_assert(!memcmp(got, want, n * (size_t)nt), "packed %s at %s, %dx%lld, %d tokens, tiles of %zu rows",
+                          qk_type_get(type)->name, qk_cpu_level_name(level), nrows, (long long)cols, nt, tiles[ti]);
             }
             if (c == 0)
-                cr_log_info("packed %s at %s (its kernel from %s), %lld columns: bitwise equal to the scalar "
+                cr_log_info("packed %s at %s (its kernel from %s), %dx%lld: bitwise equal to the scalar "
                             "reference", qk_type_get(type)->name, qk_cpu_level_name(level),
-                            qk_cpu_level_name(k->level_pack), (long long)cols);
+                            qk_cpu_level_name(k->level_pack), nrows, (long long)cols);
         }
         free(want), free(got);
     }
@@ -211,10 +212,12 @@ Test(matmul, packed_weights_equal_vec_dot)
             any |= qk_kernels_at(type, level)->pack != NULL;
         if (!any)
             continue;
-        check_packed_type(type, LONG, x, &s);
+        check_packed_type(type, PROWS, LONG, x, &s);
+        /* 17 groups: whole tiles of the largest (128 rows), then an odd group */
+        check_packed_type(type, 136, 1024, x, &s);
         /* F16, BF16: a last span of columns with an odd number of 8-element chunks */
         if (qk_row_size(type, 1000))
-            check_packed_type(type, 1000, x, &s);
+            check_packed_type(type, PROWS, 1000, x, &s);
         npacked++;
     }
     cr_log_info("%d packed types", npacked);

@@ -151,9 +151,9 @@ static void q8_0_pack_u8(int64_t n, const void *x, size_t xs, void *dst)
 /* Q4_0 keeps the AVX2 level's packing (pack NULL: cpu.c keeps the level
  * below's pack and pack_size). */
 const qk_pack_ops qk_x86_avx512_packed[] = {
-    {.id = QK_Q4_0, .packed_tile = q4_0_packed_tile, .tile_rows = 64, .decode = 1},
+    {.id = QK_Q4_0, .packed_tile = q4_0_packed_tile, .tile_rows = 128, .decode = 1},
     {.id = QK_Q8_0, .pack_size = q8_0_pack_size, .pack = q8_0_pack_u8, .packed_tile = q8_0_packed_tile,
-     .tile_rows = 64, .decode = 1},
+     .tile_rows = 128, .decode = 1},
     {.id = -1},
 };
 

@@ -277,10 +277,10 @@ TILE512(iq4_xs, QK_IQ4_XS, PACKED4X, prep_x4, act_x4, 0, PT8, qk_x86_avx2_packed
 
 /* The AVX2 level's packing (pack NULL). */
 const qk_pack_ops qk_x86_avx512_packed_k[] = {
-    {.id = QK_Q4_K, .packed_tile = q4_K_packed_tile, .tile_rows = 64, .decode = 1},
-    {.id = QK_Q5_K, .packed_tile = q5_K_packed_tile, .tile_rows = 64, .decode = 1},
-    {.id = QK_Q6_K, .packed_tile = q6_K_packed_tile, .tile_rows = 64},
-    {.id = QK_IQ4_XS, .packed_tile = iq4_xs_packed_tile, .tile_rows = 64, .decode = 1},
+    {.id = QK_Q4_K, .packed_tile = q4_K_packed_tile, .tile_rows = 128, .decode = 1},
+    {.id = QK_Q5_K, .packed_tile = q5_K_packed_tile, .tile_rows = 128, .decode = 1},
+    {.id = QK_Q6_K, .packed_tile = q6_K_packed_tile, .tile_rows = 128},
+    {.id = QK_IQ4_XS, .packed_tile = iq4_xs_packed_tile, .tile_rows = 128, .decode = 1},
     {.id = -1},
 };
 

@@ -21,7 +21,7 @@
 
 #define QK_TARGET_V512 QK_TARGET_AVX512VNNI
 
-enum { PT8 = 8, PAIRS = 4 };
+enum { PT8 = 8, PAIRS = 8 };
 
 /* The 32 bytes at a and b (a group's vector and the next group's) as one
  * vector: a in the low half. */
