@@ -232,24 +232,9 @@ T512 static void pv(float *acc, int nq, int hdv, const float *st, int nqp, const
             const float *vd = vf + d;
             PV_ROWS(1, 1)
         }
-        for (; d < hdv; d++)
-            for (int i = i0; i < i0 + rm; i++) {
-                float a = acc[(size_t)i * hdv + d];
-                for (int k = 0; k < nk; k++)
-                    a = fmaf(st[(size_t)k * nqp + i], vf[(size_t)k * hdv + d], a);
-                acc[(size_t)i * hdv + d] = a;
-            }
+        if (d < hdv)
+            qk_attn_pv_cols(acc + (size_t)i0 * hdv, rm, hdv, d, sw, nqp, vf, nk);
     }
-}
-
-T512 static void scale(float *acc, float s, int n)
-{
-    const __m512 sv = _mm512_set1_ps(s);
-    int i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(acc + i, _mm512_mul_ps(_mm512_loadu_ps(acc + i), sv));
-    for (; i < n; i++)
-        acc[i] *= s;
 }
 
 T512 static void f16_row(const uint16_t *h, float *f, int n)
@@ -261,6 +246,7 @@ T512 static void f16_row(const uint16_t *h, float *f, int n)
         f[i] = qk_f16_to_f32(h[i]);
 }
 
-const qk_attn_kernels qk_x86_avx512_attn = {scores, softmax, pv, scale, f16_row};
+/* scale: the AVX2 loop (called once per query and tile at most, when its maximum moves) */
+const qk_attn_kernels qk_x86_avx512_attn = {scores, softmax, pv, qk_x86_avx2_attn_scale, f16_row};
 
 #endif

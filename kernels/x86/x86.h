@@ -54,6 +54,7 @@ void qk_x86_q8_0_pack_xor(int64_t n, const void *x, size_t xs, void *dst, uint8_
 struct qk_attn_kernels;
 extern const struct qk_attn_kernels qk_x86_avx2_attn;
 extern const struct qk_attn_kernels qk_x86_avx512_attn; /* avx512_attn.c */
+void qk_x86_avx2_attn_scale(float *acc, float s, int n); /* its scale too */
 
 /* Eight-group scale searches (avx2_search.c; see quant_common.h). */
 void qk_x86_avx2_make_qx_quants_x8(int n, int nmax, const float *x, int8_t *L, const float *qw,
