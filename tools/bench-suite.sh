@@ -14,7 +14,8 @@
 # comma list), BENCH_TG (32; comma list), BENCH_DEPTH (0; comma list, llama-
 # bench's -d), BENCH_ROUNDS (3), BENCH_TYPES (kernel types, default qk-bench's
 # list), BENCH_BLAS (library for the OpenBLAS reference), BENCH_SKIP_SOLO=1
-# (only the side-by-side table: no roofline, kernels or qk-only model run).
+# (only the side-by-side table: no roofline, kernels or qk-only model run),
+# BENCH_BUNDLED=0 (only BENCH_MODELS, not the bundled tiny models).
 set -eu
 QK=${1:-build/qk}
 OUT=${2:-build/bench.md}
@@ -23,6 +24,7 @@ R=${BENCH_REPS:-5}
 PP=${BENCH_PP:-128}
 TG=${BENCH_TG:-32}
 MODELS="goldens/models/stories260K/stories260K-f32.gguf goldens/models/stories4M/stories4M-f32.gguf ${BENCH_MODELS:-}"
+[ "${BENCH_BUNDLED:-1}" = 0 ] && MODELS=${BENCH_MODELS:-}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 blas=""
