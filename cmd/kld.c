@@ -513,14 +513,17 @@ static int run(const args *a, qk_err *err)
         goto done;
     if (a->base_model && (rc = load_model(&mb, a->base_model, err)))
         goto done;
-    /* the tokenizer of whichever model is a GGUF file */
+    /* the tokenizer of whichever model is a GGUF file, else the Hugging Face
+     * directory's tokenizer.json */
     const qk_gguf *tg = mq.g ? mq.g : mb.g;
-    if (!tg) {
-        rc = qk_errf(err, QK_EINPUT, "%s: a Hugging Face directory has no GGUF tokenizer: give a GGUF "
-                     "model as -m or --base", a->model);
-        goto done;
+    if (tg) {
+        tok = qk_tok_from_gguf(tg, err);
+    } else {
+        char tj[4096];
+        snprintf(tj, sizeof tj, "%s/tokenizer.json", mq.hf->hf->dir);
+        tok = qk_tok_from_hf_json(tj, err);
     }
-    if (!(tok = qk_tok_from_gguf(tg, err))) {
+    if (!tok) {
         rc = err->code ? err->code : QK_EINPUT;
         goto done;
     }

@@ -1,0 +1,330 @@
+#!/usr/bin/env python3
+"""archmodels.py - tiny random-weight models of every model family qk runs beyond
+the Llama ones, and their reference logits from llama.cpp and transformers.
+
+    archmodels.py make  OUT_DIR  [--llama DIR] [--text FILE]
+    archmodels.py check OUT_DIR  --qk BUILD/qk
+
+`make` writes, per family F (see FAMILIES):
+  OUT_DIR/F/hf/                   transformers' save_pretrained of
+                                  AutoModelForCausalLM.from_config(config, seed
+                                  20), F32 safetensors, plus a 512-token BPE
+                                  tokenizer.json (the byte alphabet and the
+                                  first 255 merges of GPT-2's vocabulary, and
+                                  <|endoftext|>)
+  OUT_DIR/F/F-f32.gguf            llama.cpp's convert_hf_to_gguf.py --outtype f32
+                                  of hf/ (see convert_patched below)
+  OUT_DIR/F/llamacpp.kld          llama-perplexity -m F-f32.gguf -f TEXT -c 128
+                                  --chunks 2 -b 128 -t 2 --kl-divergence-base
+                                  (F16 KV cache, its default)
+  OUT_DIR/F/transformers.kld      transformers' logits (eager attention, F32) of
+                                  the same token chunks, written in
+                                  llama-perplexity's base-file layout
+  OUT_DIR/SUMS                    sha256 of every file above
+`check` runs qk-kld on each model and base file and prints the gates (mean KLD
+<= 1e-4, same top >= 99 %); exit 1 when one fails.
+
+The converter is run with two changes, both to the vocabulary only (tensors and
+hyper-parameters are converted as the converter does it):
+  - the BPE pre-tokenizer is named "gpt-2": the converter recognises
+    tokenizers by hashing the token ids of a test string, and the 512-token
+    vocabulary's ids are nobody's;
+  - gemma2 takes its vocabulary from tokenizer.json (_set_vocab_gpt2) instead
+    of the tokenizer.model a real Gemma 2 has.
+"""
+import argparse
+import hashlib
+import json
+import os
+import runpy
+import shutil
+import struct
+import subprocess
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+N_CTX, N_CHUNKS = 128, 2
+SEED = 20
+
+COMMON = dict(vocab_size=512, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+              head_dim=16, max_position_embeddings=4096, rms_norm_eps=1e-6,
+              bos_token_id=511, eos_token_id=511, pad_token_id=None)
+
+# family -> (transformers model_type, config overrides)
+FAMILIES = {
+    "qwen3moe": ("qwen3_moe", dict(num_hidden_layers=2, intermediate_size=128, num_experts=8,
+                                   num_experts_per_tok=2, moe_intermediate_size=64,
+                                   norm_topk_prob=True, decoder_sparse_step=1,
+                                   tie_word_embeddings=False, rope_theta=1000000.0)),
+    # layer 0 dense (decoder_sparse_step 2): transformers only; llama.cpp's
+    # qwen3moe graph has MoE in every layer
+    "qwen3moe-step2": ("qwen3_moe", dict(num_hidden_layers=2, intermediate_size=128, num_experts=4,
+                                         num_experts_per_tok=2, moe_intermediate_size=64,
+                                         norm_topk_prob=True, decoder_sparse_step=2,
+                                         tie_word_embeddings=False)),
+    "qwen2moe": ("qwen2_moe", dict(num_hidden_layers=2, intermediate_size=128, num_experts=4,
+                                   num_experts_per_tok=2, moe_intermediate_size=64,
+                                   shared_expert_intermediate_size=96, norm_topk_prob=False,
+                                   tie_word_embeddings=False)),
+    "mixtral": ("mixtral", dict(num_hidden_layers=2, intermediate_size=64, num_local_experts=4,
+                                num_experts_per_tok=2, sliding_window=None,
+                                tie_word_embeddings=False)),
+    "gpt-oss": ("gpt_oss", dict(num_hidden_layers=2, intermediate_size=64, num_local_experts=4,
+                                num_experts_per_tok=2, sliding_window=16,
+                                layer_types=["sliding_attention", "full_attention"],
+                                tie_word_embeddings=False,
+                                rope_parameters={"rope_type": "yarn", "rope_theta": 150000.0,
+                                                 "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                                                 "original_max_position_embeddings": 4096,
+                                                 "truncate": False})),
+    "gemma2": ("gemma2", dict(num_hidden_layers=2, intermediate_size=128, sliding_window=16,
+                              query_pre_attn_scalar=16, attn_logit_softcapping=20.0,
+                              final_logit_softcapping=10.0, hidden_activation="gelu_pytorch_tanh",
+                              layer_types=["sliding_attention", "full_attention"])),
+    "gemma3": ("gemma3_text", dict(num_hidden_layers=6, intermediate_size=128, sliding_window=16,
+                                   query_pre_attn_scalar=16, hidden_activation="gelu_pytorch_tanh",
+                                   layer_types=["sliding_attention"] * 5 + ["full_attention"],
+                                   rope_parameters={
+                                       "full_attention": {"rope_type": "linear", "factor": 8.0,
+                                                          "rope_theta": 1000000.0},
+                                       "sliding_attention": {"rope_type": "default",
+                                                             "rope_theta": 10000.0}})),
+    "phi3": ("phi3", dict(num_hidden_layers=2, intermediate_size=128, max_position_embeddings=256,
+                          original_max_position_embeddings=64, sliding_window=None,
+                          tie_word_embeddings=False, pad_token_id=None,
+                          rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0,
+                                           "original_max_position_embeddings": 64,
+                                           "short_factor": [1.0, 1.1, 1.2, 1.4, 1.7, 2.1, 2.6, 3.2],
+                                           "long_factor": [1.0, 1.3, 1.9, 2.8, 4.0, 5.5, 7.3, 9.4]})),
+}
+HF_ONLY = {"qwen3moe-step2"}
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            h.update(b)
+    return h.hexdigest()
+
+
+# ---- tokenizer ---------------------------------------------------------------
+
+
+def write_tokenizer(d, family):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    vocab_all = json.load(open(os.path.join(ROOT, "goldens/vocab/gpt2_vocab.json"), encoding="utf-8"))
+    merges_all = [l.rstrip("\n") for l in open(os.path.join(ROOT, "goldens/vocab/gpt2_merges.txt"),
+                                                encoding="utf-8") if l.strip() and not l.startswith("#")]
+    n_merges = 255
+    inv = {i: t for t, i in vocab_all.items()}
+    vocab = {inv[i]: i for i in range(256 + n_merges)}
+    merges = [tuple(m.split(" ")) for m in merges_all[:n_merges]]
+    for a, b in merges:
+        assert a + b in vocab and vocab[a + b] < 256 + n_merges
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens(["<|endoftext|>"])
+    assert tok.token_to_id("<|endoftext|>") == 511
+    tok.save(os.path.join(d, "tokenizer.json"))
+    cfg = {"tokenizer_class": "GPT2Tokenizer" if family == "phi3" else "PreTrainedTokenizerFast",
+           "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "unk_token": None,
+           "add_bos_token": False, "add_eos_token": False, "model_max_length": 4096,
+           "clean_up_tokenization_spaces": False}
+    json.dump(cfg, open(os.path.join(d, "tokenizer_config.json"), "w"), indent=2)
+
+
+# ---- models ------------------------------------------------------------------
+
+
+def make_hf(family, d):
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+    mt, over = FAMILIES[family]
+    kw = dict(COMMON)
+    kw.update(over)
+    cfg = AutoConfig.for_model(mt, **kw)
+    torch.manual_seed(SEED)
+    m = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.float32)
+    cfg.architectures = [type(m).__name__]
+    with torch.no_grad():
+        g = torch.Generator().manual_seed(SEED)
+        for name, p in sorted(m.named_parameters()):
+            # transformers initialises norms to 0 or 1 and biases to 0: give
+            # every parameter random values so that each one matters
+            if "norm" in name or name.endswith("layernorm.weight"):
+                base = 0.0 if family.startswith("gemma") else 1.0
+                p.copy_(base + 0.2 * torch.randn(p.shape, generator=g))
+            elif "sinks" in name:
+                p.copy_(torch.randn(p.shape, generator=g))
+            elif p.dim() == 1 or name.endswith("bias"):
+                p.copy_(0.05 * torch.randn(p.shape, generator=g))
+            else:
+                fan_in = p.shape[-1] if not (family == "gpt-oss" and "experts" in name) else p.shape[-2]
+                p.copy_(torch.randn(p.shape, generator=g) * (1.5 / fan_in ** 0.5))
+    m.save_pretrained(d, safe_serialization=True)
+    write_tokenizer(d, family)
+
+
+def convert_patched(llama, hf, out):
+    """convert_hf_to_gguf.py with the two vocabulary changes of the module docstring."""
+    sys.path.insert(0, llama)
+    import conversion.base as base
+    import conversion.gemma as gemma
+    base.TextModel.get_vocab_base_pre = lambda self, tokenizer: "gpt-2"
+    gemma.Gemma2Model.set_vocab = lambda self: self._set_vocab_gpt2()
+    argv = sys.argv
+    sys.argv = ["convert_hf_to_gguf.py", hf, "--outtype", "f32", "--outfile", out]
+    try:
+        runpy.run_path(os.path.join(llama, "convert_hf_to_gguf.py"), run_name="__main__")
+    except SystemExit as e:
+        if e.code:
+            raise
+    finally:
+        sys.argv = argv
+
+
+def llamacpp_base(llama, gguf, text, out):
+    exe = os.path.join(llama, "build/bin/llama-perplexity")
+    cmd = [exe, "-m", gguf, "-f", text, "-c", str(N_CTX), "--chunks", str(N_CHUNKS), "-b", str(N_CTX),
+           "-t", "2", "--kl-divergence-base", out]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.stderr.write(r.stderr[-4000:])
+        raise SystemExit(f"llama-perplexity failed on {gguf}")
+    return r.stderr
+
+
+def read_base_tokens(path):
+    with open(path, "rb") as f:
+        magic = f.read(8)
+        assert magic == b"_logits_", path
+        n_ctx, n_vocab, n_chunk = struct.unpack("<iii", f.read(12))
+        toks = np.frombuffer(f.read(4 * n_ctx * n_chunk), np.int32).reshape(n_chunk, n_ctx)
+    return n_ctx, n_vocab, toks
+
+
+def quantize_rows(logits):
+    """llama-perplexity's process_logits / log-prob quantization (perplexity.cpp)."""
+    rows = []
+    f32 = np.float32
+    for l in logits.astype(f32):
+        n_vocab = l.shape[0]
+        max_logit = f32(l.max())
+        min_logit = max(f32(l.min()), f32(max_logit - f32(16)))
+        sum_exp = float(np.exp(l - max_logit).astype(np.float64).sum())
+        min_log_prob = f32(f32(min_logit - max_logit) - f32(np.log(sum_exp)))
+        scale = f32(f32(max_logit - min_logit) / f32(65535.0))
+        q = np.zeros(2 * ((n_vocab + 1) // 2), np.uint16)
+        if scale != 0:
+            v = np.rint(f32(f32(1) / scale) * (l - min_logit).astype(f32)).astype(np.int64)
+            q[:n_vocab] = np.where(l > min_logit, v, 0).astype(np.uint16)
+        rows.append(struct.pack("<ff", scale, min_log_prob) + q.tobytes())
+    return b"".join(rows)
+
+
+def transformers_base(hf, llbase, out):
+    import torch
+    from transformers import AutoModelForCausalLM
+    n_ctx, n_vocab, toks = read_base_tokens(llbase)
+    m = AutoModelForCausalLM.from_pretrained(hf, torch_dtype=torch.float32, attn_implementation="eager")
+    m.eval()
+    first = n_ctx // 2
+    body = []
+    with torch.no_grad():
+        for c in range(toks.shape[0]):
+            ids = torch.tensor(toks[c:c + 1].astype(np.int64))
+            lg = m(ids).logits[0].float().numpy()
+            body.append(quantize_rows(lg[first:n_ctx - 1]))
+    with open(llbase, "rb") as f:
+        head = f.read(20 + 4 * n_ctx * toks.shape[0])
+    with open(out, "wb") as f:
+        f.write(head)
+        f.write(b"".join(body))
+
+
+def cmd_make(a):
+    os.makedirs(a.out, exist_ok=True)
+    sums = []
+    # the HF directory and GGUF of every family first, then the references
+    for fam in FAMILIES:
+        fd = os.path.join(a.out, fam)
+        hf = os.path.join(fd, "hf")
+        shutil.rmtree(fd, ignore_errors=True)
+        os.makedirs(hf)
+        make_hf(fam, hf)
+    for fam in FAMILIES:
+        fd = os.path.join(a.out, fam)
+        hf = os.path.join(fd, "hf")
+        gg = os.path.join(fd, fam + "-f32.gguf")
+        llb = os.path.join(fd, "llamacpp.kld")
+        if fam in HF_ONLY:
+            # no GGUF: tokens from the first family's llama.cpp run (same text and vocabulary)
+            llb = os.path.join(a.out, "qwen3moe", "llamacpp.kld")
+        else:
+            # run in a child so each conversion starts from a clean import state
+            subprocess.run([sys.executable, __file__, "convert", hf, gg, "--llama", a.llama], check=True)
+            log = llamacpp_base(a.llama, gg, a.text, llb)
+            with open(os.path.join(fd, "llama-perplexity.log"), "w") as f:
+                f.write(log)
+        transformers_base(hf, llb, os.path.join(fd, "transformers.kld"))
+    for root, _, files in sorted(os.walk(a.out)):
+        for fn in sorted(files):
+            p = os.path.join(root, fn)
+            if fn in ("SUMS",) or fn.endswith(".log"):
+                continue
+            sums.append(f"{sha256(p)}  {os.path.relpath(p, a.out)}")
+    with open(os.path.join(a.out, "SUMS"), "w") as f:
+        f.write("\n".join(sorted(sums, key=lambda s: s[66:])) + "\n")
+
+
+def kld(qk, model, base, tokenizer=None):
+    cmd = [qk, "kld", "-q", "-m", model, "--kld-base", base, "--json", "-t", "2"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        return None, r.stderr.strip()
+    d = json.loads(r.stdout)
+    return (d["kld"]["mean"], d["same_top_p_pct"]["value"]), ""
+
+
+def cmd_check(a):
+    fails = 0
+    for fam in FAMILIES:
+        fd = os.path.join(a.out, fam)
+        runs = [("GGUF vs llama.cpp", os.path.join(fd, fam + "-f32.gguf"), os.path.join(fd, "llamacpp.kld")),
+                ("HF vs transformers", os.path.join(fd, "hf"), os.path.join(fd, "transformers.kld"))]
+        for what, model, base in runs:
+            if not os.path.exists(model):
+                continue
+            res, msg = kld(a.qk, model, base)
+            if res is None:
+                print(f"FAIL {fam:15s} {what}: {msg}")
+                fails += 1
+                continue
+            ok = res[0] <= 1e-4 and res[1] >= 99.0
+            fails += not ok
+            print(f"{'ok  ' if ok else 'FAIL'} {fam:15s} {what}: mean KLD {res[0]:.3e}, same top {res[1]:.3f} %")
+    return 1 if fails else 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("cmd", choices=["make", "check", "convert"])
+    ap.add_argument("out")
+    ap.add_argument("gguf", nargs="?")
+    ap.add_argument("--llama", default=os.environ.get("LLAMA_CPP", "/work/peers/llama.cpp"))
+    ap.add_argument("--text", default=os.path.join(ROOT, "goldens/stories260K-eval/eval-64k.txt"))
+    ap.add_argument("--qk", default=os.path.join(ROOT, "build/qk"))
+    a = ap.parse_args()
+    if a.cmd == "convert":
+        convert_patched(a.llama, a.out, a.gguf)
+        return 0
+    return cmd_make(a) if a.cmd == "make" else cmd_check(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
