@@ -115,8 +115,9 @@ studies: $(B)/tools/study-run
 	sh tools/studies.sh $(B)
 .PHONY: studies
 
-# reference Python packages (ml_dtypes, safetensors, compressed-tensors, torch) in a venv; not part of check
-crosscheck: $(B)/tools/ckpt-tool
+# reference Python packages (ml_dtypes, safetensors, compressed-tensors, torch, transformers) in a venv,
+# and llama.cpp for the model families (tools/archmodels.py); not part of check
+crosscheck: all $(B)/tools/ckpt-tool
 	sh tools/crosscheck.sh $(B)
 .PHONY: crosscheck
 

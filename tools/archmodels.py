@@ -20,9 +20,17 @@ the Llama ones, and their reference logits from llama.cpp and transformers.
   OUT_DIR/F/transformers.kld      transformers' logits (eager attention, F32) of
                                   the same token chunks, written in
                                   llama-perplexity's base-file layout
+  (experts) OUT_DIR/F/imatrix.gguf  llama-imatrix -c 128 --chunks 2 on F-f32.gguf
+  OUT_DIR/F/quant.sha256          sha256 of llama-quantize [--imatrix imatrix.gguf]
+                                  F-f32.gguf OUT PRESET 2 for the TINY_Q presets
+  OUT_DIR/F/llamacpp-MXFP4_MOE.kld  llama-perplexity's base file of the MXFP4_MOE one
   OUT_DIR/SUMS                    sha256 of every file above
 `check` runs qk-kld on each model and base file and prints the gates (mean KLD
 <= 1e-4, same top >= 99 %); exit 1 when one fails.
+`quant` makes the MoE models of QFAMILIES (rows of 256) in OUT_DIR/quant/ and
+compares qk-quant's output with llama-quantize's for every preset of QPRESETS,
+QIMATRIX (with llama-imatrix's matrix) and the --tensor-type patterns of QTT:
+whole-file sha256 (OUT_DIR/quant/SUMS); exit 1 on a difference.
 
 The converter is run with two changes, both to the vocabulary only (tensors and
 hyper-parameters are converted as the converter does it):
@@ -55,24 +63,24 @@ COMMON = dict(vocab_size=512, hidden_size=64, num_attention_heads=4, num_key_val
 
 # family -> (transformers model_type, config overrides)
 FAMILIES = {
-    "qwen3moe": ("qwen3_moe", dict(num_hidden_layers=2, intermediate_size=128, num_experts=8,
-                                   num_experts_per_tok=2, moe_intermediate_size=64,
+    "qwen3moe": ("qwen3_moe", dict(num_hidden_layers=2, intermediate_size=64, num_experts=8,
+                                   num_experts_per_tok=2, moe_intermediate_size=32,
                                    norm_topk_prob=True, decoder_sparse_step=1,
                                    tie_word_embeddings=False, rope_theta=1000000.0)),
     # layer 0 dense (decoder_sparse_step 2): transformers only; llama.cpp's
     # qwen3moe graph has MoE in every layer
-    "qwen3moe-step2": ("qwen3_moe", dict(num_hidden_layers=2, intermediate_size=128, num_experts=4,
-                                         num_experts_per_tok=2, moe_intermediate_size=64,
+    "qwen3moe-step2": ("qwen3_moe", dict(num_hidden_layers=2, intermediate_size=64, num_experts=4,
+                                         num_experts_per_tok=2, moe_intermediate_size=32,
                                          norm_topk_prob=True, decoder_sparse_step=2,
                                          tie_word_embeddings=False)),
-    "qwen2moe": ("qwen2_moe", dict(num_hidden_layers=2, intermediate_size=128, num_experts=4,
-                                   num_experts_per_tok=2, moe_intermediate_size=64,
-                                   shared_expert_intermediate_size=96, norm_topk_prob=False,
+    "qwen2moe": ("qwen2_moe", dict(num_hidden_layers=2, intermediate_size=64, num_experts=4,
+                                   num_experts_per_tok=2, moe_intermediate_size=32,
+                                   shared_expert_intermediate_size=64, norm_topk_prob=False,
                                    tie_word_embeddings=False)),
-    "mixtral": ("mixtral", dict(num_hidden_layers=2, intermediate_size=64, num_local_experts=4,
+    "mixtral": ("mixtral", dict(num_hidden_layers=2, intermediate_size=32, num_local_experts=4,
                                 num_experts_per_tok=2, sliding_window=None,
                                 tie_word_embeddings=False)),
-    "gpt-oss": ("gpt_oss", dict(num_hidden_layers=2, intermediate_size=64, num_local_experts=4,
+    "gpt-oss": ("gpt_oss", dict(num_hidden_layers=2, intermediate_size=32, num_local_experts=4,
                                 num_experts_per_tok=2, sliding_window=16,
                                 layer_types=["sliding_attention", "full_attention"],
                                 tie_word_embeddings=False,
@@ -80,11 +88,11 @@ FAMILIES = {
                                                  "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
                                                  "original_max_position_embeddings": 4096,
                                                  "truncate": False})),
-    "gemma2": ("gemma2", dict(num_hidden_layers=2, intermediate_size=128, sliding_window=16,
+    "gemma2": ("gemma2", dict(num_hidden_layers=2, intermediate_size=64, sliding_window=16,
                               query_pre_attn_scalar=16, attn_logit_softcapping=20.0,
                               final_logit_softcapping=10.0, hidden_activation="gelu_pytorch_tanh",
                               layer_types=["sliding_attention", "full_attention"])),
-    "gemma3": ("gemma3_text", dict(num_hidden_layers=6, intermediate_size=128, sliding_window=16,
+    "gemma3": ("gemma3_text", dict(num_hidden_layers=6, intermediate_size=64, sliding_window=16,
                                    query_pre_attn_scalar=16, hidden_activation="gelu_pytorch_tanh",
                                    layer_types=["sliding_attention"] * 5 + ["full_attention"],
                                    rope_parameters={
@@ -92,7 +100,7 @@ FAMILIES = {
                                                           "rope_theta": 1000000.0},
                                        "sliding_attention": {"rope_type": "default",
                                                              "rope_theta": 10000.0}})),
-    "phi3": ("phi3", dict(num_hidden_layers=2, intermediate_size=128, max_position_embeddings=256,
+    "phi3": ("phi3", dict(num_hidden_layers=2, intermediate_size=64, max_position_embeddings=256,
                           original_max_position_embeddings=64, sliding_window=None,
                           tie_word_embeddings=False, pad_token_id=None,
                           rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0,
@@ -101,6 +109,28 @@ FAMILIES = {
                                            "long_factor": [1.0, 1.3, 1.9, 2.8, 4.0, 5.5, 7.3, 9.4]})),
 }
 HF_ONLY = {"qwen3moe-step2"}
+
+# `quant`: MoE models whose rows are multiples of 256 (the K- and IQ-quants'
+# super-block), not committed: only llama-quantize's hashes are
+QCOMMON = dict(vocab_size=512, hidden_size=256, num_attention_heads=4, num_key_value_heads=2,
+               head_dim=64, max_position_embeddings=4096, rms_norm_eps=1e-6,
+               bos_token_id=511, eos_token_id=511, pad_token_id=None, num_hidden_layers=2,
+               tie_word_embeddings=False)
+QFAMILIES = {
+    "qwen3moe": ("qwen3_moe", dict(intermediate_size=512, num_experts=16, num_experts_per_tok=4,
+                                   moe_intermediate_size=256, norm_topk_prob=True)),
+    "qwen2moe": ("qwen2_moe", dict(intermediate_size=512, num_experts=4, num_experts_per_tok=2,
+                                   moe_intermediate_size=256, shared_expert_intermediate_size=512)),
+    "mixtral": ("mixtral", dict(intermediate_size=256, num_local_experts=8, num_experts_per_tok=2,
+                                sliding_window=None)),
+    "gpt-oss": ("gpt_oss", dict(intermediate_size=256, num_local_experts=4, num_experts_per_tok=2,
+                                sliding_window=16, layer_types=["sliding_attention", "full_attention"])),
+}
+QPRESETS = ["F16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0", "Q3_K_M", "Q2_K", "IQ4_XS", "MXFP4_MOE"]
+QIMATRIX = ["IQ4_XS", "Q4_K_M", "Q2_K", "IQ2_XXS", "IQ3_XXS"]
+# --tensor-type patterns on the expert tensors (with Q4_K_M)
+QTT = ["--tensor-type", "ffn_up_exps=q8_0", "--tensor-type", "blk\\.1\\.ffn_down_exps=q5_k",
+       "--tensor-type", "ffn_gate_exps=iq4_nl"]
 
 
 def sha256(path):
@@ -141,11 +171,11 @@ def write_tokenizer(d, family):
 # ---- models ------------------------------------------------------------------
 
 
-def make_hf(family, d):
+def make_hf(family, d, table=None, common=None):
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
-    mt, over = FAMILIES[family]
-    kw = dict(COMMON)
+    mt, over = (table or FAMILIES)[family]
+    kw = dict(common or COMMON)
     kw.update(over)
     cfg = AutoConfig.for_model(mt, **kw)
     torch.manual_seed(SEED)
@@ -161,6 +191,10 @@ def make_hf(family, d):
                 p.copy_(base + 0.2 * torch.randn(p.shape, generator=g))
             elif "sinks" in name:
                 p.copy_(torch.randn(p.shape, generator=g))
+            elif "router" in name or name.endswith("mlp.gate.weight") or "block_sparse_moe.gate" in name:
+                # a router 4x the others' scale keeps the chosen experts well apart,
+                # so that rounding does not flip a choice between qk and the references
+                p.copy_(torch.randn(p.shape, generator=g) * (6.0 / p.shape[-1] ** 0.5))
             elif p.dim() == 1 or name.endswith("bias"):
                 p.copy_(0.05 * torch.randn(p.shape, generator=g))
             else:
@@ -247,6 +281,32 @@ def transformers_base(hf, llbase, out):
         f.write(b"".join(body))
 
 
+MOE = {"qwen3moe", "qwen2moe", "mixtral", "gpt-oss"}
+# the tiny models' rows (64, 32) are no K-quant super-block: K presets take
+# llama-quantize's fallback types, which is what these check
+TINY_Q = [("Q8_0", False), ("Q4_K_M", False), ("MXFP4_MOE", False), ("Q4_0", False), ("IQ4_XS", True),
+          ("Q2_K", True)]
+
+
+def tiny_quant(a, fd, gg):
+    """llama-imatrix, then llama-quantize's hashes (quant.sha256) of the tiny MoE model."""
+    bin_ = os.path.join(a.llama, "build/bin")
+    run([os.path.join(bin_, "llama-imatrix"), "-m", gg, "-f", a.text, "-c", "128", "--chunks", "2",
+         "-t", "2", "-o", os.path.join(fd, "imatrix.gguf")])
+    lines = []
+    for preset, im in TINY_Q:
+        out = os.path.join(fd, "q.gguf")
+        opt = ["--imatrix", "imatrix.gguf"] if im else []
+        run([os.path.join(bin_, "llama-quantize")] + opt + [os.path.basename(gg), "q.gguf", preset, "2"], cwd=fd)
+        lines.append(f"{sha256(out)} {preset}{' imatrix.gguf' if im else ''}")
+        if preset == "MXFP4_MOE":
+            # the experts in MXFP4 against llama.cpp's own MXFP4 kernels
+            llamacpp_base(a.llama, out, a.text, os.path.join(fd, "llamacpp-MXFP4_MOE.kld"))
+        os.unlink(out)
+    with open(os.path.join(fd, "quant.sha256"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def cmd_make(a):
     os.makedirs(a.out, exist_ok=True)
     sums = []
@@ -272,14 +332,63 @@ def cmd_make(a):
             with open(os.path.join(fd, "llama-perplexity.log"), "w") as f:
                 f.write(log)
         transformers_base(hf, llb, os.path.join(fd, "transformers.kld"))
+        if fam in MOE and fam not in HF_ONLY:
+            tiny_quant(a, fd, gg)
     for root, _, files in sorted(os.walk(a.out)):
         for fn in sorted(files):
             p = os.path.join(root, fn)
-            if fn in ("SUMS",) or fn.endswith(".log"):
+            if fn in ("SUMS", "README.md", "quant-moe.sha256") or fn.endswith(".log") or "/quant/" in p:
                 continue
-            sums.append(f"{sha256(p)}  {os.path.relpath(p, a.out)}")
+            sums.append(f"{sha256(p)}  ./{os.path.relpath(p, a.out)}")
     with open(os.path.join(a.out, "SUMS"), "w") as f:
         f.write("\n".join(sorted(sums, key=lambda s: s[66:])) + "\n")
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        sys.stderr.write(r.stderr[-3000:])
+        raise SystemExit(f"failed: {' '.join(cmd)}")
+    return r
+
+
+def cmd_quant(a):
+    """llama-quantize against qk quant on the MoE models of QFAMILIES: whole-file sha256."""
+    qd = os.path.join(a.out, "quant")
+    os.makedirs(qd, exist_ok=True)
+    bin_ = os.path.join(a.llama, "build/bin")
+    lines, fails = [], 0
+    for fam in QFAMILIES:
+        fd = os.path.join(qd, fam)
+        hf, gg = os.path.join(fd, "hf"), os.path.join(fd, fam + "-f32.gguf")
+        if not os.path.exists(gg):
+            shutil.rmtree(fd, ignore_errors=True)
+            os.makedirs(hf)
+            make_hf(fam, hf, QFAMILIES, QCOMMON)
+            subprocess.run([sys.executable, __file__, "convert", hf, gg, "--llama", a.llama], check=True)
+            run([os.path.join(bin_, "llama-imatrix"), "-m", gg, "-f", a.text, "-c", "128", "--chunks", "4",
+                 "-t", "2", "-o", os.path.join(fd, "imatrix.gguf")])
+        jobs = [(p, None, []) for p in QPRESETS] + [(p, "imatrix.gguf", []) for p in QIMATRIX]
+        jobs.append(("Q4_K_M", None, QTT))
+        for preset, im, extra in jobs:
+            tag = preset + (".imatrix" if im else "") + (".tensor-type" if extra else "")
+            outs = {}
+            for tool in ("llama", "qk"):
+                out = os.path.join(fd, f"{tag}.{tool}.gguf")
+                opt = (["--imatrix", im] if im else []) + extra
+                exe = [os.path.join(bin_, "llama-quantize")] if tool == "llama" else [a.qk, "quant", "-q"]
+                # the imatrix is passed by its bare name: llama-quantize stores the string
+                run(exe + opt + [os.path.basename(gg), os.path.basename(out), preset, "2"], cwd=fd)
+                outs[tool] = sha256(out)
+                if tool == "qk":
+                    os.unlink(out)
+            ok = outs["llama"] == outs["qk"]
+            fails += not ok
+            print(f"{'ok  ' if ok else 'FAIL'} {fam:9s} {tag:22s} {outs['llama'][:16]} {outs['qk'][:16]}", flush=True)
+            lines.append(f"{outs['llama']}  {fam} {tag}")
+    with open(os.path.join(qd, "SUMS"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return 1 if fails else 0
 
 
 def kld(qk, model, base, tokenizer=None):
@@ -313,7 +422,7 @@ def cmd_check(a):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("cmd", choices=["make", "check", "convert"])
+    ap.add_argument("cmd", choices=["make", "check", "quant", "convert"])
     ap.add_argument("out")
     ap.add_argument("gguf", nargs="?")
     ap.add_argument("--llama", default=os.environ.get("LLAMA_CPP", "/work/peers/llama.cpp"))
@@ -323,7 +432,7 @@ def main():
     if a.cmd == "convert":
         convert_patched(a.llama, a.out, a.gguf)
         return 0
-    return cmd_make(a) if a.cmd == "make" else cmd_check(a)
+    return {"make": cmd_make, "check": cmd_check, "quant": cmd_quant}[a.cmd](a)
 
 
 if __name__ == "__main__":

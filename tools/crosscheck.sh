@@ -20,8 +20,25 @@ stamp=$VENV/.qk-installed
 if [ ! -f "$stamp" ]; then
     "$VENV/bin/pip" install -q --disable-pip-version-check numpy ml_dtypes safetensors
     if [ "${QK_CROSSCHECK_NO_TORCH:-0}" != 1 ]; then
-        "$VENV/bin/pip" install -q --disable-pip-version-check torch compressed-tensors
+        "$VENV/bin/pip" install -q --disable-pip-version-check torch compressed-tensors transformers \
+            tokenizers sentencepiece
     fi
     touch "$stamp"
 fi
-exec "$VENV/bin/python" tools/crosscheck.py --build "$B"
+"$VENV/bin/python" tools/crosscheck.py --build "$B" || status=1
+# the model families (tools/archmodels.py, goldens/arch/README.md): needs
+# transformers and llama.cpp (LLAMA_CPP, a built checkout of the commit in
+# ../shared/README.md); ARCH_PYTHON: a Python that has transformers
+LLAMA_CPP=${LLAMA_CPP:-/work/peers/llama.cpp}
+AP=${ARCH_PYTHON:-$VENV/bin/python}
+if [ -x "$LLAMA_CPP/build/bin/llama-perplexity" ] && "$AP" -c 'import transformers, tokenizers' 2>/dev/null; then
+    "$AP" tools/archmodels.py make "$B/arch" --llama "$LLAMA_CPP" &&
+        "$AP" tools/archmodels.py check "$B/arch" --qk "$B/qk" &&
+        "$AP" tools/archmodels.py check goldens/arch --qk "$B/qk" &&
+        "$AP" tools/archmodels.py quant "$B/arch" --llama "$LLAMA_CPP" --qk "$(pwd)/$B/qk" || status=1
+    cmp -s "$B/arch/SUMS" goldens/arch/SUMS && echo "arch: regenerated models identical to goldens/arch" ||
+        echo "arch: regenerated models differ from goldens/arch (other torch/transformers versions?)"
+else
+    echo "arch: skipped (needs llama.cpp at LLAMA_CPP=$LLAMA_CPP and transformers in $AP)"
+fi
+exit ${status:-0}
