@@ -17,6 +17,10 @@
 # - logits independent of -t, -b and QK_CPU for every family, GGUF and HF.
 A=goldens/arch
 a_families="qwen3moe qwen2moe mixtral gpt-oss gemma2 gemma3 phi3"
+# 80 tokens of the text the base files were made from
+"$QK" run --tokenize -m "$A/qwen3moe/qwen3moe-f32.gguf" -f goldens/stories260K-eval/eval-64k.txt 2>/dev/null |
+    tr -d '[] ' | tr ',' '\n' | head -n 80 >"$T/a_ids"
+[ "$(wc -l <"$T/a_ids")" = 80 ] && ok || bad "arch: tokenizing the text"
 
 # a_gate WHAT MODEL BASE: qk-kld's gates against a base file
 a_gate() {
@@ -33,6 +37,26 @@ for a_f in $a_families; do
 done
 # qwen3moe with decoder_sparse_step 2 (a dense layer 0): transformers only
 a_gate "qwen3moe-step2 HF vs transformers" "$A/qwen3moe-step2/hf" "$A/qwen3moe-step2/transformers.kld"
+
+# gpt-oss with MXFP4 experts as OpenAI ships it (*_blocks, *_scales), and its
+# conversion (MXFP4 experts in GGUF): the experts computed natively, MXFP4
+# times Q8_0-rounded activations, as llama.cpp computes them.  Against
+# llama.cpp the usual gate; against transformers (which dequantizes and
+# computes in F32) mean KLD <= 1e-3 and same top >= 95 %: llama.cpp's own
+# logits of the converted file are 4.5e-4 / 98.4 % from transformers', ours
+# 4.2e-4 / 97.6 %.  With YaRN truncated as llama.cpp does it, the directory's
+# logits are the GGUF's bit for bit.
+M=$A/gpt-oss-mxfp4
+a_gate "gpt-oss-mxfp4 GGUF vs llama.cpp" "$M/gpt-oss-mxfp4-f32.gguf" "$M/llamacpp.kld"
+if "$QK" kld -q -m "$M/hf" --kld-base "$M/transformers.kld" -t 2 --max-kld-mean 1e-3 --min-same-top 95 >"$T/out" 2>"$T/err"; then
+    ok
+else
+    bad "gpt-oss-mxfp4 HF vs transformers: $(grep -E 'Mean    KLD|Same top' "$T/out" | tr '\n' ' ') $(cat "$T/err")"
+fi
+rm -rf "$T/a_mxhf" && cp -r "$M/hf" "$T/a_mxhf" && sed -i 's/"truncate": false/"truncate": true/' "$T/a_mxhf/config.json"
+"$QK" run -m "$T/a_mxhf" --tokens-in "$T/a_ids" -n 0 -q --logits-out "$T/a_l1" >/dev/null 2>&1
+"$QK" run -m "$M/gpt-oss-mxfp4-f32.gguf" --tokens-in "$T/a_ids" -n 0 -q --logits-out "$T/a_l2" >/dev/null 2>&1
+cmp -s "$T/a_l1" "$T/a_l2" && ok || bad "gpt-oss MXFP4 directory (YaRN truncated) and its GGUF give other logits"
 
 # (run in the model's folder: llama-quantize stores the imatrix name as given)
 a_qk=$(cd "$(dirname "$QK")" && pwd)/$(basename "$QK")
@@ -54,14 +78,10 @@ for a_f in qwen3moe qwen2moe mixtral gpt-oss; do
     done <"$A/$a_f/quant.sha256"
 done
 
-# determinism: the first 80 tokens of the base file's text, logits at -t 1
-# against -t 3, -b 7 and each SIMD level
-"$QK" run --tokenize -m "$A/qwen3moe/qwen3moe-f32.gguf" -f goldens/stories260K-eval/eval-64k.txt 2>/dev/null |
-    tr -d '[] ' | tr ',' '\n' | head -n 80 >"$T/a_ids"
-[ "$(wc -l <"$T/a_ids")" = 80 ] && ok || bad "arch: tokenizing for the determinism checks"
+# determinism: logits at -t 1 against -t 3, -b 7 and each SIMD level
 a_levels="scalar avx2"
 grep -q avx512bw /proc/cpuinfo 2>/dev/null && grep -q avx512dq /proc/cpuinfo && a_levels="$a_levels avx512"
-for a_f in $a_families; do
+for a_f in $a_families gpt-oss-mxfp4; do
     for a_m in "$A/$a_f/$a_f-f32.gguf" "$A/$a_f/hf"; do
         if ! "$QK" run -m "$a_m" --tokens-in "$T/a_ids" -n 0 -q -t 1 --logits-out "$T/a_ref" >/dev/null 2>"$T/err"; then
             bad "qk-run $a_m: $(cat "$T/err")"

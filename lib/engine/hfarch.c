@@ -10,6 +10,8 @@
  * interleaved by column, the experts' matrices transposed). */
 #include "lib/engine/hfarch.h"
 
+#include "kernels/types.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -457,6 +459,9 @@ static const struct {
     {"mlp.experts.gate_up_proj_bias", "ffn_gate_exps.bias", M(F_GPT_OSS), QK_HFX_B_EVEN},
     {"mlp.experts.gate_up_proj_bias", "ffn_up_exps.bias", M(F_GPT_OSS), QK_HFX_B_ODD},
     {"mlp.experts.down_proj_bias", "ffn_down_exps.bias", M(F_GPT_OSS), 0},
+    {"mlp.experts.gate_up_proj_blocks", "ffn_gate_exps.weight", M(F_GPT_OSS), QK_HFX_MX_EVEN},
+    {"mlp.experts.gate_up_proj_blocks", "ffn_up_exps.weight", M(F_GPT_OSS), QK_HFX_MX_ODD},
+    {"mlp.experts.down_proj_blocks", "ffn_down_exps.weight", M(F_GPT_OSS), QK_HFX_MX_ALL},
     {"self_attn.qkv_proj.weight", "attn_qkv.weight", M(F_PHI3), 0},
     {"mlp.gate_up_proj.weight", "ffn_up.weight", M(F_PHI3), 0},
 };
@@ -546,9 +551,60 @@ bool qk_hf_family_hf_name(const qk_hf_family *f, const char *gguf, int expert, c
 
 /* ---- gpt-oss's expert layout ------------------------------------------------------- */
 
-int qk_hf_family_derive(int xform, const char *dir, const qk_hf_tensor *t, int64_t ne[4],
+/* *_blocks and its *_scales as MXFP4 rows (conversion/gpt_oss.py
+ * repack_mxfp4 and transform_nibble_layout: gpt-oss packs elements 2j and
+ * 2j+1 into byte j, ggml elements j and j+16). */
+static int derive_mxfp4(int xform, const qk_hfdir *hf, const qk_hf_tensor *t, int64_t ne[4],
                         uint8_t **owned, qk_err *err)
 {
+    char sname[256];
+    const size_t n = strlen(t->name);
+    snprintf(sname, sizeof sname, "%.*s_scales", (int)(n - 7), t->name); /* "_blocks" */
+    const qk_hf_tensor *sc = qk_hf_find(hf, sname);
+    if (t->n_dims != 4 || t->ne[0] != 16 || strcmp(t->dtype, "U8") != 0)
+        return qk_err_at(err, hf->dir, t->name, t->st->info_offset,
+                         "expected U8 MXFP4 blocks [experts, rows, groups, 16]");
+    const int64_t G = t->ne[1], R = t->ne[2], E = t->ne[3];
+    if (!sc)
+        return qk_err_at(err, hf->dir, sname, 0, "required tensor is missing (the scales of %s)", t->name);
+    if (sc->n_dims != 3 || strcmp(sc->dtype, "U8") != 0 || sc->ne[0] != G || sc->ne[1] != R || sc->ne[2] != E)
+        return qk_err_at(err, hf->dir, sc->name, sc->st->info_offset,
+                         "expected U8 scales [%lld, %lld, %lld]", (long long)E, (long long)R, (long long)G);
+    const int step = xform == QK_HFX_MX_ALL ? 1 : 2, first = xform == QK_HFX_MX_ODD;
+    if (R % step != 0)
+        return qk_err_at(err, hf->dir, t->name, t->st->info_offset, "an odd number of gate/up rows");
+    const int64_t rows = R / step;
+    uint8_t *o = malloc((size_t)(E * rows * G) * 17);
+    if (!o)
+        return qk_errf(err, QK_EIO, "out of memory");
+    uint8_t *p = o;
+    for (int64_t e = 0; e < E; e++)
+        for (int64_t r = 0; r < rows; r++) {
+            const int64_t src = e * R + r * step + first;
+            for (int64_t g = 0; g < G; g++, p += 17) {
+                const uint8_t *b = t->data + (size_t)(src * G + g) * 16;
+                p[0] = sc->data[src * G + g];
+                for (int j = 0; j < 16; j++) {
+                    const int lo = (j % 2 ? b[j / 2] >> 4 : b[j / 2]) & 15;
+                    const int hi = (j % 2 ? b[8 + j / 2] >> 4 : b[8 + j / 2]) & 15;
+                    p[1 + j] = (uint8_t)(lo | hi << 4);
+                }
+            }
+        }
+    ne[0] = G * 32, ne[1] = rows, ne[2] = E, ne[3] = 1;
+    *owned = o;
+    return 0;
+}
+
+int qk_hf_family_derive(int xform, const qk_hfdir *hf, const qk_hf_tensor *t, int64_t ne[4],
+                        int *type, uint8_t **owned, qk_err *err)
+{
+    const char *dir = hf->dir;
+    *type = t->type;
+    if (xform == QK_HFX_MX_EVEN || xform == QK_HFX_MX_ODD || xform == QK_HFX_MX_ALL) {
+        *type = QK_MXFP4;
+        return derive_mxfp4(xform, hf, t, ne, owned, err);
+    }
     const bool matrix = xform == QK_HFX_GU_EVEN || xform == QK_HFX_GU_ODD || xform == QK_HFX_T;
     const size_t esz = t->nelem ? (size_t)(t->nbytes / t->nelem) : 0;
     if (t->type < 0 || esz == 0 || t->nbytes % t->nelem != 0 || t->n_dims != (matrix ? 3 : 2) ||

@@ -13,7 +13,8 @@
  *                                            decoder_sparse_step, mlp_only_layers
  *   Qwen3MoeForCausalLM          qwen3moe    the same but the shared expert
  *   GptOssForCausalLM            gpt-oss     num_local_experts, num_experts_per_tok, sliding_window,
- *                                            layer_types, swiglu_limit, rope yarn (truncate)
+ *                                            layer_types, swiglu_limit, rope yarn (truncate);
+ *                                            experts in BF16/F32 or MXFP4 (*_blocks, *_scales)
  *   Gemma2ForCausalLM            gemma2      query_pre_attn_scalar, attn_/final_logit_softcapping,
  *                                            sliding_window, layer_types, hidden_activation
  *   Gemma3ForCausalLM            gemma3      the same, rope per layer type (rope_local_base_freq)
@@ -85,6 +86,10 @@ enum {
     QK_HFX_T,         /* [E, I, H] -> [E, H, I] (gpt-oss down_proj) */
     QK_HFX_B_EVEN,    /* [E, 2I] -> [E, I], even (gpt-oss gate_up_proj_bias) */
     QK_HFX_B_ODD,
+    /* gpt-oss's MXFP4 experts: *_blocks [E, rows, cols/32, 16] and *_scales
+     * [E, rows, cols/32] as ggml's MXFP4 blocks (the scale byte, then 16
+     * bytes holding elements j and j+16), rows 2i (gate), 2i+1 (up), all */
+    QK_HFX_MX_EVEN, QK_HFX_MX_ODD, QK_HFX_MX_ALL,
 };
 
 /* One GGUF tensor a Hugging Face tensor is, or is part of. */
@@ -102,8 +107,9 @@ int qk_hf_family_names(const qk_hf_family *f, const char *hf, qk_hf_target *out)
 /* The family's HF name of GGUF tensor `gguf` (messages), or false. */
 bool qk_hf_family_hf_name(const qk_hf_family *f, const char *gguf, int expert, char *buf, size_t n);
 
-/* Tensor t rearranged by xform into *out (data in a malloc'd *owned). */
-int qk_hf_family_derive(int xform, const char *dir, const qk_hf_tensor *t, int64_t out_ne[4],
-                        uint8_t **owned, qk_err *err);
+/* Tensor t of hf rearranged by xform into a malloc'd *owned of type *type
+ * and shape out_ne. */
+int qk_hf_family_derive(int xform, const qk_hfdir *hf, const qk_hf_tensor *t, int64_t out_ne[4],
+                        int *type, uint8_t **owned, qk_err *err);
 
 #endif

@@ -27,7 +27,8 @@ struct qk_hfmodel_map {
     int perm;                 /* QK_PERM_* (applied only when permute_qk) */
     int xform;                /* QK_HFX_* (hfarch.h): the family's own layout */
     uint8_t *permuted;        /* the permuted or rearranged copy, made on first use */
-    int64_t ne[4];            /* the rearranged copy's shape */
+    int64_t ne[4];            /* the rearranged copy's shape and type */
+    int type;
 };
 
 /* The rope_scaling object (or transformers 5's rope_parameters), or NULL. */
@@ -264,17 +265,19 @@ static int entry_tensor(qk_hfmodel *h, qk_hfmodel_map *e, qk_src_tensor *out, qk
     }
     const uint8_t *data = t->data;
     const int64_t *ne = t->ne;
+    int type = t->type;
     if (e->xform != QK_HFX_NONE) {
-        if (!e->permuted && qk_hf_family_derive(e->xform, h->hf->dir, t, e->ne, &e->permuted, err))
+        if (!e->permuted && qk_hf_family_derive(e->xform, h->hf, t, e->ne, &e->type, &e->permuted, err))
             return -1;
         data = e->permuted;
         ne = e->ne;
+        type = e->type;
     } else if (h->permute_qk && e->perm != QK_PERM_NONE) {
         if (!e->permuted && permute(h, e, err))
             return -1;
         data = e->permuted;
     }
-    *out = (qk_src_tensor){.name = t->name, .name_len = (int)strlen(t->name), .type = t->type,
+    *out = (qk_src_tensor){.name = t->name, .name_len = (int)strlen(t->name), .type = type,
                            .ne = {ne[0], ne[1], ne[2], ne[3]}, .data = data,
                            .offset = t->st->info_offset, .mapped = data == t->data}; /* qk_st_open maps */
     return 1;
