@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "lib/core/cli.h"
@@ -516,12 +517,16 @@ static int run(const args *a, qk_err *err)
     /* the tokenizer of whichever model is a GGUF file, else the Hugging Face
      * directory's tokenizer.json */
     const qk_gguf *tg = mq.g ? mq.g : mb.g;
+    char tj[4096];
+    snprintf(tj, sizeof tj, "%s/tokenizer.json", mq.hf ? mq.hf->hf->dir : "");
     if (tg) {
         tok = qk_tok_from_gguf(tg, err);
-    } else {
-        char tj[4096];
-        snprintf(tj, sizeof tj, "%s/tokenizer.json", mq.hf->hf->dir);
+    } else if (access(tj, R_OK) == 0) {
         tok = qk_tok_from_hf_json(tj, err);
+    } else {
+        rc = qk_errf(err, QK_EINPUT, "%s: a Hugging Face directory without tokenizer.json: give a GGUF "
+                     "model as -m or --base", a->model);
+        goto done;
     }
     if (!tok) {
         rc = err->code ? err->code : QK_EINPUT;
@@ -610,7 +615,10 @@ static int run(const args *a, qk_err *err)
         /* qk: the factored encoding when it is the smaller one */
         const uint64_t rows_total = (uint64_t)n_chunk * (uint64_t)(n_ctx - 1 - n_ctx / 2);
         const qk_kldb_head head = {&mq.m->output, mq.m->output_bias};
-        const bool fact = a->base_format == QK_KLDB_QK && qk_kldb_factored_pays(rows_total, &mq.m->output);
+        /* (the factored file recomputes logits as the output layer gives
+         * them: no final soft-capping) */
+        const bool fact = a->base_format == QK_KLDB_QK && mq.m->hp.final_softcap == 0.0f &&
+                          qk_kldb_factored_pays(rows_total, &mq.m->output);
         if ((rc = qk_kldb_create(&bout, a->base_out, a->base_format, n_ctx, nv, n_chunk, tokens, 9,
                                  fact ? &head : NULL, err)))
             goto done;
