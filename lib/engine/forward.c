@@ -84,11 +84,11 @@ void qk_rmsnorm(float *y, const float *x, const float *w, int n, float eps)
         y[i] = x[i] * scale * w[i];
 }
 
-static void add_bias(float *y, const float *b, int n_tok, int n)
+void qk_add_rows(float *y, const float *b, int n_rows, int n)
 {
     if (!b)
         return;
-    for (int t = 0; t < n_tok; t++)
+    for (int t = 0; t < n_rows; t++)
         for (int i = 0; i < n; i++)
             y[(size_t)t * n + i] += b[i];
 }
@@ -284,9 +284,9 @@ static void stage_rows(void *ctx, size_t begin, size_t end)
         case ST_QKV: {
             const size_t nq = (size_t)hp->n_head * hp->head_dim;
             float *q = c->q + t * nq, *k = c->k + t * c->kv_dim, *v = c->v + t * c->kv_dim_v;
-            add_bias(q, L->bq, 1, (int)nq);
-            add_bias(k, L->bk, 1, c->kv_dim);
-            add_bias(v, L->bv, 1, c->kv_dim_v);
+            qk_add_rows(q, L->bq, 1, (int)nq);
+            qk_add_rows(k, L->bk, 1, c->kv_dim);
+            qk_add_rows(v, L->bv, 1, c->kv_dim_v);
             prepare_heads(c, L, q, (int)t, hp->n_head, L->q_norm, hp->q_prescale ? hp->kq_scale : 0.0f);
             prepare_heads(c, L, k, (int)t, hp->n_head_kv, L->k_norm, 0.0f);
             if (j->kc) {
@@ -297,7 +297,7 @@ static void stage_rows(void *ctx, size_t begin, size_t end)
         }
         case ST_ATTN_OUT: {
             float *proj = c->proj + t * e;
-            add_bias(proj, L->bo, 1, (int)e);
+            qk_add_rows(proj, L->bo, 1, (int)e);
             if (L->attn_post_norm)
                 qk_rmsnorm(proj, proj, L->attn_post_norm, (int)e, hp->rms_eps);
             for (size_t d = 0; d < e; d++)
@@ -429,7 +429,7 @@ int qk_output_logits(const qk_model *m, const float *h, int n, float *out, qk_ma
     const int nv = m->hp.n_vocab;
     if (qk_matmul(&m->output, h, n, out, ws, nthreads, err))
         return err->code;
-    add_bias(out, m->output_bias, n, nv);
+    qk_add_rows(out, m->output_bias, n, nv);
     /* final soft-capping: ggml_scale by 1/cap, ggml_tanh, ggml_scale by cap */
     const float cap = m->hp.final_softcap;
     if (cap != 0.0f)

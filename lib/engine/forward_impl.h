@@ -10,6 +10,9 @@
  * squares summed in double, scale = 1/sqrtf(mean + eps) in float. */
 void qk_rmsnorm(float *y, const float *x, const float *w, int n, float eps);
 
+/* y[r][i] += b[i] for n_rows rows of n (b NULL: nothing). */
+void qk_add_rows(float *y, const float *b, int n_rows, int n);
+
 /* Attention of the batch's n_tok queries (c->q) against layer il's cache
  * (kc, vc: keys and values of positions 0 .. c->n_past + n_tok - 1 already
  * stored; kqc: KIVI's quantized key groups or NULL) into c->att. */

@@ -87,15 +87,6 @@ static void route(const qk_hparams *hp, float *l, int32_t *sel, float *w)
     }
 }
 
-static void add_rows(float *y, const float *b, int n_rows, int n)
-{
-    if (!b)
-        return;
-    for (int r = 0; r < n_rows; r++)
-        for (int i = 0; i < n; i++)
-            y[(size_t)r * n + i] += b[i];
-}
-
 /* Expert e on the chunk's rows that chose it: gathered, its three products,
  * and each result times its weight into its (token, slot) place. */
 static int run_expert(qk_ctx *c, const qk_layer *L, int e, const float *xb, int nt, qk_err *err)
@@ -116,12 +107,12 @@ static int run_expert(qk_ctx *c, const qk_layer *L, int e, const float *xb, int 
     float *const gu_out[2] = {w->g, w->u};
     if (qk_matmul_n(gu, gu_out, 2, w->x, n, &c->ws, c->nthreads, err))
         return err->code;
-    add_rows(w->g, L->exps.gate_b ? L->exps.gate_b + (size_t)e * nf : NULL, n, nf);
-    add_rows(w->u, L->exps.up_b ? L->exps.up_b + (size_t)e * nf : NULL, n, nf);
+    qk_add_rows(w->g, L->exps.gate_b ? L->exps.gate_b + (size_t)e * nf : NULL, n, nf);
+    qk_add_rows(w->u, L->exps.up_b ? L->exps.up_b + (size_t)e * nf : NULL, n, nf);
     qk_ffn_act_rows(hp, w->g, w->u, (size_t)n * nf);
     if (qk_matmul(&L->exps.down[e], w->g, n, w->d, &c->ws, c->nthreads, err))
         return err->code;
-    add_rows(w->d, L->exps.down_b ? L->exps.down_b + (size_t)e * ne : NULL, n, ne);
+    qk_add_rows(w->d, L->exps.down_b ? L->exps.down_b + (size_t)e * ne : NULL, n, ne);
     for (int r = 0; r < n; r++) {
         const float wt = w->w[w->rows[r]];
         float *dst = w->slots + (size_t)w->rows[r] * ne;
@@ -165,7 +156,7 @@ int qk_moe_block(qk_ctx *c, const qk_layer *L, int n_tok, qk_err *err)
         const float *xb = c->xb + (size_t)t0 * ne;
         if (qk_matmul(&L->gate_inp, xb, nt, w->logits, &c->ws, c->nthreads, err))
             return err->code;
-        add_rows(w->logits, L->gate_inp_b, nt, nx);
+        qk_add_rows(w->logits, L->gate_inp_b, nt, nx);
         for (int t = 0; t < nt; t++)
             route(hp, w->logits + (size_t)t * nx, w->sel + (size_t)t * k, w->w + (size_t)t * k);
         for (int e = 0; e < nx; e++)
