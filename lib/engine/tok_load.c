@@ -97,6 +97,9 @@ qk_tokenizer *qk_tok_from_gguf(const qk_gguf *g, qk_err *err)
         s.type = QK_TOK_SPM;
     } else if (qk_str_eq(model, "gpt2")) {
         s.type = QK_TOK_BPE;
+    } else if (qk_str_eq(model, "gemma4")) {
+        s.type = QK_TOK_BPE; /* SentencePiece-style BPE: no default special ids */
+        s.no_default_ids = true;
     } else {
         qk_err_at(err, g->path, "tokenizer.ggml.model", 0, "unsupported tokenizer '%.*s'",
                   (int)(model.len > 64 ? 64 : model.len), model.ptr);
@@ -140,7 +143,7 @@ qk_tokenizer *qk_tok_from_gguf(const qk_gguf *g, qk_err *err)
             types[i] = v < 0 || v > 6 ? QK_TT_UNDEFINED : (int32_t)v;
         }
     }
-    s.pre = pre;
+    s.pre = s.no_default_ids ? "gemma4" : pre;
     s.name = name;
     s.arch = arch;
     s.n_tokens = (uint32_t)n_tok;

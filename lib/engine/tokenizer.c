@@ -86,7 +86,7 @@ int64_t qk_bpe_rank(const qk_tokenizer *t, const char *l, size_t ln, const char 
 
 /* ---- pre-tokenizer names ---------------------------------------------------- */
 
-enum { PF_IGNORE_MERGES = 1, PF_ADD_BOS = 2, PF_KEEP_SPACES = 4, PF_NO_BOS_ID = 8 };
+enum { PF_IGNORE_MERGES = 1, PF_ADD_BOS = 2, PF_KEEP_SPACES = 4, PF_NO_BOS_ID = 8, PF_ESCAPE_SPACES = 16 };
 
 /* tokenizer.ggml.pre names llama.cpp accepts whose rules are implemented
  * here, with the flags its loader sets for them (llama_vocab::impl::load). */
@@ -95,9 +95,9 @@ static const struct pre_name {
     int pre, flags;
 } pre_names[] = {
     {"default", QK_PRE_DEFAULT, 0},
+    {"llama-bpe", QK_PRE_LLAMA3, PF_IGNORE_MERGES | PF_ADD_BOS},
     {"llama3", QK_PRE_LLAMA3, PF_IGNORE_MERGES | PF_ADD_BOS},
     {"llama-v3", QK_PRE_LLAMA3, PF_IGNORE_MERGES | PF_ADD_BOS},
-    {"llama-bpe", QK_PRE_LLAMA3, PF_IGNORE_MERGES | PF_ADD_BOS},
     {"falcon3", QK_PRE_LLAMA3, PF_IGNORE_MERGES | PF_ADD_BOS},
     {"falcon-h1", QK_PRE_LLAMA3, PF_IGNORE_MERGES | PF_ADD_BOS},
     {"pixtral", QK_PRE_LLAMA3, PF_IGNORE_MERGES | PF_ADD_BOS},
@@ -145,6 +145,42 @@ static const struct pre_name {
     {"stablelm2", QK_PRE_QWEN2, 0},
     {"hunyuan", QK_PRE_QWEN2, PF_KEEP_SPACES},
     {"solar-open", QK_PRE_QWEN2, PF_KEEP_SPACES},
+    {"grok-2", QK_PRE_QWEN2, PF_KEEP_SPACES},
+    {"minicpm5", QK_PRE_MINICPM5, PF_IGNORE_MERGES},
+    {"deepseek-coder", QK_PRE_DEEPSEEK_CODER, PF_KEEP_SPACES},
+    {"deepseek-v3", QK_PRE_DEEPSEEK3, PF_KEEP_SPACES},
+    {"hunyuan-dense", QK_PRE_DEEPSEEK3, PF_KEEP_SPACES},
+    {"joyai-llm", QK_PRE_DEEPSEEK3, PF_KEEP_SPACES},
+    {"youtu", QK_PRE_YOUTU, PF_KEEP_SPACES | PF_IGNORE_MERGES},
+    {"jais-2", QK_PRE_JAIS2, 0},
+    {"gemma4", QK_PRE_GEMMA4, PF_ESCAPE_SPACES},
+    {"granite-embed-multi-311m", QK_PRE_GEMMA4, PF_ESCAPE_SPACES},
+    {"sarvam-moe", QK_PRE_GEMMA4, PF_ESCAPE_SPACES | PF_KEEP_SPACES},
+    {"whitespace", QK_PRE_WHITESPACE, 0},
+    {"qwen35", QK_PRE_QWEN35, PF_KEEP_SPACES},
+    {"poro-chat", QK_PRE_PORO, PF_KEEP_SPACES},
+    {"bloom", QK_PRE_PORO, 0},
+    {"gpt3-finnish", QK_PRE_PORO, 0},
+    {"viking", QK_PRE_VIKING, PF_KEEP_SPACES},
+    {"tekken", QK_PRE_TEKKEN, PF_KEEP_SPACES | PF_IGNORE_MERGES | PF_ADD_BOS},
+    {"exaone-moe", QK_PRE_EXAONE_MOE, 0},
+    {"chameleon", QK_PRE_CHAMELEON, PF_ADD_BOS | PF_KEEP_SPACES},
+    {"gpt-4o", QK_PRE_GPT4O, PF_KEEP_SPACES},
+    {"llama4", QK_PRE_GPT4O, PF_KEEP_SPACES},
+    {"kanana2", QK_PRE_GPT4O, PF_KEEP_SPACES},
+    {"talkie", QK_PRE_GPT4O, PF_KEEP_SPACES},
+    {"minimax-m2", QK_PRE_GPT4O, PF_KEEP_SPACES},
+    {"granite-embed-multi-97m", QK_PRE_GRANITE_EMB_MULTI, PF_KEEP_SPACES | PF_IGNORE_MERGES},
+    {"tiny_aya", QK_PRE_TINY_AYA, PF_KEEP_SPACES},
+    {"cohere2moe", QK_PRE_TINY_AYA, PF_KEEP_SPACES},
+    {"superbpe", QK_PRE_SUPERBPE, PF_KEEP_SPACES},
+    {"bailingmoe", QK_PRE_BAILINGMOE, PF_KEEP_SPACES},
+    {"bailingmoe2", QK_PRE_BAILINGMOE, PF_KEEP_SPACES},
+    {"llada-moe", QK_PRE_BAILINGMOE, PF_KEEP_SPACES},
+    {"seed-coder", QK_PRE_SEED_CODER, PF_KEEP_SPACES},
+    {"kimi-k2", QK_PRE_KIMI_K2, PF_KEEP_SPACES},
+    {"afmoe", QK_PRE_AFMOE, PF_KEEP_SPACES},
+    {"laguna", QK_PRE_LAGUNA, PF_KEEP_SPACES},
 };
 
 static const struct pre_name *pre_lookup(const char *name, size_t len)
@@ -163,12 +199,11 @@ int qk_tok_pre_from_name(const char *name, size_t len)
 
 const char *qk_tok_pre_name(int pre)
 {
-    static const char *const names[QK_PRE_COUNT] = {
-        [QK_PRE_DEFAULT] = "default", [QK_PRE_GPT2] = "gpt-2", [QK_PRE_LLAMA3] = "llama-bpe",
-        [QK_PRE_QWEN2] = "qwen2", [QK_PRE_DEEPSEEK_LLM] = "deepseek-llm",
-        [QK_PRE_FALCON] = "falcon", [QK_PRE_STARCODER] = "starcoder",
-    };
-    return pre >= 0 && pre < QK_PRE_COUNT ? names[pre] : "?";
+    /* the first name of the table with this pre-tokenizer */
+    for (size_t i = 0; i < sizeof pre_names / sizeof pre_names[0]; i++)
+        if (pre_names[i].pre == pre)
+            return pre_names[i].name;
+    return "?";
 }
 
 /* ---- building ------------------------------------------------------------- */
@@ -577,8 +612,11 @@ qk_tokenizer *qk_tok_new(const qk_tok_spec *s, const char *src, qk_err *err)
         t->ignore_merges = pflags & PF_IGNORE_MERGES;
         t->add_bos = pflags & PF_ADD_BOS;
         t->clean_spaces = !(pflags & PF_KEEP_SPACES);
+        t->escape_spaces = pflags & PF_ESCAPE_SPACES;
         if (pflags & PF_NO_BOS_ID)
             t->bos = QK_TOKEN_NULL;
+        if (s->no_default_ids)
+            t->bos = t->eos = QK_TOKEN_NULL;
     }
     if (s->add_space_prefix >= 0)
         t->add_space_prefix = s->add_space_prefix;

@@ -32,15 +32,39 @@ typedef struct qk_tokenizer qk_tokenizer;
 
 enum qk_tok_type { QK_TOK_SPM = 1, QK_TOK_BPE = 2 };
 
-/* Pre-tokenizers (llama_vocab_pre_type subset); names as tokenizer.ggml.pre. */
+/* Pre-tokenizers: one per distinct regex list of llama.cpp's
+ * llm_tokenizer_bpe (lib/engine/tok_pretok.c holds the lists); several
+ * tokenizer.ggml.pre names share one (qk_tok_pre_from_name). */
 enum qk_tok_pre {
-    QK_PRE_DEFAULT = 0,  /* "default" (and SPM vocabularies) */
-    QK_PRE_GPT2,         /* "gpt-2", "phi-2", "jina-es", "roberta-bpe", ... */
-    QK_PRE_LLAMA3,       /* "llama-bpe", "llama3", "falcon3", ... */
-    QK_PRE_QWEN2,        /* "qwen2", "stablelm2", "hunyuan", ... */
-    QK_PRE_DEEPSEEK_LLM, /* "deepseek-llm" */
-    QK_PRE_FALCON,       /* "falcon" */
-    QK_PRE_STARCODER,    /* "starcoder", "refact", "command-r", "smollm", ... */
+    QK_PRE_DEFAULT = 0,        /* "default" (and SPM vocabularies) */
+    QK_PRE_GPT2,               /* "gpt-2", "phi-2", "mpt", "olmo", "jais", ... */
+    QK_PRE_LLAMA3,             /* "llama-bpe", "llama3", "dbrx", "smaug-bpe", "chatglm-bpe", ... */
+    QK_PRE_QWEN2,              /* "qwen2", "stablelm2", "hunyuan", "grok-2", ... */
+    QK_PRE_DEEPSEEK_LLM,       /* "deepseek-llm" */
+    QK_PRE_FALCON,             /* "falcon" */
+    QK_PRE_STARCODER,          /* "starcoder", "refact", "command-r", "smollm", "exaone", ... */
+    QK_PRE_JAIS2,              /* "jais-2" */
+    QK_PRE_DEEPSEEK3,          /* "deepseek-v3", "hunyuan-dense", "joyai-llm" */
+    QK_PRE_YOUTU,              /* "youtu" */
+    QK_PRE_DEEPSEEK_CODER,     /* "deepseek-coder" */
+    QK_PRE_QWEN35,             /* "qwen35" */
+    QK_PRE_PORO,               /* "poro-chat", "bloom", "gpt3-finnish" */
+    QK_PRE_VIKING,             /* "viking" */
+    QK_PRE_TEKKEN,             /* "tekken" */
+    QK_PRE_CHAMELEON,          /* "chameleon" */
+    QK_PRE_GPT4O,              /* "gpt-4o", "llama4", "minimax-m2", ... */
+    QK_PRE_GRANITE_EMB_MULTI,  /* "granite-embed-multi-97m" */
+    QK_PRE_TINY_AYA,           /* "tiny_aya", "cohere2moe" */
+    QK_PRE_KIMI_K2,            /* "kimi-k2" */
+    QK_PRE_SUPERBPE,           /* "superbpe" */
+    QK_PRE_BAILINGMOE,         /* "bailingmoe", "bailingmoe2", "llada-moe" */
+    QK_PRE_SEED_CODER,         /* "seed-coder" */
+    QK_PRE_AFMOE,              /* "afmoe" */
+    QK_PRE_LAGUNA,             /* "laguna" */
+    QK_PRE_EXAONE_MOE,         /* "exaone-moe" */
+    QK_PRE_GEMMA4,             /* "gemma4", "sarvam-moe", ...: raw UTF-8, spaces as U+2581 */
+    QK_PRE_MINICPM5,           /* "minicpm5" */
+    QK_PRE_WHITESPACE,         /* "whitespace" */
     QK_PRE_COUNT
 };
 
@@ -64,6 +88,7 @@ enum {
 typedef struct qk_tok_spec {
     int type;                  /* QK_TOK_SPM or QK_TOK_BPE */
     const char *pre;           /* tokenizer.ggml.pre; NULL: "default" */
+    bool no_default_ids;       /* BPE without llama.cpp's default BOS/EOS 11 ("gemma4" model) */
     const char *name;          /* general.name (per-model attribute fixes); may be NULL */
     const char *arch;          /* general.architecture; may be NULL */
     uint32_t n_tokens;
@@ -187,7 +212,7 @@ struct qk_tokenizer {
 
     int32_t bos, eos, eot, eom, unk, sep, pad, mask, linefeed;
     int32_t fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep;
-    bool add_bos, add_eos, add_space_prefix, clean_spaces, ignore_merges;
+    bool add_bos, add_eos, add_space_prefix, clean_spaces, ignore_merges, escape_spaces;
 
     int32_t *special;       /* control/user-defined/unknown ids, longest text first */
     uint32_t n_special;
@@ -219,8 +244,13 @@ int qk_spm_encode(const qk_tokenizer *t, const char *text, size_t n, qk_ids *out
 int qk_bpe_encode(const qk_tokenizer *t, const char *text, size_t n, qk_ids *out, qk_err *err);
 /* Merge rank of the pair (left, right); -1 when not a merge. */
 int64_t qk_bpe_rank(const qk_tokenizer *t, const char *l, size_t ln, const char *r, size_t rn);
-/* Pre-tokenize cpts[0..n) with pre; piece lengths (in code points) to out. */
+/* Pre-tokenize cpts[0..n) with pre; piece lengths (in code points) to out
+ * (lib/engine/tok_pretok.c). */
 int qk_pre_split_cpts(int pre, const uint32_t *cpts, size_t n, qk_sizes *out, qk_err *err);
+/* Whether pre's words are merged as raw UTF-8 (llama.cpp's byte_encode = false). */
+bool qk_pre_raw_utf8(int pre);
+/* Compile every regex of every pre-tokenizer (a self-check for the tests). */
+int qk_pre_check_all(qk_err *err);
 
 #endif
 
