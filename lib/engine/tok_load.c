@@ -97,6 +97,8 @@ qk_tokenizer *qk_tok_from_gguf(const qk_gguf *g, qk_err *err)
         s.type = QK_TOK_SPM;
     } else if (qk_str_eq(model, "gpt2")) {
         s.type = QK_TOK_BPE;
+    } else if (qk_str_eq(model, "bert")) {
+        s.type = QK_TOK_WPM;
     } else if (qk_str_eq(model, "gemma4")) {
         s.type = QK_TOK_BPE; /* SentencePiece-style BPE: no default special ids */
         s.no_default_ids = true;
@@ -176,6 +178,8 @@ qk_tokenizer *qk_tok_from_gguf(const qk_gguf *g, qk_err *err)
     s.add_bos = gguf_flag(g, "tokenizer.ggml.add_bos_token");
     s.add_eos = gguf_flag(g, "tokenizer.ggml.add_eos_token");
     s.add_space_prefix = gguf_flag(g, "tokenizer.ggml.add_space_prefix");
+    s.lowercase = gguf_flag(g, "tokenizer.ggml.normalizer.lowercase");
+    s.strip_accents = gguf_flag(g, "tokenizer.ggml.normalizer.strip_accents");
     t = qk_tok_new(&s, g->path, err);
 done:
     free(tokens);

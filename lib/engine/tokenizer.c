@@ -214,6 +214,7 @@ void qk_tok_spec_init(qk_tok_spec *s)
     s->bos = s->eos = s->eot = s->eom = s->unk = s->sep = s->pad = s->mask = -2;
     s->fim_pre = s->fim_suf = s->fim_mid = s->fim_pad = s->fim_rep = s->fim_sep = -2;
     s->add_bos = s->add_eos = s->add_space_prefix = -1;
+    s->lowercase = s->strip_accents = -1;
 }
 
 void qk_tok_free(qk_tokenizer *t)
@@ -282,6 +283,8 @@ static int load_tokens(qk_tokenizer *t, const qk_tok_spec *s, const char *src, q
             t->len[i] = (uint32_t)snprintf(t->arena + pos, 21, "[EMPTY_%u]", i);
         }
         pos += t->len[i];
+        if (t->len[i] > t->max_token_len)
+            t->max_token_len = t->len[i];
         t->score[i] = s->scores ? s->scores[i] : 0.0f;
         t->attr[i] = s->types ? attr_of_type(s->types[i]) : QK_ATTR_NORMAL;
         if (qk_tok_find(t, qk_tok_ptr(t, (int32_t)i), t->len[i]) != QK_TOKEN_NULL)
@@ -574,7 +577,7 @@ static void set_special(int32_t *slot, int64_t given, uint32_t n_vocab)
 
 qk_tokenizer *qk_tok_new(const qk_tok_spec *s, const char *src, qk_err *err)
 {
-    if (s->type != QK_TOK_SPM && s->type != QK_TOK_BPE) {
+    if (s->type != QK_TOK_SPM && s->type != QK_TOK_BPE && s->type != QK_TOK_WPM) {
         qk_errf(err, QK_EINPUT, "%s: unsupported tokenizer type", src);
         return NULL;
     }
@@ -596,6 +599,11 @@ qk_tokenizer *qk_tok_new(const qk_tok_spec *s, const char *src, qk_err *err)
         t->pre = QK_PRE_DEFAULT;
         t->bos = 1, t->eos = 2, t->unk = 0;
         t->add_space_prefix = true;
+        t->add_bos = true;
+    } else if (t->type == QK_TOK_WPM) {
+        t->pre = QK_PRE_DEFAULT;
+        t->bos = 101, t->eos = QK_TOKEN_NULL, t->unk = 100, t->sep = 102, t->pad = 0, t->mask = 103;
+        t->clean_spaces = true;
         t->add_bos = true;
     } else {
         t->bos = 11, t->eos = 11, t->unk = QK_TOKEN_NULL;
@@ -620,6 +628,9 @@ qk_tokenizer *qk_tok_new(const qk_tok_spec *s, const char *src, qk_err *err)
     }
     if (s->add_space_prefix >= 0)
         t->add_space_prefix = s->add_space_prefix;
+    /* normalizer options (WordPiece; the "whitespace" pre-tokenizer does not lowercase) */
+    t->lowercase = s->lowercase >= 0 ? s->lowercase : t->pre != QK_PRE_WHITESPACE;
+    t->strip_accents = s->strip_accents >= 0 ? s->strip_accents : t->lowercase;
     if (load_tokens(t, s, src, err) || load_merges(t, s, src, err)) {
         qk_tok_free(t);
         return NULL;
@@ -797,10 +808,13 @@ int qk_tok_encode(const qk_tokenizer *t, const char *text, size_t n, bool add_sp
         return qk_errf(err, QK_EINPUT, "tokenizer: text too long (%zu bytes)", n);
     frags fr = {0};
     qk_ids out = {0};
-    if (add_special && ((t->add_bos && t->bos == QK_TOKEN_NULL) || (t->add_eos && t->eos == QK_TOKEN_NULL)))
+    /* WordPiece adds BOS (CLS) and SEP whatever its flags say */
+    bool wpm = t->type == QK_TOK_WPM, add_bos = wpm || t->add_bos, add_eos = !wpm && t->add_eos;
+    int32_t last = wpm ? t->sep : t->eos;
+    if (add_special && ((add_bos && t->bos == QK_TOKEN_NULL) || ((add_eos || wpm) && last == QK_TOKEN_NULL)))
         return qk_errf(err, QK_EINPUT, "tokenizer: BOS/EOS is to be added but the vocabulary has none");
     int rc = partition(t, text, n, parse_special, &fr, err);
-    if (!rc && add_special && t->add_bos)
+    if (!rc && add_special && add_bos)
         rc = qk_ids_push(&out, t->bos, err);
     bool prev_special = true; /* SPM: prefix a space to the first text */
     for (size_t i = 0; i < fr.n && !rc; i++) {
@@ -811,12 +825,14 @@ int qk_tok_encode(const qk_tokenizer *t, const char *text, size_t n, bool add_sp
         } else if (t->type == QK_TOK_SPM) {
             rc = spm_fragment(t, text + f.off, f.len, t->add_space_prefix && prev_special, &out, err);
             prev_special = false;
+        } else if (wpm) {
+            rc = qk_wpm_encode(t, text + f.off, f.len, &out, err);
         } else {
             rc = qk_bpe_encode(t, text + f.off, f.len, &out, err);
         }
     }
-    if (!rc && add_special && t->add_eos)
-        rc = qk_ids_push(&out, t->eos, err);
+    if (!rc && add_special && (add_eos || wpm))
+        rc = qk_ids_push(&out, last, err);
     free(fr.v);
     if (rc) {
         free(out.v);

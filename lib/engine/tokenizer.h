@@ -1,11 +1,13 @@
 /* tokenizer.h - text <-> token ids, matching llama.cpp (src/llama-vocab.cpp at
  * d32676d) id for id.
  *
- * Two vocabulary types:
+ * Three vocabulary types:
  *   SPM  tokenizer.ggml.model = "llama": SentencePiece-style merging by token
  *        score, spaces escaped as U+2581, byte fallback <0xXX>  (lib/engine/tok_spm.c)
  *   BPE  tokenizer.ggml.model = "gpt2": byte-level BPE by merge rank after a
- *        pre-tokenizer chosen by tokenizer.ggml.pre            (lib/engine/tok_bpe.c)
+ *        pre-tokenizer chosen by tokenizer.ggml.pre (lib/engine/tok_pretok.c,
+ *        lib/engine/tok_bpe.c); "gemma4": the same on raw UTF-8
+ *   WPM  tokenizer.ggml.model = "bert": WordPiece, longest match (lib/engine/tok_wpm.c)
  *
  * qk_tok_encode() is llama_tokenize(vocab, text, add_special, parse_special):
  * add_special adds BOS/EOS as the vocabulary's add-BOS/add-EOS flags say;
@@ -30,7 +32,7 @@ typedef struct qk_tokenizer qk_tokenizer;
 
 #define QK_TOKEN_NULL (-1)
 
-enum qk_tok_type { QK_TOK_SPM = 1, QK_TOK_BPE = 2 };
+enum qk_tok_type { QK_TOK_SPM = 1, QK_TOK_BPE = 2, QK_TOK_WPM = 3 };
 
 /* Pre-tokenizers: one per distinct regex list of llama.cpp's
  * llm_tokenizer_bpe (lib/engine/tok_pretok.c holds the lists); several
@@ -102,6 +104,7 @@ typedef struct qk_tok_spec {
     int64_t fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep;
     /* -1 = not given (use the type's default), else 0/1. */
     int add_bos, add_eos, add_space_prefix;
+    int lowercase, strip_accents;  /* tokenizer.ggml.normalizer.* (WordPiece) */
 } qk_tok_spec;
 
 /* A spec with every optional field "not given". */
@@ -213,6 +216,8 @@ struct qk_tokenizer {
     int32_t bos, eos, eot, eom, unk, sep, pad, mask, linefeed;
     int32_t fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep;
     bool add_bos, add_eos, add_space_prefix, clean_spaces, ignore_merges, escape_spaces;
+    bool lowercase, strip_accents;  /* WordPiece normalizer */
+    uint32_t max_token_len;
 
     int32_t *special;       /* control/user-defined/unknown ids, longest text first */
     uint32_t n_special;
@@ -240,6 +245,8 @@ static inline int qk_tok_cmp_i32(const void *a, const void *b)
 
 /* SPM: append the ids of one raw-text fragment (already space-escaped). */
 int qk_spm_encode(const qk_tokenizer *t, const char *text, size_t n, qk_ids *out, qk_err *err);
+/* WPM: split, normalize and cover one raw-text fragment (lib/engine/tok_wpm.c). */
+int qk_wpm_encode(const qk_tokenizer *t, const char *text, size_t n, qk_ids *out, qk_err *err);
 /* BPE: pre-tokenize, byte-encode and merge one raw-text fragment. */
 int qk_bpe_encode(const qk_tokenizer *t, const char *text, size_t n, qk_ids *out, qk_err *err);
 /* Merge rank of the pair (left, right); -1 when not a merge. */
