@@ -84,7 +84,9 @@ static int gguf_flag(const qk_gguf *g, const char *key)
     return qk_gguf_get_bool(g, key, &b) ? b : -1;
 }
 
-qk_tokenizer *qk_tok_from_gguf(const qk_gguf *g, qk_err *err)
+qk_tokenizer *qk_tok_from_gguf(const qk_gguf *g, qk_err *err) { return qk_tok_from_gguf_pre(g, NULL, err); }
+
+qk_tokenizer *qk_tok_from_gguf_pre(const qk_gguf *g, const char *pre_name, qk_err *err)
 {
     qk_tok_spec s;
     qk_tok_spec_init(&s);
@@ -145,7 +147,7 @@ qk_tokenizer *qk_tok_from_gguf(const qk_gguf *g, qk_err *err)
             types[i] = v < 0 || v > 6 ? QK_TT_UNDEFINED : (int32_t)v;
         }
     }
-    s.pre = s.no_default_ids ? "gemma4" : pre;
+    s.pre = s.no_default_ids ? "gemma4" : pre_name ? pre_name : pre;
     s.name = name;
     s.arch = arch;
     s.n_tokens = (uint32_t)n_tok;

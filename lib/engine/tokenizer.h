@@ -256,6 +256,9 @@ int64_t qk_bpe_rank(const qk_tokenizer *t, const char *l, size_t ln, const char 
 int qk_pre_split_cpts(int pre, const uint32_t *cpts, size_t n, qk_sizes *out, qk_err *err);
 /* Whether pre's words are merged as raw UTF-8 (llama.cpp's byte_encode = false). */
 bool qk_pre_raw_utf8(int pre);
+/* qk_tok_from_gguf with tokenizer.ggml.pre replaced by pre (NULL: as stored);
+ * the tests run every pre-tokenizer over one vocabulary with it. */
+qk_tokenizer *qk_tok_from_gguf_pre(const qk_gguf *g, const char *pre, qk_err *err);
 /* Compile every regex of every pre-tokenizer (a self-check for the tests). */
 int qk_pre_check_all(qk_err *err);
 
