@@ -1,0 +1,456 @@
+/* conv_vocab.c - the converter's byte-level BPE vocabulary (conv_vocab.h).
+ * Follows TextModel.get_vocab_base / get_vocab_base_pre / _set_vocab_gpt2
+ * (llama.cpp conversion/base.py) and gguf-py's SpecialVocab (vocab.py) at
+ * d32676d, for the tokenizer.json files transformers writes. */
+#include "lib/convert/conv_vocab.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "lib/core/files.h"
+#include "lib/core/sha256.h"
+#include "lib/core/strbuf.h"
+#include "lib/engine/tokenizer.h"
+
+enum { TT_NORMAL = 1, TT_CONTROL = 3, TT_USER_DEFINED = 4, TT_UNUSED = 5 };
+
+static int oom(qk_err *err) { return qk_errf(err, QK_EIO, "qk-convert: out of memory"); }
+
+static bool file_exists(const char *dir, const char *name)
+{
+    char *p = qk_path_join(dir, name);
+    struct stat st;
+    bool ok = p && stat(p, &st) == 0 && S_ISREG(st.st_mode);
+    free(p);
+    return ok;
+}
+
+/* Parse dir/name; *out NULL when the file is absent. */
+static int load_json(const char *dir, const char *name, qk_jsonv **out, char **buf_out, size_t *n_out, qk_err *err)
+{
+    *out = NULL;
+    char *path = qk_path_join(dir, name), *buf = NULL;
+    size_t n = 0;
+    if (!path)
+        return oom(err);
+    int rc = qk_read_file(path, true, &buf, &n, err);
+    if (!rc && buf) {
+        qk_jsonp_err je;
+        if (qk_jsonp_parse(buf, n, 0, out, &je))
+            rc = qk_err_at(err, path, "JSON", je.off, "%s", je.msg);
+    }
+    free(path);
+    if (buf_out && !rc)
+        *buf_out = buf, *n_out = n;
+    else
+        free(buf);
+    return rc;
+}
+
+/* does_token_look_special */
+static bool looks_special(const char *t)
+{
+    size_t n = strlen(t);
+    if (!strcmp(t, "<pad>") || !strcmp(t, "<mask>") || !strcmp(t, "<2mass>") || !strcmp(t, "[@BOS@]"))
+        return true;
+    if (n >= 4 && !strncmp(t, "<|", 2) && !strcmp(t + n - 2, "|>"))
+        return true;
+    static const char fl[] = "<\xef\xbd\x9c", fr[] = "\xef\xbd\x9c>"; /* <｜ ｜> */
+    if (n >= 8 && !strncmp(t, fl, 4) && !strcmp(t + n - 4, fr))
+        return true;
+    return n >= 8 && !strncmp(t, "<unused", 7) && t[n - 1] == '>';
+}
+
+static char *dup_str(const char *s, size_t n)
+{
+    char *c = malloc(n + 1);
+    if (c) {
+        memcpy(c, s, n);
+        c[n] = '\0';
+    }
+    return c;
+}
+
+/* A user-defined token with U+2581 replaced by spaces. */
+static char *unescape_spaces(const char *s)
+{
+    qk_sbuf b = {0};
+    for (const char *p = s; *p;) {
+        if (!strncmp(p, "\xe2\x96\x81", 3)) {
+            qk_sb_printf(&b, " ");
+            p += 3;
+        } else {
+            qk_sb_printf(&b, "%c", *p++);
+        }
+    }
+    return b.s ? b.s : dup_str("", 0);
+}
+
+/* The tokenizer's ids of the check text with the post-processor's added
+ * special tokens (TemplateProcessing "single"; ByteLevel adds none). */
+static int check_ids(const char *buf, size_t n, const qk_jsonv *root, const char *path, qk_sbuf *out, qk_err *err)
+{
+    qk_tokenizer *t = qk_tok_from_hf_json_mem(buf, n, path, err);
+    if (!t)
+        return err->code ? err->code : QK_EINPUT;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    int rc = qk_tok_encode(t, qk_conv_chktxt, qk_conv_chktxt_len, false, true, &ids, &n_ids, err);
+    qk_tok_free(t);
+    if (rc)
+        return rc;
+    /* the post-processor's template around sequence A */
+    const qk_jsonv *pp = qk_jsonv_get(root, "post_processor");
+    const qk_jsonv *procs = qk_jsonv_get(pp, "processors");
+    size_t n_procs = procs ? qk_jsonv_len(procs) : (pp && pp->type == QK_JOBJ);
+    qk_sbuf pre = {0}, post = {0};
+    for (size_t k = 0; k < n_procs && !rc; k++) {
+        const qk_jsonv *p = procs ? qk_jsonv_at(procs, k) : pp;
+        const char *type = qk_jsonv_get_str(p, "type", "");
+        if (!strcmp(type, "ByteLevel"))
+            continue;
+        if (strcmp(type, "TemplateProcessing") != 0) {
+            rc = qk_err_at(err, path, "post_processor.type", p->off, "'%s' is not supported by qk-convert", type);
+            break;
+        }
+        const qk_jsonv *single = qk_jsonv_get(p, "single"), *st = qk_jsonv_get(p, "special_tokens");
+        bool after = false;
+        for (size_t i = 0; i < qk_jsonv_len(single) && !rc; i++) {
+            const qk_jsonv *e = qk_jsonv_at(single, i);
+            if (qk_jsonv_get(e, "Sequence")) {
+                after = true;
+                continue;
+            }
+            const char *sid = qk_jsonv_get_str(qk_jsonv_get(e, "SpecialToken"), "id", NULL);
+            const qk_jsonv *tids = qk_jsonv_get(qk_jsonv_get(st, sid ? sid : ""), "ids");
+            if (!sid || !tids) {
+                rc = qk_err_at(err, path, "post_processor.single", e->off, "unsupported template entry");
+                break;
+            }
+            for (size_t j = 0; j < qk_jsonv_len(tids); j++) {
+                int64_t v;
+                qk_jsonv_i64(qk_jsonv_at(tids, j), &v);
+                qk_sb_printf(after ? &post : &pre, "%lld, ", (long long)v);
+            }
+        }
+    }
+    /* str(list): "[a, b, c]" */
+    qk_sb_printf(out, "[%s", pre.s ? pre.s : "");
+    for (size_t i = 0; i < n_ids; i++)
+        qk_sb_printf(out, "%d, ", ids[i]);
+    qk_sb_printf(out, "%s", post.s ? post.s : "");
+    if (out->n >= 2 && out->s[out->n - 2] == ',')
+        out->n -= 2, out->s[out->n] = '\0';
+    qk_sb_printf(out, "]");
+    free(pre.s);
+    free(post.s);
+    free(ids);
+    return rc;
+}
+
+static int put_id(qk_conv_vocab *v, const char *key, int64_t id, qk_err *err)
+{
+    for (int i = 0; i < v->n_ids; i++)
+        if (!strcmp(v->ids[i].key, key))
+            return 0; /* _set_special_token: the first value stays */
+    if (id < 0)
+        return qk_errf(err, QK_EINPUT, "qk-convert: invalid value for special token %s: %lld", key, (long long)id);
+    if (id > UINT32_MAX)
+        return qk_errf(err, QK_EINPUT, "qk-convert: special token %s id %lld too large", key, (long long)id);
+    v->ids[v->n_ids].key = key;
+    v->ids[v->n_ids++].id = (uint32_t)id;
+    return 0;
+}
+
+static void put_flag(qk_conv_vocab *v, const char *key, bool val)
+{
+    for (int i = 0; i < v->n_flags; i++)
+        if (!strcmp(v->flags[i].key, key)) {
+            v->flags[i].v = val; /* a dict update keeps the position */
+            return;
+        }
+    v->flags[v->n_flags].key = key;
+    v->flags[v->n_flags++].v = val;
+}
+
+/* SpecialVocab's types, the GGUF keys their ids and flags go to (NULL:
+ * gguf-py has no writer for it and skips it). */
+static const struct {
+    const char *typ, *id_key, *add_key;
+} special_types[] = {
+    {"bos", "tokenizer.ggml.bos_token_id", "tokenizer.ggml.add_bos_token"},
+    {"eos", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.add_eos_token"},
+    {"unk", "tokenizer.ggml.unknown_token_id", NULL},
+    {"sep", "tokenizer.ggml.seperator_token_id", "tokenizer.ggml.add_sep_token"},
+    {"pad", "tokenizer.ggml.padding_token_id", NULL},
+    {"cls", NULL, NULL},
+    {"mask", "tokenizer.ggml.mask_token_id", NULL},
+};
+#define N_TYPES (sizeof special_types / sizeof special_types[0])
+
+/* A tokenizer_config entry's content: a string, or a dict's "content". */
+static const char *entry_content(const qk_jsonv *e)
+{
+    if (qk_jsonv_is(e, QK_JSTR))
+        return qk_jsonv_str(e);
+    return qk_jsonv_is(qk_jsonv_get(e, "content"), QK_JSTR) ? qk_jsonv_get_str(e, "content", NULL) : NULL;
+}
+
+/* SpecialVocab._try_load_from_tokenizer_json's tokenizer_config part and
+ * _try_load_from_config_json. */
+static int special_vocab(qk_conv_vocab *v, const char *dir, const qk_jsonv *tok, const qk_jsonv *config, qk_err *err)
+{
+    qk_jsonv *tc = NULL;
+    int rc = load_json(dir, "tokenizer_config.json", &tc, NULL, NULL, err);
+    if (rc)
+        return rc;
+    const qk_jsonv *pp = qk_jsonv_get(tok, "post_processor");
+    if (pp) {
+        const qk_jsonv *procs = qk_jsonv_get(pp, "processors");
+        size_t n = procs ? qk_jsonv_len(procs) : 1;
+        for (size_t k = 0; k < n && !rc; k++) {
+            const char *type = qk_jsonv_get_str(procs ? qk_jsonv_at(procs, k) : pp, "type", "");
+            if (strcmp(type, "ByteLevel") != 0)
+                rc = qk_errf(err, QK_EINPUT, "%s: tokenizer.json post_processor '%s': qk-convert reproduces ByteLevel only",
+                             dir, type);
+        }
+    }
+    const qk_jsonv *added = qk_jsonv_get(tok, "added_tokens");
+    if (!rc && tc) {
+        const qk_jsonv *ct = qk_jsonv_get(tc, "chat_template");
+        bool alt = file_exists(dir, "chat_template.jinja") || file_exists(dir, "chat_template.json");
+        if (qk_jsonv_is(ct, QK_JSTR)) {
+            v->chat_template = dup_str(ct->str.s, ct->str.len);
+            if (!v->chat_template)
+                rc = oom(err);
+        } else if (ct || alt) {
+            rc = qk_errf(err, QK_EINPUT, "%s: chat template %s: not supported by qk-convert yet", dir,
+                         ct ? "as a list" : "in chat_template.jinja/.json");
+        }
+        for (size_t i = 0; i < N_TYPES && !rc; i++) {
+            char key[32];
+            snprintf(key, sizeof key, "add_%s_token", special_types[i].typ);
+            bool b;
+            if (qk_jsonv_bool(qk_jsonv_get(tc, key), &b) && special_types[i].add_key)
+                put_flag(v, special_types[i].add_key, b);
+            snprintf(key, sizeof key, "%s_token", special_types[i].typ);
+            const char *content = entry_content(qk_jsonv_get(tc, key));
+            if (!content)
+                continue;
+            for (size_t j = 0; j < qk_jsonv_len(added); j++) {
+                const qk_jsonv *a = qk_jsonv_at(added, j);
+                if (!strcmp(qk_jsonv_get_str(a, "content", ""), content)) {
+                    int64_t id;
+                    if (qk_jsonv_i64(qk_jsonv_get(a, "id"), &id) && special_types[i].id_key)
+                        rc = put_id(v, special_types[i].id_key, id, err);
+                    break;
+                }
+            }
+        }
+    }
+    for (size_t i = 0; i < N_TYPES && !rc; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "%s_token_id", special_types[i].typ);
+        const qk_jsonv *e = qk_jsonv_get(config, key);
+        int64_t id;
+        if (e && e->type == QK_JNUM && qk_jsonv_i64(e, &id) && special_types[i].id_key)
+            rc = put_id(v, special_types[i].id_key, id, err);
+    }
+    qk_jsonv_free(tc);
+    return rc;
+}
+
+/* _parse_normalizer */
+static void parse_normalizer(qk_conv_vocab *v, const qk_jsonv *n)
+{
+    const char *type = qk_jsonv_get_str(n, "type", "");
+    bool b;
+    if (!strcmp(type, "Lowercase")) {
+        v->lowercase = 1;
+    } else if (!strcmp(type, "StripAccents")) {
+        v->strip_accents = 1;
+    } else if (!strcmp(type, "BertNormalizer")) {
+        if (qk_jsonv_bool(qk_jsonv_get(n, "lowercase"), &b))
+            v->lowercase = b;
+        if (qk_jsonv_bool(qk_jsonv_get(n, "strip_accents"), &b))
+            v->strip_accents = b;
+    } else if (!strcmp(type, "Sequence")) {
+        const qk_jsonv *list = qk_jsonv_get(n, "normalizers");
+        for (size_t i = 0; i < qk_jsonv_len(list); i++)
+            parse_normalizer(v, qk_jsonv_at(list, i));
+    }
+}
+
+/* Merges as the converter stores them: "a b", spaces inside a part of the
+ * pair form written as U+0120. */
+static int load_merges(qk_conv_vocab *v, const qk_jsonv *merges, const char *path, qk_err *err)
+{
+    v->n_merges = qk_jsonv_len(merges);
+    v->merges = calloc(v->n_merges ? v->n_merges : 1, sizeof *v->merges);
+    if (!v->merges)
+        return oom(err);
+    for (uint64_t i = 0; i < v->n_merges; i++) {
+        const qk_jsonv *m = qk_jsonv_at(merges, i);
+        if (qk_jsonv_is(m, QK_JSTR)) {
+            v->merges[i] = dup_str(m->str.s, m->str.len);
+        } else if (qk_jsonv_len(m) == 2 && qk_jsonv_is(qk_jsonv_at(m, 0), QK_JSTR) &&
+                   qk_jsonv_is(qk_jsonv_at(m, 1), QK_JSTR)) {
+            qk_sbuf b = {0};
+            for (int k = 0; k < 2; k++) {
+                const qk_jsonv *part = qk_jsonv_at(m, (size_t)k);
+                if (k)
+                    qk_sb_printf(&b, " ");
+                for (size_t j = 0; j < part->str.len; j++) {
+                    if (part->str.s[j] == ' ')
+                        qk_sb_printf(&b, "\xc4\xa0");
+                    else
+                        qk_sb_printf(&b, "%c", part->str.s[j]);
+                }
+            }
+            v->merges[i] = b.s ? b.s : dup_str("", 0);
+        } else {
+            return qk_err_at(err, path, "model.merges", m->off, "unknown merges format");
+        }
+        if (!v->merges[i])
+            return oom(err);
+    }
+    return 0;
+}
+
+int qk_conv_vocab_load(qk_conv_vocab *v, const char *dir, const qk_jsonv *config, uint32_t vocab_size,
+                       bool llama_family, qk_err *err)
+{
+    memset(v, 0, sizeof *v);
+    v->lowercase = v->strip_accents = v->add_space_prefix = -1;
+    if (file_exists(dir, "tokenizer.model"))
+        return qk_errf(err, QK_EINPUT, "%s: tokenizer.model (SentencePiece): not supported by qk-convert yet", dir);
+    qk_jsonv *tok = NULL;
+    char *buf = NULL;
+    size_t n = 0;
+    char *path = qk_path_join(dir, "tokenizer.json");
+    if (!path)
+        return oom(err);
+    int rc = load_json(dir, "tokenizer.json", &tok, &buf, &n, err);
+    if (!rc && !tok)
+        rc = qk_errf(err, QK_EINPUT, "%s: missing tokenizer.json (the converter needs a tokenizer)", dir);
+    const qk_jsonv *model = qk_jsonv_get(tok, "model");
+    if (!rc && strcmp(qk_jsonv_get_str(model, "type", ""), "BPE") != 0)
+        rc = qk_err_at(err, path, "model.type", model ? model->off : 0, "'%s': qk-convert reproduces BPE tokenizers only",
+                       qk_jsonv_get_str(model, "type", "?"));
+    if (!rc && llama_family && qk_jsonv_get_bool(model, "byte_fallback", false) &&
+        !strcmp(qk_jsonv_get_str(qk_jsonv_get(tok, "decoder"), "type", ""), "Sequence"))
+        rc = qk_errf(err, QK_EINPUT, "%s: SentencePiece-style BPE tokenizer.json (byte_fallback): not supported by qk-convert yet",
+                     path);
+    if (!rc && llama_family) {
+        qk_jsonv *tc = NULL;
+        rc = load_json(dir, "tokenizer_config.json", &tc, NULL, NULL, err);
+        bool b;
+        if (!rc && qk_jsonv_bool(qk_jsonv_get(tc, "add_prefix_space"), &b))
+            v->add_space_prefix = b;
+        if (!rc && !strcmp(qk_jsonv_get_str(tc, "tokenizer_class", ""), "HybridDNATokenizer"))
+            rc = qk_errf(err, QK_EINPUT, "%s: HybridDNATokenizer: not supported by qk-convert", dir);
+        qk_jsonv_free(tc);
+    }
+    /* the token list: model.vocab and added_tokens by id */
+    const qk_jsonv *vocab = qk_jsonv_get(model, "vocab"), *added = qk_jsonv_get(tok, "added_tokens");
+    v->n = vocab_size;
+    if (!rc) {
+        v->tokens = calloc(vocab_size ? vocab_size : 1, sizeof *v->tokens);
+        v->types = calloc(vocab_size ? vocab_size : 1, sizeof *v->types);
+        if (!v->tokens || !v->types)
+            rc = oom(err);
+    }
+    bool *is_added = rc ? NULL : calloc(vocab_size ? vocab_size : 1, sizeof *is_added);
+    bool *special = rc ? NULL : calloc(vocab_size ? vocab_size : 1, sizeof *special);
+    if (!rc && (!is_added || !special))
+        rc = oom(err);
+    for (size_t i = 0; i < qk_jsonv_len(vocab) && !rc; i++) {
+        const qk_jsonm *m = qk_jsonv_member(vocab, i);
+        uint64_t id;
+        if (!qk_jsonv_u64(m->val, &id))
+            rc = qk_err_at(err, path, "model.vocab", m->key_off, "bad id");
+        else if (id >= vocab_size)
+            rc = qk_errf(err, QK_EINPUT, "%s: token id %llu is not below the model's vocab_size %u", path,
+                         (unsigned long long)id, vocab_size);
+        else if (!(v->tokens[id] = dup_str(m->key, m->key_len)))
+            rc = oom(err);
+    }
+    for (size_t i = 0; i < qk_jsonv_len(added) && !rc; i++) {
+        const qk_jsonv *a = qk_jsonv_at(added, i);
+        const qk_jsonv *c = qk_jsonv_get(a, "content");
+        uint64_t id;
+        if (!qk_jsonv_u64(qk_jsonv_get(a, "id"), &id) || !qk_jsonv_is(c, QK_JSTR)) {
+            rc = qk_err_at(err, path, "added_tokens", a->off, "bad entry");
+        } else if (id >= vocab_size) {
+            rc = qk_errf(err, QK_EINPUT, "%s: added token id %llu is not below the model's vocab_size %u", path,
+                         (unsigned long long)id, vocab_size);
+        } else {
+            free(v->tokens[id]);
+            if (!(v->tokens[id] = dup_str(c->str.s, c->str.len)))
+                rc = oom(err);
+            is_added[id] = true;
+            special[id] = qk_jsonv_get_bool(a, "special", false);
+        }
+    }
+    for (uint32_t i = 0; i < vocab_size && !rc; i++) {
+        if (!v->tokens[i]) {
+            char pad[32];
+            snprintf(pad, sizeof pad, "[PAD%u]", i);
+            v->tokens[i] = dup_str(pad, strlen(pad));
+            v->types[i] = TT_UNUSED;
+        } else if (!is_added[i]) {
+            v->types[i] = TT_NORMAL;
+        } else if (special[i] || looks_special(v->tokens[i])) {
+            v->types[i] = TT_CONTROL;
+        } else {
+            char *u = unescape_spaces(v->tokens[i]);
+            free(v->tokens[i]);
+            v->tokens[i] = u;
+            v->types[i] = TT_USER_DEFINED;
+        }
+        if (!v->tokens[i])
+            rc = oom(err);
+    }
+    free(is_added);
+    free(special);
+    /* the pre-tokenizer by its check hash */
+    if (!rc) {
+        qk_sbuf s = {0};
+        rc = check_ids(buf, n, tok, path, &s, err);
+        if (!rc) {
+            qk_sha256_hex(s.s, s.n, v->chkhsh);
+            v->pre = qk_conv_pre_for_hash(v->chkhsh);
+            if (!v->pre)
+                rc = qk_errf(err, QK_EINPUT, "%s: BPE pre-tokenizer not recognized (chkhsh %s): the converter refuses it",
+                             path, v->chkhsh);
+        }
+        free(s.s);
+    }
+    if (!rc)
+        rc = load_merges(v, qk_jsonv_get(model, "merges"), path, err);
+    if (!rc && qk_jsonv_get(tok, "normalizer"))
+        parse_normalizer(v, qk_jsonv_get(tok, "normalizer"));
+    if (!rc)
+        rc = special_vocab(v, dir, tok, config, err);
+    qk_jsonv_free(tok);
+    free(buf);
+    free(path);
+    if (rc)
+        qk_conv_vocab_free(v);
+    return rc;
+}
+
+void qk_conv_vocab_free(qk_conv_vocab *v)
+{
+    for (uint32_t i = 0; v->tokens && i < v->n; i++)
+        free(v->tokens[i]);
+    for (uint64_t i = 0; v->merges && i < v->n_merges; i++)
+        free(v->merges[i]);
+    free(v->tokens);
+    free(v->types);
+    free(v->merges);
+    free(v->chat_template);
+    memset(v, 0, sizeof *v);
+}
