@@ -8,7 +8,8 @@
 # unless QK_CROSSCHECK_NO_TORCH=1, torch + compressed-tensors (PyPI's torch
 # for Linux x86-64 is the CUDA build: a few GB to download once), then runs
 # tools/crosscheck.py, which drives BUILD/tools/ckpt-tool (make crosscheck
-# builds it first).
+# builds it first).  With LLAMA_CPP set, also the qk-convert and pre-tokenizer
+# goldens (see below).
 set -eu
 B=${1:-build}
 VENV=$B/crosscheck-venv
@@ -24,4 +25,16 @@ if [ ! -f "$stamp" ]; then
     fi
     touch "$stamp"
 fi
-exec "$VENV/bin/python" tools/crosscheck.py --build "$B"
+"$VENV/bin/python" tools/crosscheck.py --build "$B"
+# qk-convert and the pre-tokenizers against llama.cpp (LLAMA_CPP: a checkout at the reference
+# commit with build/bin/llama-tokenize): regenerate their goldens and fail when they change.
+if [ -n "${LLAMA_CPP:-}" ]; then
+    if [ ! -f "$VENV/.qk-convert-installed" ]; then
+        "$VENV/bin/pip" install -q --disable-pip-version-check torch transformers tokenizers sentencepiece protobuf
+        touch "$VENV/.qk-convert-installed"
+    fi
+    PYTHON="$VENV/bin/python" "$VENV/bin/python" tools/gen_convert_goldens.py "$B"
+    "$VENV/bin/python" tools/gen_pretok_ids.py "$LLAMA_CPP/build/bin/llama-tokenize" goldens/vocab/pretok-ids.txt
+    "$VENV/bin/python" tools/gen_chkhsh_table.py "$LLAMA_CPP" >lib/convert/conv_prehash.c
+    git diff --exit-code -- goldens/convert goldens/vocab/pretok-ids.txt lib/convert/conv_prehash.c
+fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """llama.cpp's token ids of every pre-tokenizer over GPT-2's vocabulary.
 
-    python3 tools/gen_pretok_ids.py LLAMA_TOKENIZE OUT_FILE NAME...
+    python3 tools/gen_pretok_ids.py LLAMA_TOKENIZE OUT_FILE [NAME...]
 
 For each tokenizer.ggml.pre NAME, writes a copy of
 goldens/vocab/ggml-vocab-gpt-2.gguf whose tokenizer.ggml.pre is NAME (in a
@@ -24,6 +24,13 @@ VOCAB = "goldens/vocab/ggml-vocab-gpt-2.gguf"
 INPUTS = [VOCAB + ".inp", "goldens/vocab/pretok-extra.inp"]
 
 
+# one tokenizer.ggml.pre name per regex list of llama.cpp's llm_tokenizer_bpe
+# (plus dbrx and command-r: same lists as llama-bpe and starcoder, other flags)
+NAMES = ("default gpt-2 llama-bpe dbrx qwen2 deepseek-llm falcon starcoder command-r jais-2 deepseek-v3 "
+         "youtu deepseek-coder qwen35 poro-chat viking tekken chameleon gpt-4o granite-embed-multi-97m "
+         "tiny_aya kimi-k2 superbpe bailingmoe seed-coder afmoe laguna exaone-moe minicpm5").split()
+
+
 def read_inputs():
     return [open(path, "rb").read().decode("utf-8") for path in INPUTS]
 
@@ -43,7 +50,7 @@ def variant(src, dst, pre):
 
 
 def main():
-    tool, out_path, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+    tool, out_path, names = sys.argv[1], sys.argv[2], sys.argv[3:] or NAMES
     texts = read_inputs()
     with tempfile.TemporaryDirectory() as tmp, open(out_path, "w") as out:
         txt = os.path.join(tmp, "in.txt")

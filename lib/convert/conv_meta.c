@@ -13,17 +13,7 @@
 #include "lib/core/files.h"
 #include "lib/core/strbuf.h"
 
-static char *dupn(const char *s, size_t n)
-{
-    char *c = malloc(n + 1);
-    if (c) {
-        memcpy(c, s, n);
-        c[n] = '\0';
-    }
-    return c;
-}
-
-static char *dup0(const char *s) { return s ? dupn(s, strlen(s)) : NULL; }
+static char *dup0(const char *s) { return s ? strdup(s) : NULL; }
 
 /* \d+([.]\d+)* over s[0..n) */
 static bool dotted_number(const char *s, size_t n)
@@ -162,7 +152,7 @@ void qk_conv_id_components(const char *model_id, int64_t total_params, char **fu
     const char *slash = strchr(model_id, '/');
     const char *name = slash ? slash + 1 : model_id;
     if (slash && slash > model_id && model_id[0] != '.')
-        *org = dupn(model_id, (size_t)(slash - model_id));
+        *org = strndup(model_id, (size_t)(slash - model_id));
     else if (slash && slash == model_id)
         *org = dup0("");
     *full_name = dup0(name);
@@ -174,7 +164,7 @@ void qk_conv_id_components(const char *model_id, int64_t total_params, char **fu
         const char *d = strchr(p, '-');
         size_t len = d ? (size_t)(d - p) : strlen(p);
         if (len)
-            parts[n++] = dupn(p, len);
+            parts[n++] = strndup(p, len);
         if (!d)
             break;
         p = d + 1;
@@ -208,7 +198,7 @@ void qk_conv_id_components(const char *model_id, int64_t total_params, char **fu
                 part[len - 1] = (char)toupper((unsigned char)part[len - 1]);
             if (total_params != 0) {
                 /* float(part[:-1]) * 1000 ** " KMBT".find(part[-1]) */
-                char *num = dupn(part, len - 1), *end;
+                char *num = strndup(part, len - 1), *end;
                 double v = strtod(num, &end);
                 bool ok = *num && !*end && !isspace((unsigned char)num[0]) && strspn(num, "0123456789.") == strlen(num);
                 free(num);

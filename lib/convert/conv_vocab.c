@@ -63,15 +63,6 @@ static bool looks_special(const char *t)
     return n >= 8 && !strncmp(t, "<unused", 7) && t[n - 1] == '>';
 }
 
-static char *dup_str(const char *s, size_t n)
-{
-    char *c = malloc(n + 1);
-    if (c) {
-        memcpy(c, s, n);
-        c[n] = '\0';
-    }
-    return c;
-}
 
 /* A user-defined token with U+2581 replaced by spaces. */
 static char *unescape_spaces(const char *s)
@@ -85,7 +76,7 @@ static char *unescape_spaces(const char *s)
             qk_sb_printf(&b, "%c", *p++);
         }
     }
-    return b.s ? b.s : dup_str("", 0);
+    return b.s ? b.s : strndup("", 0);
 }
 
 /* The tokenizer's ids of the check text with the post-processor's added
@@ -222,7 +213,7 @@ static int special_vocab(qk_conv_vocab *v, const char *dir, const qk_jsonv *tok,
         const qk_jsonv *ct = qk_jsonv_get(tc, "chat_template");
         bool alt = file_exists(dir, "chat_template.jinja") || file_exists(dir, "chat_template.json");
         if (qk_jsonv_is(ct, QK_JSTR)) {
-            v->chat_template = dup_str(ct->str.s, ct->str.len);
+            v->chat_template = strndup(ct->str.s, ct->str.len);
             if (!v->chat_template)
                 rc = oom(err);
         } else if (ct || alt) {
@@ -294,7 +285,7 @@ static int load_merges(qk_conv_vocab *v, const qk_jsonv *merges, const char *pat
     for (uint64_t i = 0; i < v->n_merges; i++) {
         const qk_jsonv *m = qk_jsonv_at(merges, i);
         if (qk_jsonv_is(m, QK_JSTR)) {
-            v->merges[i] = dup_str(m->str.s, m->str.len);
+            v->merges[i] = strndup(m->str.s, m->str.len);
         } else if (qk_jsonv_len(m) == 2 && qk_jsonv_is(qk_jsonv_at(m, 0), QK_JSTR) &&
                    qk_jsonv_is(qk_jsonv_at(m, 1), QK_JSTR)) {
             qk_sbuf b = {0};
@@ -309,7 +300,7 @@ static int load_merges(qk_conv_vocab *v, const qk_jsonv *merges, const char *pat
                         qk_sb_printf(&b, "%c", part->str.s[j]);
                 }
             }
-            v->merges[i] = b.s ? b.s : dup_str("", 0);
+            v->merges[i] = b.s ? b.s : strndup("", 0);
         } else {
             return qk_err_at(err, path, "model.merges", m->off, "unknown merges format");
         }
@@ -374,7 +365,7 @@ int qk_conv_vocab_load(qk_conv_vocab *v, const char *dir, const qk_jsonv *config
         else if (id >= vocab_size)
             rc = qk_errf(err, QK_EINPUT, "%s: token id %llu is not below the model's vocab_size %u", path,
                          (unsigned long long)id, vocab_size);
-        else if (!(v->tokens[id] = dup_str(m->key, m->key_len)))
+        else if (!(v->tokens[id] = strndup(m->key, m->key_len)))
             rc = oom(err);
     }
     for (size_t i = 0; i < qk_jsonv_len(added) && !rc; i++) {
@@ -388,7 +379,7 @@ int qk_conv_vocab_load(qk_conv_vocab *v, const char *dir, const qk_jsonv *config
                          (unsigned long long)id, vocab_size);
         } else {
             free(v->tokens[id]);
-            if (!(v->tokens[id] = dup_str(c->str.s, c->str.len)))
+            if (!(v->tokens[id] = strndup(c->str.s, c->str.len)))
                 rc = oom(err);
             is_added[id] = true;
             special[id] = qk_jsonv_get_bool(a, "special", false);
@@ -398,7 +389,7 @@ int qk_conv_vocab_load(qk_conv_vocab *v, const char *dir, const qk_jsonv *config
         if (!v->tokens[i]) {
             char pad[32];
             snprintf(pad, sizeof pad, "[PAD%u]", i);
-            v->tokens[i] = dup_str(pad, strlen(pad));
+            v->tokens[i] = strndup(pad, strlen(pad));
             v->types[i] = TT_UNUSED;
         } else if (!is_added[i]) {
             v->types[i] = TT_NORMAL;

@@ -274,6 +274,42 @@ static int split_gpt2(const uint32_t *c, size_t n, qk_sizes *out, qk_err *err)
     return k.rc;
 }
 
+/* The alternatives after the letters, shared by the Llama 3 family and
+ * Kimi-K2: \p{N}{1,digits_max} (repeated over a longer run), then
+ *  ?[^\s<word>]+[\r\n]*, then the white-space tail; cuts and returns the
+ * new position.  (unicode.cpp tests the first character's own flags for being
+ * defined, and the one after an optional space for the class; Kimi-K2's
+ * variant tests the latter twice, which decides the same.) */
+static size_t llama3_tail(cutter *k, const uint32_t *c, size_t n, size_t pos, size_t digits_max, uint16_t word)
+{
+    uint32_t cpt = c[pos];
+    uint16_t flags = qk_ucd_flags(cpt);
+    if (IS(flags, QK_UCD_NUMBER)) {
+        size_t ini = pos;
+        while (IS(flags_at(c, n, pos), QK_UCD_NUMBER)) {
+            if (++pos - ini >= digits_max) {
+                cut(k, pos);
+                ini = pos;
+            }
+        }
+        cut(k, pos);
+        return pos;
+    }
+    uint16_t f2 = cpt == ' ' ? flags_at(c, n, pos + 1) : flags;
+    if (!IS(f2, word) && flags) {
+        pos += cpt == ' ';
+        while (!IS(f2, word) && f2)
+            f2 = flags_at(c, n, ++pos);
+        while (pos < n && (c[pos] == '\r' || c[pos] == '\n'))
+            pos++;
+        cut(k, pos);
+        return pos;
+    }
+    pos = space_tail(c, n, pos, true);
+    cut(k, pos);
+    return pos;
+}
+
 /* Llama 3 (digits_max 3), Qwen2 (1) and Qwen3.5 (1, marks):
  *   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}
  *   | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
@@ -304,32 +340,7 @@ static int split_llama3_like(const uint32_t *c, size_t n, qk_sizes *out, size_t 
             cut(&k, pos);
             continue;
         }
-        /* \p{N}{1,digits_max}, repeated over a longer run */
-        if (IS(flags, QK_UCD_NUMBER)) {
-            size_t ini = pos;
-            while (IS(flags_at(c, n, pos), QK_UCD_NUMBER)) {
-                if (++pos - ini >= digits_max) {
-                    cut(&k, pos);
-                    ini = pos;
-                }
-            }
-            cut(&k, pos);
-            continue;
-        }
-        /*  ?[^\s\p{L}\p{N}]+[\r\n]*  (unicode.cpp tests the first character's
-         * own flags for being defined, and the one after the space for class) */
-        uint16_t f2 = cpt == ' ' ? flags_at(c, n, pos + 1) : flags;
-        if (!IS(f2, word) && flags) {
-            pos += cpt == ' ';
-            while (!IS(f2, word) && f2)
-                f2 = flags_at(c, n, ++pos);
-            while (pos < n && (c[pos] == '\r' || c[pos] == '\n'))
-                pos++;
-            cut(&k, pos);
-            continue;
-        }
-        pos = space_tail(c, n, pos, true);
-        cut(&k, pos);
+        pos = llama3_tail(&k, c, n, pos, digits_max, word);
     }
     return k.rc;
 }
@@ -410,29 +421,7 @@ static int split_kimi_k2(const uint32_t *c, size_t n, qk_sizes *out, qk_err *err
             if (lead)
                 pos--;
         }
-        if (IS(flags, QK_UCD_NUMBER)) {
-            size_t ini = pos;
-            while (IS(flags_at(c, n, pos), QK_UCD_NUMBER)) {
-                if (++pos - ini >= 3) {
-                    cut(&k, pos);
-                    ini = pos;
-                }
-            }
-            cut(&k, pos);
-            continue;
-        }
-        uint16_t f2 = cpt == ' ' ? flags_at(c, n, pos + 1) : flags;
-        if (NOT_LNW(f2) && f2) {
-            pos += cpt == ' ';
-            while (NOT_LNW(f2) && f2)
-                f2 = flags_at(c, n, ++pos);
-            while (pos < n && (c[pos] == '\r' || c[pos] == '\n'))
-                pos++;
-            cut(&k, pos);
-            continue;
-        }
-        pos = space_tail(c, n, pos, true);
-        cut(&k, pos);
+        pos = llama3_tail(&k, c, n, pos, 3, QK_UCD_WHITESPACE | QK_UCD_LETTER | QK_UCD_NUMBER);
     }
     return k.rc;
 }
