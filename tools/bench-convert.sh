@@ -39,7 +39,7 @@ for t in $TYPES; do
     read -r qs qm <"$W/qk.time"
     read -r ps pm <"$W/py.time"
     awk -v t="$t" -v qs="$qs" -v qm="$qm" -v ps="$ps" -v pm="$pm" -v b="$bound" -v same="$same" 'BEGIN {
-        printf "| %s | %.2f | %.2f | %.1fx | %.0f | %.0f | %.0f | %s |\n", t, qs, ps, qs > 0 ? ps / qs : 0,
+        printf "| %s | %.2f | %.2f | %.1fx | %.0f | %.0f | %.0f | %s |\n", t, qs, ps, (qs > 0 ? ps / qs : 0),
                qm / 1024, pm / 1024, b / 1048576, same }'
     rm -f "$W/qk.gguf" "$W/py.gguf"
 done

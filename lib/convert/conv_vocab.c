@@ -168,9 +168,10 @@ static void put_flag(qk_conv_vocab *v, const char *key, bool val)
 
 /* SpecialVocab's types, the GGUF keys their ids and flags go to (NULL:
  * gguf-py has no writer for it and skips it). */
+enum { T_BOS, T_EOS, T_UNK, T_SEP, T_PAD, T_CLS, T_MASK, T_EOT, T_EOM, N_ALL };
 static const struct {
     const char *typ, *id_key, *add_key;
-} special_types[] = {
+} special_types[N_ALL] = {
     {"bos", "tokenizer.ggml.bos_token_id", "tokenizer.ggml.add_bos_token"},
     {"eos", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.add_eos_token"},
     {"unk", "tokenizer.ggml.unknown_token_id", NULL},
@@ -178,15 +179,140 @@ static const struct {
     {"pad", "tokenizer.ggml.padding_token_id", NULL},
     {"cls", NULL, NULL},
     {"mask", "tokenizer.ggml.mask_token_id", NULL},
+    {"eot", "tokenizer.ggml.eot_token_id", NULL},  /* added to the types by TemplateProcessing */
+    {"eom", "tokenizer.ggml.eom_token_id", NULL},
 };
-#define N_TYPES (sizeof special_types / sizeof special_types[0])
 
-/* A tokenizer_config entry's content: a string, or a dict's "content". */
-static const char *entry_content(const qk_jsonv *e)
+/* tokenizer_config.json's X_token entries as SpecialVocab sees (and edits)
+ * them: each a string, another JSON value (shown as OTHER, which equals no
+ * string), or absent (NULL). */
+static const char OTHER[] = "\x01(not a string)";
+typedef struct tc_entry {
+    bool edited;
+    const char *s;             /* string value, or NULL */
+    const qk_jsonv *j;         /* non-string value, or NULL */
+} tc_entry;
+typedef struct tc_view {
+    const qk_jsonv *tc;
+    tc_entry e[N_ALL];
+    int n_types;               /* special_token_types: 7, 8 or 9 */
+} tc_view;
+
+static tc_entry tc_raw(const tc_view *t, int typ)
 {
-    if (qk_jsonv_is(e, QK_JSTR))
-        return qk_jsonv_str(e);
-    return qk_jsonv_is(qk_jsonv_get(e, "content"), QK_JSTR) ? qk_jsonv_get_str(e, "content", NULL) : NULL;
+    if (t->e[typ].edited)
+        return t->e[typ];
+    char key[32];
+    snprintf(key, sizeof key, "%s_token", special_types[typ].typ);
+    const qk_jsonv *v = qk_jsonv_get(t->tc, key);
+    tc_entry r = {false, NULL, NULL};
+    if (v && v->type == QK_JSTR)
+        r.s = v->str.s;
+    else if (v && v->type != QK_JNULL)
+        r.j = v;
+    return r;
+}
+
+/* The value as Python's truthiness and == see it. */
+static const char *tc_get(const tc_view *t, int typ)
+{
+    tc_entry r = tc_raw(t, typ);
+    if (r.s)
+        return *r.s ? r.s : NULL;
+    if (!r.j || (r.j->type == QK_JBOOL && !r.j->b) || ((r.j->type == QK_JOBJ || r.j->type == QK_JARR) && !qk_jsonv_len(r.j)) ||
+        (r.j->type == QK_JNUM && r.j->num.d == 0))
+        return NULL;
+    return OTHER;
+}
+
+/* tokenizer_config[X_token] = the value of Y (a string, or Y's JSON value). */
+static void tc_copy(tc_view *t, int typ, int from, const char *s)
+{
+    tc_entry r = s && s != OTHER ? (tc_entry){true, s, NULL} : tc_raw(t, from);
+    r.edited = true;
+    t->e[typ] = r;
+}
+
+/* The token text of an entry: a string, or a dict's "content". */
+static const char *tc_content(const tc_view *t, int typ)
+{
+    tc_entry r = tc_raw(t, typ);
+    if (r.s)
+        return r.s;
+    return qk_jsonv_is(qk_jsonv_get(r.j, "content"), QK_JSTR) ? qk_jsonv_get_str(r.j, "content", NULL) : NULL;
+}
+
+static bool same(const char *a, const char *b) { return a && b && a != OTHER && b != OTHER && !strcmp(a, b); }
+
+/* The crude TemplateProcessing parse of _try_load_from_tokenizer_json: which
+ * of BOS / EOS / SEP the template adds, and the entries it fills in. */
+static void template_processing(qk_conv_vocab *v, tc_view *t, const qk_jsonv *p)
+{
+    bool have_tc = qk_jsonv_len(t->tc) > 0; /* an empty tokenizer_config is falsy */
+    const char *bos = tc_get(t, T_BOS), *cls = tc_get(t, T_CLS), *eos = tc_get(t, T_EOS), *sep = tc_get(t, T_SEP);
+    const qk_jsonv *single = qk_jsonv_get(p, "single"), *pair = qk_jsonv_get(p, "pair");
+    size_t ns = qk_jsonv_len(single);
+    const char *first = NULL, *last = NULL;
+    if (ns > 1) {
+        first = qk_jsonv_get_str(qk_jsonv_get(qk_jsonv_at(single, 0), "SpecialToken"), "id", NULL);
+        if (first && *first) {
+            if (!have_tc) {
+                bos = first;
+            } else if (!same(first, bos) && !same(first, cls)) {
+                if (!bos)
+                    tc_copy(t, T_BOS, T_BOS, bos = first);
+                if (!cls)
+                    tc_copy(t, T_CLS, T_CLS, cls = first);
+            }
+            put_flag(v, special_types[T_BOS].add_key, same(first, bos) || same(first, cls));
+        } else {
+            first = NULL;
+        }
+        last = qk_jsonv_get_str(qk_jsonv_get(qk_jsonv_at(single, ns - 1), "SpecialToken"), "id", NULL);
+        if (last && *last) {
+            if (!have_tc) {
+                eos = last;
+            } else if (!same(last, eos)) {
+                if (t->n_types < T_EOT + 1) {
+                    t->n_types = T_EOT + 1;
+                    tc_copy(t, T_EOT, T_EOS, eos);
+                } else if (t->n_types < T_EOM + 1) {
+                    t->n_types = T_EOM + 1;
+                    tc_copy(t, T_EOM, T_EOS, eos);
+                }
+                tc_copy(t, T_EOS, T_EOS, eos = last);
+            }
+            put_flag(v, special_types[T_EOS].add_key, same(last, eos));
+        } else {
+            last = NULL;
+        }
+    }
+    size_t np = qk_jsonv_len(pair);
+    if (!np)
+        return;
+    size_t start = first && same(qk_jsonv_get_str(qk_jsonv_get(qk_jsonv_at(pair, 0), "SpecialToken"), "id", NULL), first);
+    size_t stop = np - (last && same(qk_jsonv_get_str(qk_jsonv_get(qk_jsonv_at(pair, np - 1), "SpecialToken"), "id", NULL),
+                                     last));
+    if (stop <= start)
+        return;
+    const char *a = qk_jsonv_get_str(qk_jsonv_get(qk_jsonv_at(pair, start), "Sequence"), "id", NULL);
+    const char *b = qk_jsonv_get_str(qk_jsonv_get(qk_jsonv_at(pair, stop - 1), "Sequence"), "id", NULL);
+    if (!a || !b || strcmp(a, "A") || strcmp(b, "B") || stop - start <= 2)
+        return;
+    /* A [sep] [eos] B */
+    bool add_sep = false;
+    size_t mid = stop - start - 2;
+    const char *e = qk_jsonv_get_str(qk_jsonv_get(qk_jsonv_at(pair, start + 1), "SpecialToken"), "id", NULL);
+    if (e && *e && (same(e, sep) || same(e, eos)) && !last)
+        add_sep = true;
+    if (mid == 2) {
+        e = qk_jsonv_get_str(qk_jsonv_get(qk_jsonv_at(pair, start + 2), "SpecialToken"), "id", NULL);
+        if (e && *e && (same(e, sep) || same(e, eos)))
+            add_sep = true;
+    }
+    put_flag(v, special_types[T_SEP].add_key, add_sep);
+    if (add_sep && !sep && have_tc)
+        tc_copy(t, T_SEP, T_EOS, eos);
 }
 
 /* SpecialVocab._try_load_from_tokenizer_json's tokenizer_config part and
@@ -197,37 +323,46 @@ static int special_vocab(qk_conv_vocab *v, const char *dir, const qk_jsonv *tok,
     int rc = load_json(dir, "tokenizer_config.json", &tc, NULL, NULL, err);
     if (rc)
         return rc;
+    tc_view t = {.tc = tc, .n_types = T_MASK + 1};
+    bool have_tc = qk_jsonv_len(tc) > 0;
+    /* cls/sep stand in for missing bos/eos */
+    if (have_tc && !tc_get(&t, T_BOS) && tc_get(&t, T_CLS))
+        tc_copy(&t, T_BOS, T_CLS, tc_get(&t, T_CLS));
+    if (have_tc && !tc_get(&t, T_EOS) && tc_get(&t, T_SEP))
+        tc_copy(&t, T_EOS, T_SEP, tc_get(&t, T_SEP));
     const qk_jsonv *pp = qk_jsonv_get(tok, "post_processor");
-    if (pp) {
+    if (pp && pp->type == QK_JOBJ) {
         const qk_jsonv *procs = qk_jsonv_get(pp, "processors");
         size_t n = procs ? qk_jsonv_len(procs) : 1;
         for (size_t k = 0; k < n && !rc; k++) {
-            const char *type = qk_jsonv_get_str(procs ? qk_jsonv_at(procs, k) : pp, "type", "");
-            if (strcmp(type, "ByteLevel") != 0)
-                rc = qk_errf(err, QK_EINPUT, "%s: tokenizer.json post_processor '%s': qk-convert reproduces ByteLevel only",
-                             dir, type);
+            const qk_jsonv *p = procs ? qk_jsonv_at(procs, k) : pp;
+            const char *type = qk_jsonv_get_str(p, "type", "");
+            if (!strcmp(type, "RobertaProcessing"))
+                rc = qk_errf(err, QK_EINPUT, "%s: tokenizer.json post_processor RobertaProcessing: not reproduced by qk-convert yet",
+                             dir);
+            else if (!strcmp(type, "TemplateProcessing"))
+                template_processing(v, &t, p);
         }
     }
     const qk_jsonv *added = qk_jsonv_get(tok, "added_tokens");
-    if (!rc && tc) {
+    if (!rc && have_tc) {
         const qk_jsonv *ct = qk_jsonv_get(tc, "chat_template");
         bool alt = file_exists(dir, "chat_template.jinja") || file_exists(dir, "chat_template.json");
         if (qk_jsonv_is(ct, QK_JSTR)) {
             v->chat_template = strndup(ct->str.s, ct->str.len);
             if (!v->chat_template)
                 rc = oom(err);
-        } else if (ct || alt) {
+        } else if ((ct && ct->type != QK_JNULL) || alt) {
             rc = qk_errf(err, QK_EINPUT, "%s: chat template %s: not supported by qk-convert yet", dir,
-                         ct ? "as a list" : "in chat_template.jinja/.json");
+                         ct && ct->type != QK_JNULL ? "as a list" : "in chat_template.jinja/.json");
         }
-        for (size_t i = 0; i < N_TYPES && !rc; i++) {
+        for (int i = 0; i < t.n_types && !rc; i++) {
             char key[32];
             snprintf(key, sizeof key, "add_%s_token", special_types[i].typ);
             bool b;
             if (qk_jsonv_bool(qk_jsonv_get(tc, key), &b) && special_types[i].add_key)
                 put_flag(v, special_types[i].add_key, b);
-            snprintf(key, sizeof key, "%s_token", special_types[i].typ);
-            const char *content = entry_content(qk_jsonv_get(tc, key));
+            const char *content = tc_content(&t, i);
             if (!content)
                 continue;
             for (size_t j = 0; j < qk_jsonv_len(added); j++) {
@@ -241,7 +376,7 @@ static int special_vocab(qk_conv_vocab *v, const char *dir, const qk_jsonv *tok,
             }
         }
     }
-    for (size_t i = 0; i < N_TYPES && !rc; i++) {
+    for (int i = 0; i < t.n_types && !rc; i++) {
         char key[32];
         snprintf(key, sizeof key, "%s_token_id", special_types[i].typ);
         const qk_jsonv *e = qk_jsonv_get(config, key);
