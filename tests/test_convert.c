@@ -41,10 +41,12 @@ static char *make_dir(const char *tmp, const char *name)
     return dir;
 }
 
+static int n_threads = 1;
+
 /* Run one option set ("", "--outtype q8_0", "--vocab-only", "--split-max-size 4M"). */
 static int run_opts(const char *dir, const char *opts, qk_conv_result *r, qk_err *err)
 {
-    qk_conv_opts o = {.model_dir = dir, .outtype = QK_CONV_AUTO, .threads = 1};
+    qk_conv_opts o = {.model_dir = dir, .outtype = QK_CONV_AUTO, .threads = n_threads};
     char buf[128];
     snprintf(buf, sizeof buf, "%s", opts);
     for (char *tok = strtok(buf, " "); tok; tok = strtok(NULL, " ")) {
@@ -118,6 +120,12 @@ static void check_case(const char *name)
 
 Test(convert, llama_bf16_every_outtype_vocab_split) { check_case("Llama-Tiny-v1.0-Chat"); }
 Test(convert, llama_f16) { check_case("llama-f16"); }
+/* the bytes do not depend on the thread count */
+Test(convert, llama_f16_three_threads)
+{
+    n_threads = 3;
+    check_case("llama-f16");
+}
 Test(convert, llama_f32_tied) { check_case("llama-f32"); }
 Test(convert, mistral_bf16) { check_case("Mistral-Mini-7B"); }
 Test(convert, qwen2_sharded) { check_case("Qwen2-Test-0.5B-Instruct"); }

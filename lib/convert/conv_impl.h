@@ -54,6 +54,6 @@ typedef struct qk_conv_tensor {
 } qk_conv_tensor;
 
 /* Convert and write t's data (row blocks, pages released behind). */
-int qk_conv_write_tensor(qk_gguf_writer *w, const qk_conv_tensor *t, qk_err *err);
+int qk_conv_write_tensor(qk_gguf_writer *w, const qk_conv_tensor *t, int threads, qk_err *err);
 
 #endif

@@ -15,6 +15,7 @@
 #include "kernels/half.h"
 #include "kernels/types.h"
 #include "lib/core/mapfile.h"
+#include "lib/core/threads.h"
 
 #define BLOCK_BYTES (4u << 20) /* f32 bytes of one row block */
 
@@ -60,7 +61,38 @@ static size_t encode(const float *x, int64_t nrows, int64_t ncols, int type, voi
     }
 }
 
-int qk_conv_write_tensor(qk_gguf_writer *w, const qk_conv_tensor *t, qk_err *err)
+/* One row block: source rows (permuted) to float, then encoded, in ranges of
+ * rows over the thread pool (each row's bytes depend on that row alone). */
+typedef struct block_job {
+    const qk_conv_tensor *t;
+    int64_t r0, nrows, ncols;
+    size_t esize, out_row;
+    float *x;
+    uint8_t *y;
+} block_job;
+
+static void block_rows(void *ctx, size_t begin, size_t end)
+{
+    const block_job *j = ctx;
+    const qk_hf_tensor *s = j->t->src;
+    int64_t ncols = j->ncols;
+    for (size_t r = begin; r < end; r++) {
+        int64_t src_row = j->r0 + (int64_t)r;
+        if (j->t->perm_heads > 0)
+            src_row = qk_unpermute_row(src_row, j->nrows, j->t->perm_heads);
+        const uint8_t *p = s->data + (uint64_t)src_row * (uint64_t)ncols * j->esize;
+        float *x = j->x + r * (size_t)ncols;
+        if (s->type == QK_F32) {
+            memcpy(x, p, (size_t)ncols * 4);
+        } else {
+            for (int64_t c = 0; c < ncols; c++)
+                x[c] = load_elem(p, s->type, (uint64_t)c);
+        }
+        encode(x, 1, ncols, j->t->type, j->y + r * j->out_row);
+    }
+}
+
+int qk_conv_write_tensor(qk_gguf_writer *w, const qk_conv_tensor *t, int threads, qk_err *err)
 {
     const qk_hf_tensor *s = t->src;
     int64_t ncols = s->n_dims >= 2 ? s->ne[0] : 1;
@@ -70,9 +102,12 @@ int qk_conv_write_tensor(qk_gguf_writer *w, const qk_conv_tensor *t, qk_err *err
         unit = 1;
     int64_t per = (int64_t)(BLOCK_BYTES / 4 / (uint64_t)(ncols ? ncols : 1));
     per = per < unit ? unit : per / unit * unit;
+    /* a vector is one row of ncols = 1 per element: encode it as one row */
+    bool vector = s->n_dims < 2;
     size_t esize = s->type == QK_F32 ? 4 : 2;
+    size_t out_row = qk_row_size(t->type, vector ? 1 : ncols);
     float *x = malloc((size_t)(per * ncols) * sizeof *x);
-    void *y = malloc((size_t)(per * ncols) * 4 + 64);
+    uint8_t *y = malloc((size_t)per * out_row + 64);
     if (!x || !y) {
         free(x);
         free(y);
@@ -81,16 +116,10 @@ int qk_conv_write_tensor(qk_gguf_writer *w, const qk_conv_tensor *t, qk_err *err
     int rc = 0;
     for (int64_t r0 = 0; r0 < nrows && !rc; r0 += per) {
         int64_t nr = nrows - r0 < per ? nrows - r0 : per;
-        for (int64_t r = 0; r < nr; r++) {
-            int64_t src_row = r0 + r;
-            if (t->perm_heads > 0)
-                src_row = qk_unpermute_row(r0 + r, nrows, t->perm_heads);
-            const uint8_t *p = s->data + (uint64_t)src_row * (uint64_t)ncols * esize;
-            for (int64_t c = 0; c < ncols; c++)
-                x[r * ncols + c] = load_elem(p, s->type, (uint64_t)c);
-        }
-        size_t nb = encode(x, nr, ncols, t->type, y);
-        rc = qk_gguf_w_data(w, y, nb, err);
+        block_job j = {t, r0, nrows, ncols, esize, out_row, x, y};
+        size_t grain = (size_t)(unit > 1 ? unit : 16);
+        qk_parallel_for(threads, (size_t)nr, grain, block_rows, &j);
+        rc = qk_gguf_w_data(w, y, (size_t)nr * out_row, err);
         qk_map_release(s->data + (uint64_t)r0 * (uint64_t)ncols * esize, (size_t)((uint64_t)nr * (uint64_t)ncols * esize));
     }
     free(x);

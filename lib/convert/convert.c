@@ -366,7 +366,7 @@ static int write_files(const qk_conv_opts *o, const plan *p, const qk_conv_arch 
         for (size_t i = 0; i < p->n && !rc; i++) {
             if (p->t[i].shard != s)
                 continue;
-            rc = qk_conv_write_tensor(w, &p->t[i], err);
+            rc = qk_conv_write_tensor(w, &p->t[i], o->threads, err);
             r->n_bytes += p->t[i].nbytes;
             qk_progress_add(&pr, p->t[i].nbytes);
         }
