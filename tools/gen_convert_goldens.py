@@ -36,15 +36,19 @@ PYTHON = os.environ.get("PYTHON", sys.executable)
 SMALL = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
              num_key_value_heads=2, vocab_size=50257, max_position_embeddings=256)
 
-# name, model_type, dtype, extra config, max_shard_size, option sets
+# name, model_type, dtype, extra config, max_shard_size, option sets.  The Qwen cases use
+# goldens/convert/qwen2-tokenizer (tools/compact_qwen_tokenizer.py): transformers 5 gives qwen2 and
+# qwen3 models Qwen2Tokenizer, which rebuilds the pre-tokenizer as Qwen2's, and GPT-2's vocabulary
+# under it has a check hash the converter does not know (it refuses such a directory).
+QWEN = {"vocab_size": 151936, "tie_word_embeddings": True}
 CASES = [
     ("Llama-Tiny-v1.0-Chat", "llama", torch.bfloat16, {}, None,
      ["", "--outtype f16", "--outtype q8_0", "--vocab-only", "--split-max-size 4M"]),
     ("llama-f16", "llama", torch.float16, {}, None, [""]),
     ("llama-f32", "llama", torch.float32, {"tie_word_embeddings": True}, None, ["", "--outtype bf16"]),
     ("Mistral-Mini-7B", "mistral", torch.bfloat16, {}, None, [""]),
-    ("Qwen2-Test-0.5B-Instruct", "qwen2", torch.bfloat16, {}, "4MB", ["", "--outtype q8_0"]),
-    ("qwen3-tiny", "qwen3", torch.bfloat16, {"tie_word_embeddings": True}, None, ["--outtype f32"]),
+    ("Qwen2-Test-0.5B-Instruct", "qwen2", torch.bfloat16, QWEN, "12MB", ["", "--outtype q8_0"]),
+    ("qwen3-tiny", "qwen3", torch.bfloat16, QWEN, None, ["--outtype f32"]),
 ]
 
 
@@ -77,6 +81,9 @@ def make_case(name, model_type, dtype, extra, shard, case_dir):
                     lines.append("%s %s %s %s" % (f, k, sl.get_dtype(), " ".join(str(d) for d in sl.get_shape())))
         with open(os.path.join(case_dir, "tensors.txt"), "w") as out:
             out.write("\n".join(lines) + "\n")
+    if model_type.startswith("qwen"):
+        with open(os.path.join(case_dir, "tokenizer_dir"), "w") as out:
+            out.write("../qwen2-tokenizer\n")
 
 
 def main():

@@ -197,8 +197,24 @@ int qk_conv_synth_dir(const char *case_dir, const char *vocab_json, const char *
         rc = copy_in(case_dir, out_dir, "config.json", false, err);
     if (!rc)
         rc = copy_in(case_dir, out_dir, "generation_config.json", true, err);
-    if (!rc)
+    /* a case may name a folder (relative to it) with its own tokenizer */
+    char *tp = rc ? NULL : qk_path_join(case_dir, "tokenizer_dir"), *tdir = NULL;
+    size_t tn = 0;
+    if (!rc && tp)
+        rc = qk_read_file(tp, true, &tdir, &tn, err);
+    if (!rc && tdir) {
+        while (tn && (tdir[tn - 1] == '\n' || tdir[tn - 1] == ' '))
+            tdir[--tn] = '\0';
+        char *from = qk_path_join(case_dir, tdir);
+        rc = from ? copy_in(from, out_dir, "tokenizer.json", false, err) : qk_errf(err, QK_EIO, "out of memory");
+        if (!rc)
+            rc = copy_in(from, out_dir, "tokenizer_config.json", false, err);
+        free(from);
+    } else if (!rc) {
         rc = write_tokenizer(out_dir, vocab_json, merges_txt, err);
+    }
+    free(tp);
+    free(tdir);
     /* the distinct files, in order of first mention */
     size_t n_files = 0;
     for (size_t i = 0; i < n && !rc; i++) {

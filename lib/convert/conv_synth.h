@@ -10,7 +10,9 @@
  * folder gets those files with pseudo-random weights (a fixed 64-bit
  * generator; norms near 1, the rest uniform in [-0.05, 0.05]), plus the
  * GPT-2 tokenizer (tokenizer.json assembled from vocab_json and merges_txt
- * as the tokenizers library lays it out, tokenizer_config.json). */
+ * as the tokenizers library lays it out, tokenizer_config.json), or, when
+ * the case has a file tokenizer_dir naming a folder (relative to the case),
+ * that folder's tokenizer.json and tokenizer_config.json. */
 #ifndef QK_CONV_SYNTH_H
 #define QK_CONV_SYNTH_H
 

@@ -81,9 +81,9 @@ static char *unescape_spaces(const char *s)
 
 /* The tokenizer's ids of the check text with the post-processor's added
  * special tokens (TemplateProcessing "single"; ByteLevel adds none). */
-static int check_ids(const char *buf, size_t n, const qk_jsonv *root, const char *path, qk_sbuf *out, qk_err *err)
+static int check_ids(const qk_jsonv *root, const char *pre_name, const char *path, qk_sbuf *out, qk_err *err)
 {
-    qk_tokenizer *t = qk_tok_from_hf_json_mem(buf, n, path, err);
+    qk_tokenizer *t = qk_tok_from_hf_root(root, path, pre_name, err);
     if (!t)
         return err->code ? err->code : QK_EINPUT;
     int32_t *ids = NULL;
@@ -544,7 +544,12 @@ int qk_conv_vocab_load(qk_conv_vocab *v, const char *dir, const qk_jsonv *config
     /* the pre-tokenizer by its check hash */
     if (!rc) {
         qk_sbuf s = {0};
-        rc = check_ids(buf, n, tok, path, &s, err);
+        /* transformers 5's AutoTokenizer gives qwen2/qwen3 models Qwen2Tokenizer,
+         * which rebuilds the pre-tokenizer as Qwen2's split whatever
+         * tokenizer.json holds; the converter hashes that tokenizer's ids */
+        const char *mt = qk_jsonv_get_str(config, "model_type", "");
+        const char *pre = !strcmp(mt, "qwen2") || !strcmp(mt, "qwen3") ? "qwen2" : NULL;
+        rc = check_ids(tok, pre, path, &s, err);
         if (!rc) {
             qk_sha256_hex(s.s, s.n, v->chkhsh);
             v->pre = qk_conv_pre_for_hash(v->chkhsh);

@@ -388,12 +388,15 @@ int qk_convert(const qk_conv_opts *o, qk_conv_result *r, qk_err *err)
     bool have_vocab = false;
     char *path = NULL;
     int rc = is_dir(o->model_dir) ? 0 : qk_errf(err, QK_EINPUT, "%s: not a directory", o->model_dir);
-    if (!rc)
-        rc = qk_hf_open(&hf, o->model_dir, err);
     char *cfg_path = qk_path_join(o->model_dir, "config.json");
-    if (!rc && !hf->config)
-        rc = qk_errf(err, QK_EINPUT, "%s: missing config.json", o->model_dir);
-    const qk_jsonv *arches = rc ? NULL : qk_jsonv_get(hf->config, "architectures");
+    struct stat cst;
+    if (!rc && (!cfg_path || stat(cfg_path, &cst) != 0))
+        rc = qk_errf(err, QK_EINPUT, "%s: missing config.json (the converter reads the hyper-parameters from it)",
+                     o->model_dir);
+    qk_jsonv *config = NULL;
+    if (!rc)
+        rc = qk_hf_json_load(&config, cfg_path, 0, err);
+    const qk_jsonv *arches = rc ? NULL : qk_jsonv_get(config, "architectures");
     const char *hf_arch = qk_jsonv_str(qk_jsonv_at(arches, 0));
     const qk_conv_arch *a = NULL;
     if (!rc && !hf_arch)
@@ -405,7 +408,9 @@ int qk_convert(const qk_conv_opts *o, qk_conv_result *r, qk_err *err)
                        hf_arch);
     qk_conv_hp hp;
     if (!rc)
-        rc = qk_conv_hparams(hf->config, cfg_path, &hp, err);
+        rc = qk_conv_hparams(config, cfg_path, &hp, err);
+    if (!rc)
+        rc = qk_hf_open(&hf, o->model_dir, err);
     if (!rc) {
         char *mj = qk_path_join(o->model_dir, "modules.json");
         struct stat st;
@@ -420,7 +425,7 @@ int qk_convert(const qk_conv_opts *o, qk_conv_result *r, qk_err *err)
     if (!rc && !o->vocab_only)
         rc = make_plan(hf, a, &hp, ftype, &p, &n_params, err);
     if (!rc)
-        rc = qk_conv_meta_load(&m, o->model_dir, hf->config, n_params, err);
+        rc = qk_conv_meta_load(&m, o->model_dir, config, n_params, err);
     char size_label[32] = "";
     const char *sl = m.size_label;
     if (!rc && !sl && n_params > 0) {
@@ -430,7 +435,7 @@ int qk_convert(const qk_conv_opts *o, qk_conv_result *r, qk_err *err)
     if (!rc && !(path = output_path(o, &m, sl, ftype, err)))
         rc = err->code ? err->code : qk_errf(err, QK_EIO, "qk-convert: out of memory");
     if (!rc) {
-        rc = qk_conv_vocab_load(&v, o->model_dir, hf->config, (uint32_t)hp.vocab_size, a->llama_class, err);
+        rc = qk_conv_vocab_load(&v, o->model_dir, config, (uint32_t)hp.vocab_size, a->llama_class, err);
         have_vocab = !rc;
     }
     if (!rc) {
@@ -462,6 +467,7 @@ int qk_convert(const qk_conv_opts *o, qk_conv_result *r, qk_err *err)
     free(p.t);
     free(path);
     free(cfg_path);
+    qk_jsonv_free(config);
     qk_hf_close(hf);
     return rc;
 }

@@ -302,14 +302,14 @@ static int64_t hf_find(const hf_build *b, const char *text)
     return -2;
 }
 
-static qk_tokenizer *hf_from_root(const qk_jsonv *root, const char *name, qk_err *err)
+qk_tokenizer *qk_tok_from_hf_root(const qk_jsonv *root, const char *name, const char *pre_override, qk_err *err)
 {
     const qk_jsonv *model = qk_jsonv_get(root, "model");
     if (strcmp(qk_jsonv_get_str(model, "type", ""), "BPE") != 0) {
         qk_err_at(err, name, "model.type", model ? model->off : 0, "only BPE models are supported");
         return NULL;
     }
-    const char *pre = hf_pre_name(qk_jsonv_get(root, "pre_tokenizer"));
+    const char *pre = pre_override ? pre_override : hf_pre_name(qk_jsonv_get(root, "pre_tokenizer"));
     if (!pre) {
         qk_err_at(err, name, "pre_tokenizer", 0, "unsupported pre-tokenizer (ByteLevel with a GPT-2, Llama 3 or Qwen2 split expected)");
         return NULL;
@@ -407,7 +407,7 @@ qk_tokenizer *qk_tok_from_hf_json_mem(const char *buf, size_t n, const char *nam
         qk_err_at(err, name, "JSON", je.off, "%s", je.msg);
         return NULL;
     }
-    qk_tokenizer *t = hf_from_root(root, name, err);
+    qk_tokenizer *t = qk_tok_from_hf_root(root, name, NULL, err);
     qk_jsonv_free(root);
     return t;
 }

@@ -27,6 +27,7 @@
 
 #include "lib/core/err.h"
 #include "formats/gguf.h"
+#include "lib/core/jsonp.h"
 
 typedef struct qk_tokenizer qk_tokenizer;
 
@@ -123,6 +124,10 @@ qk_tokenizer *qk_tok_from_gguf(const qk_gguf *g, qk_err *err);
  * messages. */
 qk_tokenizer *qk_tok_from_hf_json(const char *path, qk_err *err);
 qk_tokenizer *qk_tok_from_hf_json_mem(const char *buf, size_t n, const char *name, qk_err *err);
+/* The same from a parsed tokenizer.json; pre (a tokenizer.ggml.pre name)
+ * replaces the file's pre-tokenizer when not NULL (transformers' tokenizer
+ * classes that rebuild it, e.g. Qwen2Tokenizer). */
+qk_tokenizer *qk_tok_from_hf_root(const qk_jsonv *root, const char *name, const char *pre, qk_err *err);
 void qk_tok_free(qk_tokenizer *t);
 
 /* llama_tokenize: *ids is malloc'd (free() it; NULL when *n_ids is 0).
