@@ -360,10 +360,12 @@ qk_tokenizer *qk_tok_from_hf_root(const qk_jsonv *root, const char *name, const 
         if (hf_set_token(&b, name, id, c->str.s, c->str.len, type, a->off, err))
             goto done;
     }
+    /* ids no token has (a vocabulary with holes): unused placeholders, which
+     * the vocabulary names [EMPTY_<id>] as llama.cpp does */
     for (uint32_t i = 0; i < b.n; i++)
         if (!b.tokens[i].ptr) {
-            qk_err_at(err, name, "model.vocab", vocab->off, "no token has id %u", i);
-            goto done;
+            b.tokens[i] = (qk_str){"", 0};
+            b.types[i] = QK_TT_UNUSED;
         }
     if (hf_merges(&b, qk_jsonv_get(model, "merges"), name, err))
         goto done;
