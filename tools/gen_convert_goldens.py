@@ -49,6 +49,8 @@ CASES = [
     ("Mistral-Mini-7B", "mistral", torch.bfloat16, {}, None, [""]),
     ("Qwen2-Test-0.5B-Instruct", "qwen2", torch.bfloat16, QWEN, "12MB", ["", "--outtype q8_0"]),
     ("qwen3-tiny", "qwen3", torch.bfloat16, QWEN, None, ["--outtype f32"]),
+    ("Mixtral-Tiny-v0.1", "mixtral", torch.bfloat16, {"num_local_experts": 4, "num_experts_per_tok": 2}, None,
+     ["", "--outtype q8_0"]),
 ]
 
 

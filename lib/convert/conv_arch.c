@@ -17,16 +17,18 @@
 #include <string.h>
 
 static const qk_conv_arch archs[] = {
-    {{"LlamaForCausalLM", "LLaMAForCausalLM", "MistralForCausalLM"}, "llama", true, true},
-    {{"Qwen2ForCausalLM"}, "qwen2", false, false},
-    {{"Qwen3ForCausalLM"}, "qwen3", false, false},
+    {{"LlamaForCausalLM", "LLaMAForCausalLM", "MistralForCausalLM"}, "llama", true, true, false},
+    {{"MixtralForCausalLM"}, "llama", true, true, true},
+    {{"Qwen2ForCausalLM"}, "qwen2", false, false, false},
+    {{"Qwen3ForCausalLM"}, "qwen3", false, false, false},
 };
 
 static const qk_conv_defaults defaults[] = {
-    {"llama", 2048, 32000, 11008, 4096, 32, 32, 0, 0, 1e-6, 10000.0},
-    {"mistral", 4096 * 32, 32000, 14336, 4096, 32, 32, 8, 0, 1e-6, 10000.0},
-    {"qwen2", 32768, 151936, 22016, 4096, 32, 32, 0, -1, 1e-6, 10000.0},
-    {"qwen3", 32768, 151936, 22016, 4096, 32, 32, 0, 128, 1e-6, 10000.0},
+    {"llama", 2048, 32000, 11008, 4096, 32, 32, 0, 0, 1e-6, 10000.0, 0, 0},
+    {"mistral", 4096 * 32, 32000, 14336, 4096, 32, 32, 8, 0, 1e-6, 10000.0, 0, 0},
+    {"mixtral", 4096 * 32, 32000, 14336, 4096, 32, 32, 8, -1, 1e-5, 1e6, 8, 2},
+    {"qwen2", 32768, 151936, 22016, 4096, 32, 32, 0, -1, 1e-6, 10000.0, 0, 0},
+    {"qwen3", 32768, 151936, 22016, 4096, 32, 32, 0, 128, 1e-6, 10000.0, 0, 0},
 };
 
 const qk_conv_arch *qk_conv_arch_find(const char *hf_arch)
@@ -65,7 +67,7 @@ static int get_num(const qk_jsonv *c, const char *key, double dflt, double *out,
 
 /* Keys whose presence changes what the converter writes beyond this table. */
 static const char *const unsupported_keys[] = {
-    "rope_scaling", "num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok",
+    "rope_scaling", "num_experts", "n_routed_experts", "num_experts_per_token", "top_k_experts",
     "n_group", "topk_group", "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon", "partial_rotary_factor",
     "local_rope_theta", "rope_local_base_freq", "text_config", "n_layers", "n_layer", "num_layers",
     "n_ctx", "n_positions", "n_embd", "dim", "n_inner", "n_head", "n_heads", "n_kv_heads", "norm_eps",
@@ -106,8 +108,14 @@ int qk_conv_hparams(const qk_jsonv *c, const char *path, qk_conv_hp *hp, qk_err 
         rc = get_int(c, "vocab_size", d->vocab_size, &hp->vocab_size, path, err);
     if (!rc)
         rc = get_num(c, "rms_norm_eps", d->rms_norm_eps, &hp->rms_eps, path, err);
+    if (!rc)
+        rc = get_int(c, "num_local_experts", d->num_local_experts, &hp->n_expert, path, err);
+    if (!rc)
+        rc = get_int(c, "num_experts_per_tok", d->num_experts_per_tok, &hp->n_expert_used, path, err);
     if (rc)
         return rc;
+    if (hp->n_expert < 0 || hp->n_expert > 4096 || hp->n_expert_used < 0)
+        return qk_err_at(err, path, "num_local_experts", 0, "bad expert counts");
     if (hp->n_head <= 0 || hp->n_head_kv <= 0 || hp->n_embd <= 0 || hp->n_layer < 0 || hp->vocab_size <= 0 ||
         hp->vocab_size > UINT32_MAX)
         return qk_err_at(err, path, "num_attention_heads", 0, "bad head, layer or vocabulary counts");
@@ -163,6 +171,10 @@ int qk_conv_write_hparams(qk_gguf_writer *w, const qk_conv_arch *a, const qk_con
         rc = qk_gguf_w_kv_f32(w, KEY("rope.freq_base"), (float)hp->rope_theta, err);
     if (!rc)
         rc = qk_gguf_w_kv_f32(w, KEY("attention.layer_norm_rms_epsilon"), (float)hp->rms_eps, err);
+    if (!rc && hp->n_expert > 0)
+        rc = qk_gguf_w_kv_u32(w, KEY("expert_count"), (uint32_t)hp->n_expert, err);
+    if (!rc && hp->n_expert_used > 0)
+        rc = qk_gguf_w_kv_u32(w, KEY("expert_used_count"), (uint32_t)hp->n_expert_used, err);
     if (!rc && hp->has_head_dim) {
         rc = qk_gguf_w_kv_u32(w, KEY("attention.key_length"), (uint32_t)hp->head_dim, err);
         if (!rc)

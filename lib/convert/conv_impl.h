@@ -16,6 +16,7 @@ typedef struct qk_conv_arch {
     const char *gguf_arch;      /* general.architecture */
     bool permute_qk;            /* LlamaModel.undo_permute: q/k rows for rope */
     bool llama_class;           /* LlamaModel: vocab_size, rope.dimension_count, add_prefix_space */
+    bool experts;               /* Mixtral: block_sparse_moe experts stacked per layer */
 } qk_conv_arch;
 
 /* AutoConfig's defaults for the keys the converter reads, per model_type. */
@@ -26,11 +27,12 @@ typedef struct qk_conv_defaults {
     int64_t num_key_value_heads;    /* 0: num_attention_heads */
     int64_t head_dim;               /* 0: hidden_size / heads; -1: none */
     double rms_norm_eps, rope_theta;
+    int64_t num_local_experts, num_experts_per_tok;   /* 0: not a mixture of experts */
 } qk_conv_defaults;
 
 /* The hyper-parameters after AutoConfig (config.json over the defaults). */
 typedef struct qk_conv_hp {
-    int64_t n_layer, n_ctx, n_embd, n_ff, n_head, n_head_kv, head_dim, vocab_size;
+    int64_t n_layer, n_ctx, n_embd, n_ff, n_head, n_head_kv, head_dim, vocab_size, n_expert, n_expert_used;
     bool has_head_dim;
     double rms_eps, rope_theta;
 } qk_conv_hp;
@@ -45,7 +47,11 @@ int qk_conv_write_hparams(qk_gguf_writer *w, const qk_conv_arch *a, const qk_con
 
 /* One output tensor of the plan. */
 typedef struct qk_conv_tensor {
-    const qk_hf_tensor *src;
+    const qk_hf_tensor *src;    /* the first (or only) source */
+    const qk_hf_tensor **srcs;  /* n_src > 1: stacked experts, in expert order */
+    int n_src;
+    uint32_t n_dims;
+    int64_t ne[4];              /* ggml order */
     char name[96];              /* GGUF name */
     int type;                   /* kernels/types.h id of the output */
     int perm_heads;             /* > 0: rope permutation with this many heads */

@@ -65,6 +65,7 @@ static size_t encode(const float *x, int64_t nrows, int64_t ncols, int type, voi
  * rows over the thread pool (each row's bytes depend on that row alone). */
 typedef struct block_job {
     const qk_conv_tensor *t;
+    const qk_hf_tensor *s;
     int64_t r0, nrows, ncols;
     size_t esize, out_row;
     float *x;
@@ -74,7 +75,7 @@ typedef struct block_job {
 static void block_rows(void *ctx, size_t begin, size_t end)
 {
     const block_job *j = ctx;
-    const qk_hf_tensor *s = j->t->src;
+    const qk_hf_tensor *s = j->s;
     int64_t ncols = j->ncols;
     for (size_t r = begin; r < end; r++) {
         int64_t src_row = j->r0 + (int64_t)r;
@@ -92,9 +93,9 @@ static void block_rows(void *ctx, size_t begin, size_t end)
     }
 }
 
-int qk_conv_write_tensor(qk_gguf_writer *w, const qk_conv_tensor *t, int threads, qk_err *err)
+/* The rows of one source, block by block, pages released behind. */
+static int write_source(qk_gguf_writer *w, const qk_conv_tensor *t, const qk_hf_tensor *s, int threads, qk_err *err)
 {
-    const qk_hf_tensor *s = t->src;
     int64_t ncols = s->n_dims >= 2 ? s->ne[0] : 1;
     int64_t nrows = ncols ? (int64_t)(s->nelem / (uint64_t)ncols) : 0;
     int64_t unit = t->perm_heads > 0 ? nrows / t->perm_heads : 1; /* rows moved together */
@@ -102,10 +103,8 @@ int qk_conv_write_tensor(qk_gguf_writer *w, const qk_conv_tensor *t, int threads
         unit = 1;
     int64_t per = (int64_t)(BLOCK_BYTES / 4 / (uint64_t)(ncols ? ncols : 1));
     per = per < unit ? unit : per / unit * unit;
-    /* a vector is one row of ncols = 1 per element: encode it as one row */
-    bool vector = s->n_dims < 2;
     size_t esize = s->type == QK_F32 ? 4 : 2;
-    size_t out_row = qk_row_size(t->type, vector ? 1 : ncols);
+    size_t out_row = qk_row_size(t->type, ncols); /* a vector: one-element rows */
     float *x = malloc((size_t)(per * ncols) * sizeof *x);
     uint8_t *y = malloc((size_t)per * out_row + 64);
     if (!x || !y) {
@@ -116,7 +115,7 @@ int qk_conv_write_tensor(qk_gguf_writer *w, const qk_conv_tensor *t, int threads
     int rc = 0;
     for (int64_t r0 = 0; r0 < nrows && !rc; r0 += per) {
         int64_t nr = nrows - r0 < per ? nrows - r0 : per;
-        block_job j = {t, r0, nrows, ncols, esize, out_row, x, y};
+        block_job j = {t, s, r0, nrows, ncols, esize, out_row, x, y};
         size_t grain = (size_t)(unit > 1 ? unit : 16);
         qk_parallel_for(threads, (size_t)nr, grain, block_rows, &j);
         rc = qk_gguf_w_data(w, y, (size_t)nr * out_row, err);
@@ -124,5 +123,13 @@ int qk_conv_write_tensor(qk_gguf_writer *w, const qk_conv_tensor *t, int threads
     }
     free(x);
     free(y);
+    return rc;
+}
+
+int qk_conv_write_tensor(qk_gguf_writer *w, const qk_conv_tensor *t, int threads, qk_err *err)
+{
+    int rc = 0;
+    for (int i = 0; i < (t->n_src > 1 ? t->n_src : 1) && !rc; i++)
+        rc = write_source(w, t, t->n_src > 1 ? t->srcs[i] : t->src, threads, err);
     return rc ? rc : qk_gguf_w_end_tensor(w, err);
 }

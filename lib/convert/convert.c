@@ -120,18 +120,54 @@ typedef struct plan {
     qk_conv_tensor *t;
     size_t n;
     int n_shards;
+    const qk_hf_tensor **experts;  /* the stacked tensors' sources */
 } plan;
 
 /* prepare_tensors: the tensors in the converter's order (files in sorted
  * order, names sorted within a file), mapped and typed. */
+/* The output type and bytes of a planned tensor (prepare_tensors' rules). */
+static void type_tensor(qk_conv_tensor *t, int ftype)
+{
+    size_t nl = strlen(t->name);
+    bool f32 = t->n_dims <= 1 || (nl > 12 && !strcmp(t->name + nl - 12, "_norm.weight")) ||
+               strstr(t->name, ".ffn_gate_inp.") || (nl < 7 || strcmp(t->name + nl - 7, ".weight") != 0);
+    t->type = f32 ? QK_F32 : ftype_tensor_type(ftype);
+    if (t->type == QK_Q8_0 && t->ne[0] % 32)
+        t->type = QK_F16; /* QuantError: falls back to F16 */
+    uint64_t rows = 1;
+    for (uint32_t d = 1; d < t->n_dims; d++)
+        rows *= (uint64_t)t->ne[d];
+    t->nbytes = qk_row_size(t->type, t->ne[0]) * rows;
+}
+
+/* model.layers.N.block_sparse_moe.experts.X.wK.weight: layer, expert, K. */
+static bool expert_name(const char *name, long *layer, long *x, int *w)
+{
+    int end = 0;
+    char wk[3] = "";
+    if (sscanf(name, "model.layers.%ld.block_sparse_moe.experts.%ld.w%1[123].weight%n", layer, x, wk, &end) != 3 ||
+        name[end] != '\0')
+        return false;
+    *w = wk[0] - '1';
+    return true;
+}
+
+/* prepare_tensors: the tensors in the converter's order (files in sorted
+ * order, names sorted within a file), mapped and typed; Mixtral's experts
+ * stacked per layer when its last one comes (LlamaModel.modify_tensors). */
 static int make_plan(const qk_hfdir *hf, const qk_conv_arch *a, const qk_conv_hp *hp, int ftype, plan *p,
                      int64_t *n_params, qk_err *err)
 {
     size_t k = hf->n_tensors;
     const qk_hf_tensor **order = converter_order(hf);
     p->t = calloc(hf->n_tensors ? hf->n_tensors : 1, sizeof *p->t);
-    if (!order || !p->t) {
+    int64_t ne_ = hp->n_expert > 0 ? hp->n_expert : 1;
+    const qk_hf_tensor **ex = a->experts ? calloc((size_t)(hp->n_layer * 3 * ne_) + 1, sizeof *ex) : NULL;
+    int *ex_count = a->experts ? calloc((size_t)hp->n_layer + 1, sizeof *ex_count) : NULL;
+    if (!order || !p->t || (a->experts && (!ex || !ex_count))) {
         free(order);
+        free(ex);
+        free(ex_count);
         return qk_errf(err, QK_EIO, "qk-convert: out of memory");
     }
     int rc = 0;
@@ -148,6 +184,42 @@ static int make_plan(const qk_hfdir *hf, const qk_conv_arch *a, const qk_conv_hp
                          name, s->dtype);
         if (rc)
             break;
+        long layer, x;
+        int w;
+        if (a->experts && expert_name(name, &layer, &x, &w)) {
+            if (layer < 0 || layer >= hp->n_layer || x < 0 || x >= ne_ || s->n_dims != 2) {
+                rc = qk_errf(err, QK_EINPUT, "%s: tensor '%s': expert or layer out of range", hf->dir, name);
+                break;
+            }
+            ex[(layer * 3 + w) * ne_ + x] = s;
+            if (++ex_count[layer] < 3 * ne_)
+                continue;
+            /* the layer's experts are all here: w1, w2, w3 stacked */
+            static const char *const names[3] = {"ffn_gate_exps", "ffn_down_exps", "ffn_up_exps"};
+            for (int k3 = 0; k3 < 3 && !rc; k3++) {
+                qk_conv_tensor *t = &p->t[p->n];
+                const qk_hf_tensor **srcs = &ex[(layer * 3 + k3) * ne_];
+                for (long e = 0; e < ne_ && !rc; e++)
+                    if (!srcs[e] || srcs[e]->ne[0] != srcs[0]->ne[0] || srcs[e]->ne[1] != srcs[0]->ne[1] ||
+                        srcs[e]->type != srcs[0]->type)
+                        rc = qk_errf(err, QK_EINPUT, "%s: layer %ld: experts of different shapes or types", hf->dir, layer);
+                if (rc)
+                    break;
+                snprintf(t->name, sizeof t->name, "blk.%ld.%s.weight", layer, names[k3]);
+                t->src = srcs[0];
+                t->srcs = srcs;
+                t->n_src = (int)ne_;
+                t->n_dims = 3;
+                t->ne[0] = srcs[0]->ne[0];
+                t->ne[1] = srcs[0]->ne[1];
+                t->ne[2] = ne_;
+                t->ne[3] = 1;
+                type_tensor(t, ftype);
+                *n_params += (int64_t)(srcs[0]->nelem * (uint64_t)ne_);
+                p->n++;
+            }
+            continue;
+        }
         qk_conv_tensor *t = &p->t[p->n];
         int perm;
         if (qk_hf_to_gguf_name(name, t->name, sizeof t->name, &perm))
@@ -155,25 +227,28 @@ static int make_plan(const qk_hfdir *hf, const qk_conv_arch *a, const qk_conv_hp
         if (rc)
             break;
         t->src = s;
+        t->n_src = 1;
+        t->n_dims = (uint32_t)(s->n_dims ? s->n_dims : 1);
+        for (int d = 0; d < 4; d++)
+            t->ne[d] = s->ne[d];
         if (a->permute_qk && perm == QK_PERM_Q)
             t->perm_heads = (int)hp->n_head;
         else if (a->permute_qk && perm == QK_PERM_K)
             t->perm_heads = (int)(hp->n_head != hp->n_head_kv ? hp->n_head_kv : hp->n_head);
-        size_t nl = strlen(t->name);
-        bool f32 = s->n_dims <= 1 || (nl > 12 && !strcmp(t->name + nl - 12, "_norm.weight")) ||
-                   (nl < 7 || strcmp(t->name + nl - 7, ".weight") != 0);
-        t->type = f32 ? QK_F32 : ftype_tensor_type(ftype);
-        if (t->type == QK_Q8_0 && s->ne[0] % 32)
-            t->type = QK_F16; /* QuantError: falls back to F16 */
         if (t->perm_heads > 0 && (s->shape[0] % (2 * t->perm_heads)))
             rc = qk_errf(err, QK_EINPUT, "%s: tensor '%s': %lld rows do not split into %d heads", hf->dir, name,
                          (long long)s->shape[0], t->perm_heads);
-        t->nbytes = qk_row_size(t->type, s->n_dims >= 2 ? s->ne[0] : (int64_t)s->nelem) *
-                    (s->n_dims >= 2 ? s->nelem / (uint64_t)s->ne[0] : 1);
+        type_tensor(t, ftype);
         *n_params += (int64_t)s->nelem;
         p->n++;
     }
+    for (int64_t l = 0; a->experts && l < hp->n_layer && !rc; l++)
+        if (ex_count[l] && ex_count[l] < 3 * ne_)
+            rc = qk_errf(err, QK_EINPUT, "%s: layer %lld: unprocessed experts (the converter refuses them)", hf->dir,
+                         (long long)l);
     free(order);
+    free(ex_count);
+    p->experts = ex;
     return rc;
 }
 
@@ -358,8 +433,7 @@ static int write_files(const qk_conv_opts *o, const plan *p, const qk_conv_arch 
         for (size_t i = 0; i < p->n && !rc; i++) {
             const qk_conv_tensor *t = &p->t[i];
             if (t->shard == s)
-                rc = qk_gguf_w_tensor(w, t->name, t->type, (uint32_t)(t->src->n_dims ? t->src->n_dims : 1),
-                                      t->src->ne, err);
+                rc = qk_gguf_w_tensor(w, t->name, t->type, t->n_dims, t->ne, err);
         }
         if (!rc)
             rc = qk_gguf_w_begin(w, r->files[s], err);
@@ -426,10 +500,31 @@ int qk_convert(const qk_conv_opts *o, qk_conv_result *r, qk_err *err)
         rc = make_plan(hf, a, &hp, ftype, &p, &n_params, err);
     if (!rc)
         rc = qk_conv_meta_load(&m, o->model_dir, config, n_params, err);
-    char size_label[32] = "";
+    char size_label[48] = "";
     const char *sl = m.size_label;
     if (!rc && !sl && n_params > 0) {
-        qk_conv_size_label(n_params, size_label, sizeof size_label);
+        /* get_total_parameter_count / size_label: experts as COUNTxSIZE */
+        int64_t shared = 0, expert = 0, expert_sum = 0, n_exp_tensors = 0;
+        for (size_t i = 0; i < p.n; i++) {
+            const qk_conv_tensor *t = &p.t[i];
+            int64_t size = 1;
+            for (uint32_t d = 0; d < t->n_dims; d++)
+                size *= t->ne[d];
+            if (strstr(t->name, "_exps.") && t->n_dims >= 3) {
+                expert += size / t->ne[2];
+                expert_sum += t->ne[2];
+                n_exp_tensors++;
+            } else {
+                shared += size;
+            }
+        }
+        if (n_exp_tensors) {
+            char part[32];
+            qk_conv_size_label(shared + expert, part, sizeof part);
+            snprintf(size_label, sizeof size_label, "%lldx%s", (long long)(expert_sum / n_exp_tensors), part);
+        } else {
+            qk_conv_size_label(n_params, size_label, sizeof size_label);
+        }
         sl = size_label;
     }
     if (!rc && !(path = output_path(o, &m, sl, ftype, err)))
@@ -465,6 +560,7 @@ int qk_convert(const qk_conv_opts *o, qk_conv_result *r, qk_err *err)
         qk_conv_vocab_free(&v);
     qk_conv_meta_free(&m);
     free(p.t);
+    free(p.experts);
     free(path);
     free(cfg_path);
     qk_jsonv_free(config);
