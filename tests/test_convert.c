@@ -130,6 +130,7 @@ Test(convert, llama_f32_tied) { check_case("llama-f32"); }
 Test(convert, mistral_bf16) { check_case("Mistral-Mini-7B"); }
 Test(convert, qwen2_sharded) { check_case("Qwen2-Test-0.5B-Instruct"); }
 Test(convert, qwen3_tied) { check_case("qwen3-tiny"); }
+Test(convert, mixtral_experts) { check_case("Mixtral-Tiny-v0.1"); }
 
 /* What the converter refuses: an unknown architecture, a missing tokenizer,
  * a tokenizer whose pre-tokenizer hash it does not know. */

@@ -477,7 +477,7 @@ int qk_convert(const qk_conv_opts *o, qk_conv_result *r, qk_err *err)
         rc = qk_err_at(err, cfg_path, "architectures", 0, "missing: the converter cannot detect the architecture");
     if (!rc && !(a = qk_conv_arch_find(hf_arch)))
         rc = qk_err_at(err, cfg_path, "architectures", 0,
-                       "'%s': qk-convert reproduces LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM and "
+                       "'%s': qk-convert reproduces LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM and "
                        "Qwen3ForCausalLM",
                        hf_arch);
     qk_conv_hp hp;

@@ -1,5 +1,5 @@
 /* convert.h - Hugging Face directory -> GGUF, byte-identical to llama.cpp's
- * convert_hf_to_gguf.py (d32676d) for the architectures of its table
+ * convert_hf_to_gguf.py (d32676d) for the architectures of its table (Llama, Mistral, Mixtral, Qwen2, Qwen3)
  * (lib/convert/conv_arch.c) and the byte-level BPE tokenizers transformers
  * writes.  Tensors are read, converted and written one row block at a time
  * (source pages released behind), so memory stays near the tokenizer's
