@@ -103,12 +103,16 @@ bench-kernels: $(B)/tools/bench-kernels
 .PHONY: bench-kernels
 
 # a short fixed suite -> $(B)/bench.md (LLAMA_BENCH=/path/llama-bench adds a side-by-side table)
-bench: all
+bench: all $(B)/tools/conv-synth
 	sh tools/bench-suite.sh $(B)/qk $(B)/bench.md
+	sh tools/bench-convert.sh
 # qk-quant vs llama-quantize (LLAMA_QUANTIZE=/path/llama-quantize) on bench250m
 bench-quant: all
 	sh tools/bench-quant.sh
-.PHONY: bench bench-quant
+# qk-convert vs convert_hf_to_gguf.py (LLAMA_CPP=/path/llama.cpp, PYTHON=...) on a 245M-parameter model
+bench-convert: all $(B)/tools/conv-synth
+	sh tools/bench-convert.sh
+.PHONY: bench bench-quant bench-convert
 
 # the numerics studies of docs/studies.md (scorecard, wire sweep, KV sweep) on stories260K
 studies: $(B)/tools/study-run
@@ -116,8 +120,8 @@ studies: $(B)/tools/study-run
 .PHONY: studies
 
 # reference Python packages (ml_dtypes, safetensors, compressed-tensors, torch, transformers) in a venv,
-# and llama.cpp for the model families (tools/archmodels.py); not part of check
-crosscheck: all $(B)/tools/ckpt-tool
+# and llama.cpp for the model families (tools/archmodels.py) and qk-convert; not part of check
+crosscheck: all $(B)/tools/ckpt-tool $(B)/tools/conv-synth
 	sh tools/crosscheck.sh $(B)
 .PHONY: crosscheck
 

@@ -11,7 +11,7 @@ function __qk_types
 end
 
 complete -c qk -n __fish_use_subcommand -f -a '(__qk_commands)'
-for sub in inspect quant run kld bench
+for sub in inspect quant run kld bench convert
     complete -c qk-$sub -a "(__qk_options $sub)"
     complete -c qk -n "__fish_seen_subcommand_from $sub" -a "(__qk_options $sub)"
 end
@@ -28,3 +28,6 @@ for c in qk qk-run qk-kld
     complete -c $c -l kv-cache -x -a 'f32 f16 bf16 fp8-e4m3 fp8-e5m2 fp8-e4m3:head fp8-e5m2:head int8 int4 nvfp4'
 end
 complete -c qk-run -l logits-dtype -x -a 'f16 f32'
+for c in qk qk-convert
+    complete -c $c -l outtype -x -a 'f32 f16 bf16 q8_0 auto'
+end
