@@ -309,78 +309,21 @@ static int finish(const args *a, const study_view *sv, qk_kld_acc *acc, int n_ct
 
 /* ---- merge ------------------------------------------------------------------- */
 
-static int cmp_part(const void *x, const void *y)
-{
-    const qk_part_info *a = x, *b = y;
-    return (a->chunk_a > b->chunk_a) - (a->chunk_a < b->chunk_a);
-}
-
 static int merge(const args *a, char **paths, int n, qk_err *err)
 {
-    if (n < 1 || n > (1 << 20))
-        return qk_errf(err, QK_EINPUT, "--merge needs .qkpart files");
-    qk_part_info *info = calloc((size_t)n, sizeof *info);
-    int *order = calloc((size_t)n, sizeof *order);
     qk_kld_acc acc;
-    int rc = 0;
-    memset(&acc, 0, sizeof acc);
-    if (!info || !order) {
-        rc = qk_errf(err, QK_EIO, "out of memory");
-        goto done;
-    }
-    for (int i = 0; i < n; i++) {
-        if ((rc = qk_part_read_info(paths[i], &info[i], err)))
-            goto done;
-    }
-    /* sort a copy by first chunk, remembering each part's path */
-    qk_part_info *sorted = malloc((size_t)n * sizeof *sorted);
-    if (!sorted) {
-        rc = qk_errf(err, QK_EIO, "out of memory");
-        goto done;
-    }
-    memcpy(sorted, info, (size_t)n * sizeof *sorted);
-    qsort(sorted, (size_t)n, sizeof *sorted, cmp_part);
-    for (int i = 0; i < n; i++)
-        for (int k = 0; k < n; k++)
-            if (info[k].chunk_a == sorted[i].chunk_a && info[k].chunk_b == sorted[i].chunk_b &&
-                info[k].tokens_hash == sorted[i].tokens_hash) {
-                order[i] = k;
-                break;
-            }
-    for (int i = 0; i < n; i++) {
-        const qk_part_info *p = &sorted[i], *q = &sorted[0];
-        const char *path = paths[order[i]];
-        if (p->mode != q->mode || p->n_ctx != q->n_ctx || p->n_vocab != q->n_vocab ||
-            p->n_chunk != q->n_chunk || p->tokens_hash != q->tokens_hash) {
-            rc = qk_errf(err, QK_EINPUT, "%s: another run than %s (mode, n_ctx, vocabulary or tokens differ)",
-                         path, paths[order[0]]);
-            break;
-        }
-        if (i > 0 && p->chunk_a != sorted[i - 1].chunk_b) {
-            rc = qk_errf(err, QK_EINPUT, "%s: chunks %d..%d %s chunks %d..%d of %s", path,
-                         p->chunk_a, p->chunk_b - 1,
-                         p->chunk_a < sorted[i - 1].chunk_b ? "overlap" : "leave a gap after",
-                         sorted[i - 1].chunk_a, sorted[i - 1].chunk_b - 1, paths[order[i - 1]]);
-            break;
-        }
-    }
+    qk_part_info first;
+    int last;
+    print_ctx pc = {a, false};
+    int rc = qk_parts_merge(paths, n, &acc, &first, &last, on_chunk, &pc, err);
     if (!rc) {
-        qk_kld_acc_init(&acc, sorted[0].mode, false);
-        print_ctx pc = {a, false};
-        for (int i = 0; i < n && !rc; i++)
-            rc = qk_part_replay(paths[order[i]], &sorted[i], &acc, on_chunk, &pc, err);
-        if (!rc) {
-            if (acc.mode == QK_KLD_MODE_PPL && any_threshold(a))
-                rc = qk_errf(err, QK_EINPUT, "thresholds need a KL-divergence run (parts have no base)");
-            else
-                rc = -finish(a, NULL, &acc, sorted[0].n_ctx, sorted[0].n_vocab, sorted[0].chunk_a + 1,
-                             sorted[n - 1].chunk_b, sorted[0].n_chunk);
-        }
+        if (acc.mode == QK_KLD_MODE_PPL && any_threshold(a))
+            rc = qk_errf(err, QK_EINPUT, "thresholds need a KL-divergence run (parts have no base)");
+        else
+            rc = -finish(a, NULL, &acc, first.n_ctx, first.n_vocab, first.chunk_a + 1, last,
+                         first.n_chunk);
     }
-    free(sorted);
-done:
     qk_kld_acc_free(&acc);
-    free(info), free(order);
     return rc;
 }
 
