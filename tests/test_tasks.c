@@ -8,13 +8,14 @@
  *   TinyStories task files: the same tasks in the same order as
  *   llama-perplexity drew them, and the same pick for every task, except
  *   where the two candidates' llama scores are closer than qk's scores
- *   deviate from llama's for them (the engines' logits differ: by up to
- *   3e-4 in a mean log-probability on the F32 models, 6e-3 (HellaSwag, multiple
- *   choice) and 0.11 (Winogrande) on Q4_K_M, where qk's Q4_K logits differ
- *   from llama.cpp's repacked kernels' - a different pick is then a
- *   numerical tie, not a scoring difference); the F32 and F16 runs have no
- *   different pick at all; where every pick is equal the printed per-task
- *   lines and the final score equal llama-perplexity's. */
+ *   deviate from llama's for them (the engines' logits differ: a candidate's
+ *   mean log-probability by up to 1.5e-3 on stories260K F32 and F16, 5e-4 on
+ *   stories4M F32, and 0.11 on stories4M Q4_K_M, whose Q4_K logits differ from
+ *   llama.cpp's (PPL 7.3657 vs 7.3574 on chunk 2 of eval-64k at -c 256) - a
+ *   different pick is then a numerical tie, not a scoring difference); the
+ *   F32 and F16 runs must have no different pick at all; where every pick is
+ *   equal the final score is llama-perplexity's, digit for digit (HellaSwag:
+ *   the last line of its table). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -305,8 +306,11 @@ static void run_case(const gcase *g)
         fclose(f);
         char want[512], got[512] = "";
         llama_final(g, want, sizeof want);
+        /* HellaSwag: the line of the last task llama's stdout has (its log can lose the last) */
+        const int last = g->kind == QK_TASK_HELLASWAG ? atoi(want) : 0;
         for (char *s = strtok(mem, "\n"); s; s = strtok(NULL, "\n"))
-            if (g->kind == QK_TASK_HELLASWAG ? (s[0] >= '0' && s[0] <= '9') : !strncmp(s, "Final", 5))
+            if (g->kind == QK_TASK_HELLASWAG ? atoi(s) == last && s[0] >= '1' && s[0] <= '9'
+                                             : !strncmp(s, "Final", 5))
                 snprintf(got, sizeof got, "%s\n", s);
         cr_assert_str_eq(got, want, "%s: final line", g->golden);
         free(mem);
