@@ -1,7 +1,7 @@
 #!/bin/sh
 # report-demo.sh - make report-demo: qk-report on stories4M, the base (F32) against every GGUF
 # preset that needs no importance matrix, quantized by qk-quant, and its Hugging Face directory,
-# on 40 windows of 256 tokens of TinyStories and the 120 TinyStories HellaSwag tasks.
+# on 10 windows of 256 tokens of TinyStories and 40 of the TinyStories HellaSwag tasks.
 #
 #   tools/report-demo.sh [BUILD]      -> BUILD/report-demo/report/ (report.md, .json, .html, plots)
 #
@@ -21,7 +21,7 @@ for p in $PRESETS; do
     models="$models $f"
 done
 rm -rf "$D/report"
-"$QK" report --base "$M" -f goldens/stories260K-eval/eval-64k.txt -c 256 --chunks 40 \
-    --hellaswag goldens/tasks/hellaswag-stories.txt -t "$(nproc)" -j 2 -o "$D/report" \
+"$QK" report --base "$M" -f goldens/stories260K-eval/eval-64k.txt -c 256 --chunks 10 \
+    --hellaswag goldens/tasks/hellaswag-stories.txt --hellaswag-tasks 40 -t "$(nproc)" -j 2 -o "$D/report" \
     $models goldens/models/stories4M/hf-f32 >/dev/null
 echo "report-demo: $D/report/report.html ($D/report/report.md)"

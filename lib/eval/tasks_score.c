@@ -196,12 +196,19 @@ void qk_task_scorer_free(qk_task_scorer *s)
     free(s);
 }
 
-/* compute_logprobs: logits[tok] - max - log(sum exp(l - max)), all float */
-static float logprob_f(const float *l, int nv, int32_t tok)
+/* std::max over the row */
+static float row_max(const float *l, int nv)
 {
     float max = l[0];
     for (int j = 1; j < nv; j++)
         max = max < l[j] ? l[j] : max;
+    return max;
+}
+
+/* compute_logprobs: logits[tok] - max - log(sum exp(l - max)), all float */
+static float logprob_f(const float *l, int nv, int32_t tok)
+{
+    const float max = row_max(l, nv);
     float sum = 0.f;
     for (int j = 0; j < nv; j++)
         sum += expf(l[j] - max);
@@ -211,9 +218,7 @@ static float logprob_f(const float *l, int nv, int32_t tok)
 /* softmax(): float max, double sum of float exps, prob = (float)(exp / sum) */
 static float softmax_prob(const float *l, int nv, int32_t tok)
 {
-    float max = l[0];
-    for (int j = 0; j < nv; j++)
-        max = max < l[j] ? l[j] : max;
+    const float max = row_max(l, nv);
     double sum = 0.0;
     for (int j = 0; j < nv; j++)
         sum += expf(l[j] - max);

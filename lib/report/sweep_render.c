@@ -27,18 +27,7 @@ static void md_cell(qk_sbuf *b, const char *s)
         qk_sb_printf(b, *s == '|' ? "\\|" : "%c", *s);
 }
 
-static void html_esc(qk_sbuf *b, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-        case '<': qk_sb_printf(b, "&lt;"); break;
-        case '>': qk_sb_printf(b, "&gt;"); break;
-        case '&': qk_sb_printf(b, "&amp;"); break;
-        case '"': qk_sb_printf(b, "&quot;"); break;
-        default: qk_sb_printf(b, "%c", *s);
-        }
-    }
-}
+#define html_esc qk_rep_xml_esc
 
 /* The cells after the model name, shared by the Markdown and HTML tables. */
 enum { N_COLS = 9 };

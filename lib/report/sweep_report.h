@@ -81,6 +81,8 @@ typedef struct qk_rep {
 } qk_rep;
 
 void qk_rep_markdown(qk_sbuf *b, const qk_rep *r);
+/* s with <, >, & and " as HTML/XML entities. */
+void qk_rep_xml_esc(qk_sbuf *b, const char *s);
 void qk_rep_json(qk_sbuf *b, const qk_rep *r);
 void qk_rep_html(qk_sbuf *b, const qk_rep *r);
 

@@ -24,7 +24,7 @@ const char *qk_rep_plot_file(int plot)
     return plot >= 0 && plot < QK_REP_N_PLOTS ? f[plot] : "plot.svg";
 }
 
-static void esc(qk_sbuf *b, const char *s)
+void qk_rep_xml_esc(qk_sbuf *b, const char *s)
 {
     for (; *s; s++) {
         switch (*s) {
@@ -36,6 +36,8 @@ static void esc(qk_sbuf *b, const char *s)
         }
     }
 }
+
+#define esc qk_rep_xml_esc
 
 /* The file name of a model path (labels). */
 static const char *base_name(const char *p)
