@@ -186,7 +186,8 @@ typedef struct qk_task_cmp {
     qk_task_prop score, base;   /* fraction correct */
     qk_task_prop agree;         /* same pick */
     double recovery, rec_lo, rec_hi; /* score / base score, percent; 95 % interval (delta
-                                  * method with the paired covariance); NaN without a base
+                                  * method with the paired covariance, on the paired 2x2
+                                  * table with 0.5 added to each cell); NaN without a base
                                   * score */
     int n_disagree;
 } qk_task_cmp;

@@ -42,12 +42,16 @@ void qk_task_compare(const qk_task_answers *a, const qk_task_answers *b, qk_task
     c->recovery = c->rec_lo = c->rec_hi = NAN;
     if (!b || kb == 0 || n == 0)
         return;
-    /* R = pA / pB; delta method with the paired covariance:
-     * var R = var pA / pB^2 + pA^2 var pB / pB^4 - 2 pA cov / pB^3 */
-    const double pa = (double)ka / n, pb = (double)kb / n, pab = (double)kab / n;
-    const double va = pa * (1 - pa) / n, vb = pb * (1 - pb) / n, cov = (pab - pa * pb) / n;
-    const double r = pa / pb;
-    double v = va / (pb * pb) + pa * pa * vb / (pb * pb * pb * pb) - 2 * pa * cov / (pb * pb * pb);
+    /* R = pA / pB; delta method with the paired covariance,
+     *   var R = var pA / pB^2 + pA^2 var pB / pB^4 - 2 pA cov / pB^3,
+     * from the 2x2 table of (A right, B right) with 0.5 added to each cell
+     * (Agresti-Min), so that a table without discordant tasks does not claim
+     * a zero-width interval; the point estimate is the plain ratio. */
+    const double N = n + 2.0;
+    const double qa = (ka + 1.0) / N, qb = (kb + 1.0) / N, qab = (kab + 0.5) / N;
+    const double va = qa * (1 - qa) / N, vb = qb * (1 - qb) / N, cov = (qab - qa * qb) / N;
+    const double r = (double)ka / (double)kb;
+    double v = va / (qb * qb) + qa * qa * vb / (qb * qb * qb * qb) - 2 * qa * cov / (qb * qb * qb);
     const double e = v > 0 ? ZA * sqrt(v) : 0;
     c->recovery = 100.0 * r;
     c->rec_lo = 100.0 * (r - e);

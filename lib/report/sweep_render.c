@@ -266,8 +266,11 @@ void qk_rep_html(qk_sbuf *b, const qk_rep *r)
         char c[N_COLS - 1 + QK_REP_MAX_TASKS][96];
         int n;
         cells(r, &r->rows[i], c, &n);
-        qk_sb_printf(b, "<tr><td><code>");
+        qk_sb_printf(b, "<tr><td title=\"");
         html_esc(b, r->rows[i].name);
+        qk_sb_printf(b, "\"><code>");
+        const char *sl = strrchr(r->rows[i].name, '/');
+        html_esc(b, sl && sl[1] ? sl + 1 : r->rows[i].name);
         qk_sb_printf(b, "</code></td>");
         for (int k = 0; k < n; k++) {
             qk_sb_printf(b, k >= 2 ? "<td class=\"n\">" : "<td>");

@@ -200,23 +200,64 @@ static void legend(qk_sbuf *b, const qk_rep *r, double x, double y)
     }
 }
 
-static void point_label(qk_sbuf *b, double x, double y, const char *s)
+/* Point labels placed where they overlap no earlier one (right above, right below, left above,
+ * left below the marker); a label with no free place is left out (the table has it). */
+typedef struct {
+    double x0[512], y0[512], x1[512], y1[512];
+    int n;
+} labels;
+
+static void point_label(qk_sbuf *b, labels *L, double x, double y, const char *s)
 {
-    qk_sb_printf(b, "<text x=\"%.2f\" y=\"%.2f\" font-size=\"10\" fill=\"#444444\">", x + 7, y - 6);
-    esc(b, s);
-    qk_sb_printf(b, "</text>\n");
+    const double w = 6.0 * (double)strlen(s), h = 11;
+    static const double dx[4] = {7, 7, -7, -7}, dy[4] = {-6, 14, -6, 14};
+    for (int k = 0; k < 4; k++) {
+        const double lx = dx[k] > 0 ? x + dx[k] : x + dx[k] - w, ly = y + dy[k];
+        bool free = lx >= 0 && lx + w <= W;
+        for (int i = 0; free && i < L->n; i++)
+            free = lx + w < L->x0[i] || lx > L->x1[i] || ly < L->y0[i] || ly - h > L->y1[i];
+        if (!free)
+            continue;
+        if (L->n < 512) {
+            L->x0[L->n] = lx, L->x1[L->n] = lx + w, L->y0[L->n] = ly - h, L->y1[L->n] = ly;
+            L->n++;
+        }
+        qk_sb_printf(b, "<text x=\"%.2f\" y=\"%.2f\" font-size=\"10\" fill=\"#444444\">", lx, ly);
+        esc(b, s);
+        qk_sb_printf(b, "</text>\n");
+        return;
+    }
+}
+
+/* The bpw plots leave float formats (F32, F16, BF16: the references) out when there is a
+ * quantized model to show. */
+static bool bpw_drawn(const qk_rep *r, const qk_rep_row *w)
+{
+    if (w->d.family != QK_FAM_FLOAT)
+        return true;
+    for (int i = 0; i < r->n_rows; i++)
+        if (r->rows[i].d.family != QK_FAM_FLOAT)
+            return false;
+    return true;
 }
 
 static void bpw_range(const qk_rep *r, double *a, double *b)
 {
     double lo = INFINITY, hi = -INFINITY;
-    for (int i = 0; i < r->n_rows; i++) {
-        lo = fmin(lo, r->rows[i].d.bpw);
-        hi = fmax(hi, r->rows[i].d.bpw);
-    }
+    for (int i = 0; i < r->n_rows; i++)
+        if (bpw_drawn(r, &r->rows[i])) {
+            lo = fmin(lo, r->rows[i].d.bpw);
+            hi = fmax(hi, r->rows[i].d.bpw);
+        }
     if (!isfinite(lo))
         lo = 0, hi = 32;
     lin_range(lo, hi, a, b);
+    *a = fmax(*a, 0.0);
+}
+
+static void note(qk_sbuf *b, double y, const char *s)
+{
+    qk_sb_printf(b, "<text x=\"%.2f\" y=\"%.2f\" font-size=\"10\">%s</text>\n", W - MR + 16, y, s);
 }
 
 static void plot_kld_bpw(qk_sbuf *b, const qk_rep *r)
@@ -224,13 +265,15 @@ static void plot_kld_bpw(qk_sbuf *b, const qk_rep *r)
     frame f = {.xlog = false, .ylog = true, .px0 = ML, .px1 = W - MR, .py0 = H - MB, .py1 = MT};
     bpw_range(r, &f.x0, &f.x1);
     double lo = INFINITY, hi = -INFINITY;
-    int skipped = 0;
+    int zero = 0, floats = 0;
     for (int i = 0; i < r->n_rows; i++) {
         const double v = r->rows[i].kld;
-        if (v > 0 && isfinite(v))
+        if (!bpw_drawn(r, &r->rows[i]))
+            floats++;
+        else if (v > 0 && isfinite(v))
             lo = fmin(lo, v), hi = fmax(hi, v);
         else
-            skipped++;
+            zero++;
     }
     if (!isfinite(lo))
         lo = 1e-4, hi = 1e-1;
@@ -240,32 +283,53 @@ static void plot_kld_bpw(qk_sbuf *b, const qk_rep *r)
         f.y1 = f.y0 + 1;
     begin(b, H, "Mean KL divergence against bits per weight");
     axes(b, &f, "bits per weight", "Mean KLD (log scale)", true);
+    labels L = {.n = 0};
     for (int i = 0; i < r->n_rows; i++) {
         const qk_rep_row *w = &r->rows[i];
-        if (!(w->kld > 0 && isfinite(w->kld)))
+        if (!bpw_drawn(r, w) || !(w->kld > 0 && isfinite(w->kld)))
             continue;
         const double x = fx(&f, w->d.bpw), y = fy(&f, w->kld);
         if (isfinite(w->kld_lo) && isfinite(w->kld_hi) && w->kld_lo > 0) /* #24's error bars */
             qk_sb_printf(b, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"%s\"/>\n", x,
                          fy(&f, w->kld_lo), x, fy(&f, w->kld_hi), fam_color[w->d.family]);
         marker(b, w->d.family, x, y, 5);
-        point_label(b, x, y, w->d.scheme);
+    }
+    for (int i = 0; i < r->n_rows; i++) {
+        const qk_rep_row *w = &r->rows[i];
+        if (bpw_drawn(r, w) && w->kld > 0 && isfinite(w->kld))
+            point_label(b, &L, fx(&f, w->d.bpw), fy(&f, w->kld), w->d.scheme);
     }
     legend(b, r, W - MR + 16, MT + 10);
-    if (skipped)
-        qk_sb_printf(b, "<text x=\"%.2f\" y=\"%.2f\" font-size=\"10\">%d not drawn (KLD 0)</text>\n",
-                     W - MR + 16, H - MB, skipped);
+    char t[64];
+    if (zero) {
+        snprintf(t, sizeof t, "%d not drawn (KLD 0)", zero);
+        note(b, H - MB - 14, t);
+    }
+    if (floats) {
+        snprintf(t, sizeof t, "%d float format%s: table only", floats, floats > 1 ? "s" : "");
+        note(b, H - MB, t);
+    }
     qk_sb_printf(b, "</svg>\n");
 }
+
+/* PPL ratios above this are broken models: drawn on the top edge with their value, so the
+ * axis shows the others. */
+#define PPL_CLIP 1.5
 
 static void plot_ppl_bpw(qk_sbuf *b, const qk_rep *r)
 {
     frame f = {.xlog = false, .ylog = false, .px0 = ML, .px1 = W - MR, .py0 = H - MB, .py1 = MT};
     bpw_range(r, &f.x0, &f.x1);
     double lo = INFINITY, hi = -INFINITY;
+    int floats = 0, below = 0;
+    for (int i = 0; i < r->n_rows; i++)
+        below += bpw_drawn(r, &r->rows[i]) && r->rows[i].ppl_ratio <= PPL_CLIP;
+    const double clip = below >= 2 ? PPL_CLIP : INFINITY;
     for (int i = 0; i < r->n_rows; i++) {
         const double v = r->rows[i].ppl_ratio, e = r->rows[i].ppl_ratio_err;
-        if (isfinite(v))
+        if (!bpw_drawn(r, &r->rows[i]))
+            floats++;
+        else if (isfinite(v) && v <= clip)
             lo = fmin(lo, v - (isfinite(e) ? e : 0)), hi = fmax(hi, v + (isfinite(e) ? e : 0));
     }
     if (!isfinite(lo))
@@ -275,19 +339,34 @@ static void plot_ppl_bpw(qk_sbuf *b, const qk_rep *r)
     axes(b, &f, "bits per weight", "PPL(Q) / PPL(base)", true);
     qk_sb_printf(b, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#888888\" "
                  "stroke-dasharray=\"4 3\"/>\n", f.px0, fy(&f, 1.0), f.px1, fy(&f, 1.0));
-    for (int i = 0; i < r->n_rows; i++) {
-        const qk_rep_row *w = &r->rows[i];
-        if (!isfinite(w->ppl_ratio))
-            continue;
-        const double x = fx(&f, w->d.bpw), y = fy(&f, w->ppl_ratio);
-        if (isfinite(w->ppl_ratio_err) && w->ppl_ratio_err > 0)
-            qk_sb_printf(b, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"%s\"/>\n", x,
-                         fy(&f, w->ppl_ratio - w->ppl_ratio_err), x,
-                         fy(&f, w->ppl_ratio + w->ppl_ratio_err), fam_color[w->d.family]);
-        marker(b, w->d.family, x, y, 5);
-        point_label(b, x, y, w->d.scheme);
-    }
+    labels L = {.n = 0};
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < r->n_rows; i++) {
+            const qk_rep_row *w = &r->rows[i];
+            if (!bpw_drawn(r, w) || !isfinite(w->ppl_ratio))
+                continue;
+            const bool over = w->ppl_ratio > f.y1;
+            const double x = fx(&f, w->d.bpw), y = over ? f.py1 + 6 : fy(&f, w->ppl_ratio);
+            if (pass == 1) {
+                char t[96];
+                snprintf(t, sizeof t, over ? "%s (%.2f)" : "%s", w->d.scheme, w->ppl_ratio);
+                point_label(b, &L, x, y, t);
+                continue;
+            }
+            if (!over && isfinite(w->ppl_ratio_err) && w->ppl_ratio_err > 0)
+                qk_sb_printf(b, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"%s\"/>\n", x,
+                             fy(&f, fmax(w->ppl_ratio - w->ppl_ratio_err, f.y0)), x,
+                             fy(&f, fmin(w->ppl_ratio + w->ppl_ratio_err, f.y1)), fam_color[w->d.family]);
+            marker(b, w->d.family, x, y, 5);
+        }
     legend(b, r, W - MR + 16, MT + 10);
+    if (isfinite(clip) && below < r->n_rows - floats)
+        note(b, H - MB - 14, "above the axis: on its top edge");
+    if (floats) {
+        char t[64];
+        snprintf(t, sizeof t, "%d float format%s: table only", floats, floats > 1 ? "s" : "");
+        note(b, H - MB, t);
+    }
     qk_sb_printf(b, "</svg>\n");
 }
 
