@@ -30,7 +30,7 @@ const char *qk_rep_family_name(int family);
 /* What a checkpoint is. */
 typedef struct qk_rep_desc {
     char format[16];       /* "GGUF" or "safetensors" */
-    char scheme[64];       /* "Q4_K_M", "F32", "compressed-tensors int4 g128", "mlx int4 g64" */
+    char scheme[96];       /* "Q4_K_M", "F32", "compressed-tensors int4 g128", "mlx int4 g64" */
     int family;
     double bpw;            /* 8 x bytes / elements over every tensor */
     uint64_t size;         /* bytes of the file(s) */
