@@ -5,6 +5,7 @@
 #   make demo       the main job on the bundled tiny model
 #   make install PREFIX=/usr/local
 #   make fuzz       libFuzzer harnesses (clang)
+#   make report-demo  qk-report on stories4M with the GGUF presets
 
 CC      ?= cc
 ifeq ($(origin CC),default)
@@ -21,8 +22,9 @@ CFLAGS  ?=
 ALL_CFLAGS = $(CSTD) -ffp-contract=off $(OPT) $(WARN) $(INC) -pthread -MMD -MP $(CFLAGS)
 LDLIBS  := -lzstd -lm -pthread
 
-# Debian packages the build needs: header -> package.
-DEPS_HDRS := /usr/include/zstd.h:libzstd-dev /usr/include/criterion/criterion.h:libcriterion-dev
+# Debian packages the build and its tests need: a file each installs -> package.
+DEPS_HDRS := /usr/include/zstd.h:libzstd-dev /usr/include/criterion/criterion.h:libcriterion-dev \
+             /usr/bin/parallel:parallel
 MISSING   = $(foreach d,$(DEPS_HDRS),$(if $(wildcard $(firstword $(subst :, ,$(d)))),,$(lastword $(subst :, ,$(d)))))
 
 LIB_SRC  := $(sort $(wildcard lib/*/*.c formats/*.c kernels/*.c kernels/x86/*.c))
@@ -119,9 +121,16 @@ studies: $(B)/tools/study-run
 	sh tools/studies.sh $(B)
 .PHONY: studies
 
+# qk-report on stories4M with the GGUF presets -> $(B)/report-demo/report/
+report-demo: all
+	sh tools/report-demo.sh $(B)
+.PHONY: report-demo
+
 # reference Python packages (ml_dtypes, safetensors, compressed-tensors, torch, transformers) in a venv,
-# and llama.cpp for the model families (tools/archmodels.py) and qk-convert; not part of check
-crosscheck: all $(B)/tools/ckpt-tool $(B)/tools/conv-synth
+# llama.cpp for the model families (tools/archmodels.py) and qk-convert, and qk-report's HTML in
+# headless Chromium (docs/report-demo.png); not part of check
+crosscheck: all $(B)/tools/ckpt-tool $(B)/tools/conv-synth report-demo
+	sh tools/report-shot.sh $(B)
 	sh tools/crosscheck.sh $(B)
 .PHONY: crosscheck
 

@@ -29,6 +29,10 @@ _qk()
     else
         sub=${prog#qk-}
     fi
+    if [ "$sub" = report ] && { [ "$prev" = -o ] || [ "$prev" = --output ] || [ "$prev" = --parts ] || [ "$prev" = --merge-dir ]; }; then
+        COMPREPLY=($(compgen -d -- "$cur"))
+        return
+    fi
     local vals
     vals=$(_qk_words_after "$prev")
     if [ -n "$vals" ]; then
@@ -41,4 +45,4 @@ _qk()
         COMPREPLY=($(compgen -f -- "$cur"))
     fi
 }
-complete -o filenames -F _qk qk qk-inspect qk-quant qk-run qk-kld qk-bench qk-convert
+complete -o filenames -F _qk qk qk-inspect qk-quant qk-run qk-kld qk-bench qk-convert qk-report

@@ -615,6 +615,16 @@ void qk_ctx_free(qk_ctx *c)
 
 void qk_ctx_reset(qk_ctx *c) { c->n_past = 0; }
 
+int qk_ctx_rewind(qk_ctx *c, int n, qk_err *err)
+{
+    if (n < 0 || n > c->n_past)
+        return qk_errf(err, QK_EINPUT, "rewind to %d: the cache holds %d tokens", n, c->n_past);
+    if (n < c->n_past && c->has_kvq && c->kvq.key_per_channel)
+        return qk_errf(err, QK_EINPUT, "a per-channel key cache cannot be rewound");
+    c->n_past = n;
+    return 0;
+}
+
 double qk_ctx_kv_bytes(const qk_ctx *c)
 {
     const qk_hparams *hp = &c->m->hp;

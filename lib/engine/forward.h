@@ -104,6 +104,11 @@ int qk_ctx_new(qk_ctx **out, const qk_model *m, const qk_ctx_params *p, qk_err *
 void qk_ctx_free(qk_ctx *c);
 /* Forget every cached token (n_past = 0). */
 void qk_ctx_reset(qk_ctx *c);
+/* Forget the cached tokens from position n on (0 <= n <= n_past): the next
+ * tokens go to positions n, n+1, ... as if only the first n had been
+ * evaluated.  Not with a per-channel key codec (KIVI), whose key groups would
+ * be stale (code 2). */
+int qk_ctx_rewind(qk_ctx *c, int n, qk_err *err);
 
 /* Evaluate tokens[0..n) at positions n_past .. n_past+n-1 and append them to
  * the cache.  logits (may be NULL): all_logits ? n rows : 1 row (the last
