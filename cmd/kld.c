@@ -424,12 +424,12 @@ static int run(const args *a, qk_err *err)
     /* the tokenizer of whichever model is a GGUF file, else the Hugging Face
      * directory's tokenizer.json */
     const qk_gguf *tg = mq.g ? mq.g : mb.g;
-    char tj[4096];
-    snprintf(tj, sizeof tj, "%s/tokenizer.json", mq.hf ? mq.hf->hf->dir : "");
+    char tok_json[4096];
+    snprintf(tok_json, sizeof tok_json, "%s/tokenizer.json", mq.hf ? mq.hf->hf->dir : "");
     if (tg) {
         tok = qk_tok_from_gguf(tg, err);
-    } else if (access(tj, R_OK) == 0) {
-        tok = qk_tok_from_hf_json(tj, err);
+    } else if (access(tok_json, R_OK) == 0) {
+        tok = qk_tok_from_hf_json(tok_json, err);
     } else {
         rc = qk_errf(err, QK_EINPUT, "%s: a Hugging Face directory without tokenizer.json: give a GGUF "
                      "model as -m or --base", a->model);
