@@ -5,7 +5,11 @@
  * which returns vec_dot's bits for that element whatever the tile shape, so
  * the result does not depend on the thread count, on how many tokens are in
  * the batch, or on whether a token is decoded alone or in a prompt batch.
- * Work is split across threads only along weight rows, in fixed ranges. */
+ * Work is split across threads only along weight rows, in fixed ranges.
+ * With ws->act == QK_ACT_F32 the activations stay float and each tile goes
+ * through the weight type's float-activation product (cpu.h fdot_tile),
+ * which has the same property; with ws->act_variant the activation encoders
+ * are kernels/actvar.h's variants (qk-kld --noise-floor). */
 #include "lib/engine/matmul.h"
 
 #include <stdbool.h>
