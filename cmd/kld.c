@@ -188,15 +188,6 @@ static void on_chunk(void *ud, int chunk_no, const qk_kld_acc *acc)
     qk_kld_print_chunk(stdout, acc, chunk_no);
 }
 
-static void json_ve(qk_json *j, const char *key, qk_kld_ve v)
-{
-    qk_json_key(j, key);
-    qk_json_obj(j);
-    qk_json_key(j, "value"), qk_json_f64(j, v.v);
-    qk_json_key(j, "error"), qk_json_f64(j, v.e);
-    qk_json_end_obj(j);
-}
-
 typedef struct {
     const char *option, *what;
     double limit, value;
@@ -246,12 +237,12 @@ static void json_report(const args *a, const study_view *sv, const qk_kld_acc *a
     } else {
         qk_json_key(&j, "perplexity");
         qk_json_obj(&j);
-        json_ve(&j, "ppl_q", s->ppl);
-        json_ve(&j, "ppl_base", s->ppl_base);
+        qk_kld_json_ve(&j, "ppl_q", s->ppl);
+        qk_kld_json_ve(&j, "ppl_base", s->ppl_base);
         qk_json_key(&j, "cor_ln_ppl_pct"), qk_json_f64(&j, 100.0 * s->cor);
-        json_ve(&j, "ln_ppl_ratio", s->ln_ratio);
-        json_ve(&j, "ppl_ratio", s->ratio);
-        json_ve(&j, "ppl_diff", s->diff);
+        qk_kld_json_ve(&j, "ln_ppl_ratio", s->ln_ratio);
+        qk_kld_json_ve(&j, "ppl_ratio", s->ratio);
+        qk_kld_json_ve(&j, "ppl_diff", s->diff);
         qk_json_end_obj(&j);
         static const char *const kn[] = {"max", "p99_9", "p99", "p95", "p90", "median",
                                          "p10", "p5", "p1", "p0_1", "min"};
@@ -271,8 +262,8 @@ static void json_report(const args *a, const study_view *sv, const qk_kld_acc *a
         for (int i = 0; i < 13; i++)
             qk_json_key(&j, pn[i]), qk_json_f64(&j, s->dp_pct[i]);
         qk_json_end_obj(&j);
-        json_ve(&j, "rms_delta_p_pct", s->rms_dp);
-        json_ve(&j, "same_top_p_pct", s->same_top);
+        qk_kld_json_ve(&j, "rms_delta_p_pct", s->rms_dp);
+        qk_kld_json_ve(&j, "same_top_p_pct", s->same_top);
         if (a->x)
             qk_kld_extra_json(&j, a->x);
     }

@@ -1,7 +1,7 @@
-/* actvar.c - the activation-encoder variants of actvar.h.  With no
- * perturbation each is the default encoder, step for step: Q8_0 and Q8_1
- * as kernels/legacy.c's q8_act_block (llama.cpp's x86 encoder), Q8_K as
- * kernels/kquants.c's quantize_row_q8_K_ref, F16 and BF16 as half.h. */
+/* actvar.c - the activation encoders Q8_0, Q8_1 (llama.cpp's x86 ones, see
+ * kernels/legacy.c) and Q8_K (quantize_row_q8_K_ref), written once with the
+ * perturbations of actvar.h as parameters: legacy.c and kquants.c call them
+ * unperturbed, the noise floor's variants perturbed.  F16 and BF16 as half.h. */
 #include "kernels/actvar.h"
 
 #include <math.h>
@@ -24,11 +24,12 @@ static float nudge(float v, int ulp)
     return nextafterf(v, ulp > 0 ? away : 0.0f);
 }
 
-/* Round half to even (rintf, the default of q8_act_round) or, flipped,
- * half away from zero (roundf). */
+/* Round half to even (rintf, the encoders' rule) or, flipped, half away
+ * from zero (roundf). */
 static float round_q8(float v, bool flip) { return flip ? roundf(v) : rintf(v); }
 
-/* q8_act_round (legacy.c) with the tie rule of p. */
+/* v to int8 as cvtps2dq and saturating packs do (a non-finite or huge v is -128),
+ * rounding half to even or, flipped, half away from zero. */
 static int8_t q8_round(float v, bool flip)
 {
     if (!(v >= -2147483648.0f && v < 2147483648.0f))
@@ -37,8 +38,8 @@ static int8_t q8_round(float v, bool flip)
     return (int8_t)(r > 127.0f ? 127 : r < -128.0f ? -128 : (int)r);
 }
 
-/* q8_act_block (legacy.c): d = amax / 127 is stored; the quants use
- * id = 127 / amax, perturbed. */
+/* One block of 32: d = amax / 127 is stored; the quants use id = 127 / amax,
+ * perturbed. */
 static float q8_block(const float *x, int8_t *qs, pert p)
 {
     float amax = 0.0f;
@@ -51,15 +52,17 @@ static float q8_block(const float *x, int8_t *qs, pert p)
     return d;
 }
 
-static void q8_0_enc(const float *src, void *dst, int64_t n, pert p)
+void qk_q8_0_act_row(const float *src, void *dst, int64_t n, int ulp, bool flip)
 {
+    const pert p = {ulp, flip};
     qk_block_q8_0 *y = dst;
     for (int64_t i = 0; i < n / 32; i++)
         qk_st_f16(y[i].d, q8_block(src + i * 32, y[i].qs, p));
 }
 
-static void q8_1_enc(const float *src, void *dst, int64_t n, pert p)
+void qk_q8_1_act_row(const float *src, void *dst, int64_t n, int ulp, bool flip)
 {
+    const pert p = {ulp, flip};
     qk_block_q8_1 *y = dst;
     for (int64_t i = 0; i < n / 32; i++) {
         const float d = q8_block(src + i * 32, y[i].qs, p);
@@ -74,10 +77,12 @@ static void q8_1_enc(const float *src, void *dst, int64_t n, pert p)
 /* qk_nearest_int (half to even) or, flipped, half away from zero. */
 static int nearest_q8K(float v, bool flip) { return flip ? qk_trunc_i32(roundf(v)) : qk_nearest_int(v); }
 
-/* quantize_row_q8_K_ref (kquants.c): d = 1 / iscale is stored; the quants
- * use iscale = -127 / max, perturbed. */
-static void q8_K_enc(const float *x, void *dst, int64_t n, pert p)
+/* quantize_row_q8_K_ref: d = 1 / iscale is stored; the quants use
+ * iscale = -127 / max, perturbed.  An all-zero block gets d = 0 and zero
+ * quants; ggml leaves its bsums unwritten there, we write zeros. */
+void qk_q8_K_act_row(const float *x, void *dst, int64_t n, int ulp, bool flip)
 {
+    const pert p = {ulp, flip};
     qk_block_q8_K *y = dst;
     for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
         float max = 0, amax = 0;
@@ -107,29 +112,31 @@ static void q8_K_enc(const float *x, void *dst, int64_t n, pert p)
     }
 }
 
-static void f16_enc(const float *src, void *dst, int64_t n, pert p)
+static void f16_enc(const float *src, void *dst, int64_t n, int ulp, bool flip)
 {
+    (void)flip; /* a nudge leaves no tie */
     uint8_t *d = dst;
     for (int64_t i = 0; i < n; i++)
-        qk_st_u16(d + 2 * i, qk_f32_to_f16(nudge(src[i], p.ulp)));
+        qk_st_u16(d + 2 * i, qk_f32_to_f16(nudge(src[i], ulp)));
 }
 
-static void bf16_enc(const float *src, void *dst, int64_t n, pert p)
+static void bf16_enc(const float *src, void *dst, int64_t n, int ulp, bool flip)
 {
+    (void)flip; /* a nudge leaves no tie */
     uint8_t *d = dst;
     for (int64_t i = 0; i < n; i++)
-        qk_st_u16(d + 2 * i, qk_f32_to_bf16(nudge(src[i], p.ulp)));
+        qk_st_u16(d + 2 * i, qk_f32_to_bf16(nudge(src[i], ulp)));
 }
 
 /* One qk_from_float_fn per (type, variant). */
-#define VARIANTS(enc)                                                                        \
-    static void enc##_up(const float *s, void *d, int64_t n) { enc(s, d, n, (pert){1, true}); }   \
-    static void enc##_down(const float *s, void *d, int64_t n) { enc(s, d, n, (pert){-1, true}); } \
-    static void enc##_same(const float *s, void *d, int64_t n) { enc(s, d, n, (pert){0, false}); }
+#define VARIANTS(enc)                                                                  \
+    static void enc##_up(const float *s, void *d, int64_t n) { enc(s, d, n, 1, true); }   \
+    static void enc##_down(const float *s, void *d, int64_t n) { enc(s, d, n, -1, true); } \
+    static void enc##_same(const float *s, void *d, int64_t n) { enc(s, d, n, 0, false); }
 
-VARIANTS(q8_0_enc)
-VARIANTS(q8_1_enc)
-VARIANTS(q8_K_enc)
+VARIANTS(qk_q8_0_act_row)
+VARIANTS(qk_q8_1_act_row)
+VARIANTS(qk_q8_K_act_row)
 VARIANTS(f16_enc)
 VARIANTS(bf16_enc)
 
@@ -139,9 +146,9 @@ qk_from_float_fn qk_actvar_from_float(int type, int variant)
         int type;
         qk_from_float_fn fn[3]; /* UP, DOWN, SAME */
     } rows[] = {
-        {QK_Q8_0, {q8_0_enc_up, q8_0_enc_down, q8_0_enc_same}},
-        {QK_Q8_1, {q8_1_enc_up, q8_1_enc_down, q8_1_enc_same}},
-        {QK_Q8_K, {q8_K_enc_up, q8_K_enc_down, q8_K_enc_same}},
+        {QK_Q8_0, {qk_q8_0_act_row_up, qk_q8_0_act_row_down, qk_q8_0_act_row_same}},
+        {QK_Q8_1, {qk_q8_1_act_row_up, qk_q8_1_act_row_down, qk_q8_1_act_row_same}},
+        {QK_Q8_K, {qk_q8_K_act_row_up, qk_q8_K_act_row_down, qk_q8_K_act_row_same}},
         {QK_F16, {f16_enc_up, f16_enc_down, f16_enc_same}},
         {QK_BF16, {bf16_enc_up, bf16_enc_down, bf16_enc_same}},
     };

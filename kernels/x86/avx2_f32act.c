@@ -43,6 +43,15 @@ QK_TARGET_AVX2 static inline const float *piece(const wtype *w, const uint8_t *r
     return buf;
 }
 
+/* p[k] = the piece c0 .. c0+m-1 of row xr[k] for the mr real rows (decoded
+ * into buf[k]), the first one's for the nk - mr padding rows. */
+QK_TARGET_AVX2 static inline void pieces(const wtype *w, const uint8_t *const *xr, int nk, int mr,
+                                         int64_t c0, int64_t m, float (*buf)[CH], const float **p)
+{
+    for (int k = 0; k < nk; k++)
+        p[k] = k < mr ? piece(w, xr[k], c0, m, buf[k]) : p[0];
+}
+
 /* G activation rows (G = 1..3) x 4 weight rows over m elements of a piece:
  * acc[g][k] += p[k] * y[g], lane by lane, 8 elements at a time. */
 QK_TARGET_AVX2 static inline __attribute__((always_inline)) void
@@ -75,8 +84,7 @@ QK_TARGET_AVX2 static void rows4(const wtype *w, int64_t n, const uint8_t *const
     for (int64_t c0 = 0; c0 < n; c0 += w->chunk) {
         const int64_t m = n - c0 < w->chunk ? n - c0 : w->chunk;
         const float *p[4];
-        for (int k = 0; k < 4; k++)
-            p[k] = k < mr ? piece(w, xr[k], c0, m, buf[k]) : p[0];
+        pieces(w, xr, 4, mr, c0, m, buf, p);
         for (int t = 0; t < q; t += 3) {
             const float *yr[3];
             for (int g = 0; g < 3; g++)
@@ -114,8 +122,7 @@ QK_TARGET_AVX2 static void rows8(const wtype *w, int64_t n, const uint8_t *const
     for (int64_t c0 = 0; c0 < n; c0 += w->chunk) {
         const int64_t m = n - c0 < w->chunk ? n - c0 : w->chunk;
         const float *p[8];
-        for (int k = 0; k < 8; k++)
-            p[k] = k < mr ? piece(w, xr[k], c0, m, buf[k]) : p[0];
+        pieces(w, xr, 8, mr, c0, m, buf, p);
         for (int64_t i = 0; i < m; i += 8) {
             const __m256 b = _mm256_loadu_ps(y + c0 + i);
             _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)

@@ -103,7 +103,7 @@ void qk_kld_extra_print(FILE *f, const qk_kld_extra *x)
 #undef ABOVE
 }
 
-static void json_ve(qk_json *j, const char *key, qk_kld_ve v)
+void qk_kld_json_ve(qk_json *j, const char *key, qk_kld_ve v)
 {
     qk_json_key(j, key);
     qk_json_obj(j);
@@ -117,9 +117,9 @@ static void json_fig(qk_json *j, const char *key, const qk_kld_figure *g, const 
 {
     qk_json_key(j, key);
     qk_json_obj(j);
-    json_ve(j, "mean", g->mean);
-    json_ve(j, "p99", g->p99);
-    json_ve(j, "same_top_pct", g->same_top);
+    qk_kld_json_ve(j, "mean", g->mean);
+    qk_kld_json_ve(j, "p99", g->p99);
+    qk_kld_json_ve(j, "same_top_pct", g->same_top);
     qk_json_key(j, "tokens"), qk_json_uint(j, g->count);
     qk_json_key(j, "above_floor");
     if (floor)
@@ -151,9 +151,9 @@ void qk_kld_extra_json(qk_json *j, const qk_kld_extra *x)
             qk_json_str(j, "act-scale-1ulp");
         }
         qk_json_end_arr(j);
-        json_ve(j, "mean", x->flr.mean);
-        json_ve(j, "p99", x->flr.p99);
-        json_ve(j, "same_top_pct", x->flr.same_top);
+        qk_kld_json_ve(j, "mean", x->flr.mean);
+        qk_kld_json_ve(j, "p99", x->flr.p99);
+        qk_kld_json_ve(j, "same_top_pct", x->flr.same_top);
         qk_json_key(j, "tokens"), qk_json_uint(j, x->flr.count);
         qk_json_key(j, "run_above_floor"), qk_json_bool(j, qk_kld_above_floor(&x->total, &x->flr));
         qk_json_end_obj(j);

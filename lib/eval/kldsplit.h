@@ -65,6 +65,8 @@ bool qk_kld_above_floor(const qk_kld_figure *f, const qk_kld_figure *floor);
 
 /* The text block after llama-perplexity's statistics. */
 void qk_kld_extra_print(FILE *f, const qk_kld_extra *x);
+/* key: {"value": v.v, "error": v.e} */
+void qk_kld_json_ve(qk_json *j, const char *key, qk_kld_ve v);
 /* "split" and/or "noise_floor" keys of the --json report (schema in qk-kld(1)). */
 void qk_kld_extra_json(qk_json *j, const qk_kld_extra *x);
 
