@@ -35,3 +35,6 @@ complete -c qk-run -l logits-dtype -x -a 'f16 f32'
 for c in qk qk-convert
     complete -c $c -l outtype -x -a 'f32 f16 bf16 q8_0 auto'
 end
+for c in qk qk-run qk-kld qk-bench
+    complete -c $c -l act-type -x -a 'default f32'
+end
