@@ -61,8 +61,8 @@ T512 __attribute__((always_inline)) static inline void q8_from_float(const float
         for (int k = 0; k < 2; k++)
             q[k] = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(src + 16 * k), vid),
                                                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-        _mm_storeu_si128((__m128i *)(b + qs), _mm512_cvtepi32_epi8(q[0]));
-        _mm_storeu_si128((__m128i *)(b + qs + 16), _mm512_cvtepi32_epi8(q[1]));
+        _mm_storeu_si128((__m128i *)(b + qs), _mm512_cvtsepi32_epi8(q[0]));
+        _mm_storeu_si128((__m128i *)(b + qs + 16), _mm512_cvtsepi32_epi8(q[1]));
         const float d = amax / 127.f;
         qk_st_f16(b, d);
         if (q8_1)
