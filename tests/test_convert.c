@@ -131,6 +131,38 @@ Test(convert, mistral_bf16) { check_case("Mistral-Mini-7B"); }
 Test(convert, qwen2_sharded) { check_case("Qwen2-Test-0.5B-Instruct"); }
 Test(convert, qwen3_tied) { check_case("qwen3-tiny"); }
 Test(convert, mixtral_experts) { check_case("Mixtral-Tiny-v0.1"); }
+Test(convert, qwen3moe_experts) { check_case("Qwen3MoE-Tiny"); }
+Test(convert, qwen2moe_shared_expert) { check_case("Qwen2MoE-Tiny"); }
+Test(convert, gemma3_norms_sliding_window) { check_case("Gemma3-Tiny"); }
+Test(convert, phi3_longrope_fused) { check_case("Phi3-Tiny"); }
+Test(convert, gpt_oss_bf16_experts) { check_case("GptOss-Tiny"); }
+
+/* qk-quant MODEL_DIR OUT TYPE converts and quantizes in one command: the
+ * same bytes as qk-convert --outtype f32 (f16 for an F16 directory) and then
+ * qk-quant, and no temporary file is left beside OUT. */
+static void quant_dir_case(const char *name, const char *outtype, const char *type)
+{
+    const char *qk = getenv("QK_BIN") ? getenv("QK_BIN") : "build/qk";
+    char tmpl[] = "/tmp/qk-convert-XXXXXX";
+    char *tmp = mkdtemp(tmpl);
+    cr_assert(tmp);
+    char *dir = make_dir(tmp, name);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "mkdir '%s/one' '%s/two' && %s quant -q -t 2 '%s' '%s/one/out.gguf' %s && "
+             "%s convert -q --outtype %s --outfile '%s/two/float.gguf' '%s' >/dev/null && "
+             "%s quant -q -t 1 '%s/two/float.gguf' '%s/two/out.gguf' %s && cmp '%s/one/out.gguf' '%s/two/out.gguf' && "
+             "[ \"$(ls -A '%s/one')\" = out.gguf ]",
+             tmp, tmp, qk, dir, tmp, type, qk, outtype, tmp, dir, qk, tmp, tmp, type, tmp, tmp, tmp);
+    cr_assert_eq(system(cmd), 0, "%s %s: qk-quant MODEL_DIR differs from qk-convert --outtype %s + qk-quant", name, type,
+                 outtype);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    cr_assert_eq(system(cmd), 0);
+    free(dir);
+}
+
+Test(convert, quant_model_dir_bf16_moe) { quant_dir_case("Qwen3MoE-Tiny", "f32", "Q4_K_M"); }
+Test(convert, quant_model_dir_f16) { quant_dir_case("llama-f16", "f16", "Q6_K"); }
 
 /* What the converter refuses: an unknown architecture, a missing tokenizer,
  * a tokenizer whose pre-tokenizer hash it does not know. */

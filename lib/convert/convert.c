@@ -225,6 +225,10 @@ static int conv_prepare(conv *c, const qk_conv_opts *o, qk_err *err)
     c->ftype = o->outtype;
     if (!rc && c->ftype == QK_CONV_AUTO)
         c->ftype = guess_ftype(c->hf, &first);
+    if (!rc && c->ftype == QK_CONV_SOURCE) {
+        guess_ftype(c->hf, &first);
+        c->ftype = first == QK_F16 ? QK_CONV_F16 : QK_CONV_F32;
+    }
     if (!rc) {
         rc = qk_conv_vocab_load(&c->v, o->model_dir, c->config, (uint32_t)c->hp.vocab_size, vocab_mode(c->a), err);
         c->have_vocab = !rc;
