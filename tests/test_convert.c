@@ -133,6 +133,7 @@ Test(convert, qwen3_tied) { check_case("qwen3-tiny"); }
 Test(convert, mixtral_experts) { check_case("Mixtral-Tiny-v0.1"); }
 Test(convert, qwen3moe_experts) { check_case("Qwen3MoE-Tiny"); }
 Test(convert, qwen2moe_shared_expert) { check_case("Qwen2MoE-Tiny"); }
+Test(convert, gemma2_sentencepiece_softcap) { check_case("Gemma2-Tiny"); }
 Test(convert, gemma3_norms_sliding_window) { check_case("Gemma3-Tiny"); }
 Test(convert, phi3_longrope_fused) { check_case("Phi3-Tiny"); }
 Test(convert, gpt_oss_bf16_experts) { check_case("GptOss-Tiny"); }

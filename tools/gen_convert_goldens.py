@@ -65,6 +65,8 @@ CASES = [
      {"original_max_position_embeddings": 64,
       "rope_scaling": {"type": "longrope", "long_factor": [1.0, 1.3, 1.9, 2.8, 4.0, 5.5, 7.3, 9.4],
                        "short_factor": [1.0, 1.1, 1.2, 1.4, 1.7, 2.1, 2.6, 3.2]}}, None, ["", "--outtype q8_0"]),
+    ("Gemma2-Tiny", "gemma2", torch.bfloat16,
+     {"vocab_size": 384, "head_dim": 16, "sliding_window": 16}, None, ["", "--outtype q8_0"]),
     ("GptOss-Tiny", "gpt_oss", torch.bfloat16,
      {"num_local_experts": 4, "num_experts_per_tok": 2, "head_dim": 16, "sliding_window": 16,
       "layer_types": ["sliding_attention", "full_attention"]}, None, ["", "--outtype q8_0"]),
@@ -111,6 +113,9 @@ def make_case(name, model_type, dtype, extra, shard, case_dir):
     if model_type.startswith("qwen"):
         with open(os.path.join(case_dir, "tokenizer_dir"), "w") as out:
             out.write("../qwen2-tokenizer\n")
+    if model_type == "gemma2":  # Gemma2Model.set_vocab reads tokenizer.model only
+        with open(os.path.join(case_dir, "tokenizer_dir"), "w") as out:
+            out.write("../spm-tokenizer\n")
 
 
 def main():

@@ -675,6 +675,87 @@ static int load_gpt2(qk_conv_vocab *v, const char *dir, const qk_jsonv *config, 
     return rc;
 }
 
+/* TextModel._set_vocab_sentencepiece (_create_vocab_sentencepiece, then
+ * SpecialVocab without merges, which still reads a tokenizer.json). */
+static int load_spm(qk_conv_vocab *v, const char *dir, const qk_jsonv *config, uint32_t vocab_size, qk_err *err)
+{
+    if (file_exists(dir, "added_tokens.json"))
+        return qk_errf(err, QK_EINPUT, "%s: added_tokens.json beside tokenizer.model: not reproduced by qk-convert yet", dir);
+    char *path = qk_path_join(dir, "tokenizer.model");
+    qk_conv_spm sp;
+    int rc = path ? qk_conv_spm_read(path, &sp, err) : oom(err);
+    free(path);
+    if (rc)
+        return rc;
+    v->model = "llama";
+    v->pre = "default";
+    v->n = vocab_size ? vocab_size : (uint32_t)sp.n;
+    v->tokens = calloc(v->n, sizeof *v->tokens);
+    v->scores = malloc(v->n * sizeof *v->scores);
+    v->types = malloc(v->n * sizeof *v->types);
+    if (!v->tokens || !v->scores || !v->types)
+        rc = oom(err);
+    for (uint32_t i = 0; i < v->n && !rc; i++) {
+        if (i < sp.n) {
+            v->tokens[i] = sp.pieces[i];
+            sp.pieces[i] = NULL;
+            v->scores[i] = sp.scores[i];
+            v->types[i] = sp.types[i];
+        } else {
+            char pad[32];
+            snprintf(pad, sizeof pad, "[PAD%u]", i);
+            v->tokens[i] = strdup(pad);
+            v->scores[i] = -10000.0f;
+            v->types[i] = 5; /* UNUSED */
+            if (!v->tokens[i])
+                rc = oom(err);
+        }
+    }
+    qk_conv_spm_free(&sp);
+    /* tokenizer_config.json's added_tokens_decoder, in its order */
+    qk_jsonv *tc = NULL;
+    char *tcp = qk_path_join(dir, "tokenizer_config.json");
+    if (!rc)
+        rc = tcp ? load_json(dir, "tokenizer_config.json", &tc, NULL, NULL, err) : oom(err);
+    const qk_jsonv *atd = qk_jsonv_get(tc, "added_tokens_decoder");
+    for (size_t i = 0; !rc && atd && atd->type == QK_JOBJ && i < qk_jsonv_len(atd); i++) {
+        const qk_jsonm *m = qk_jsonv_member(atd, i);
+        const char *key = m->key;
+        const qk_jsonv *e = m->val;
+        char *endp;
+        long long id = strtoll(key, &endp, 10);
+        const char *content = qk_jsonv_get_str(e, "content", NULL);
+        if (!*key || *endp || id < 0 || !content) {
+            rc = qk_err_at(err, tcp, "added_tokens_decoder", e ? e->off : 0, "entry '%s': not an id with a content", key);
+            break;
+        }
+        if (id >= v->n)
+            continue; /* out of range: ignored */
+        bool special = qk_jsonv_get_bool(e, "special", false) || looks_special(content);
+        char *t = special ? strdup(content) : unescape_spaces(content);
+        if (!t) {
+            rc = oom(err);
+            break;
+        }
+        free(v->tokens[id]);
+        v->tokens[id] = t;
+        v->types[id] = special ? 3 : 4; /* CONTROL, USER_DEFINED */
+        v->scores[id] = -1000.0f;
+    }
+    qk_jsonv_free(tc);
+    free(tcp);
+    qk_jsonv *tok = NULL;
+    if (!rc)
+        rc = load_json(dir, "tokenizer.json", &tok, NULL, NULL, err);
+    if (!rc && qk_jsonv_get(tok, "normalizer"))
+        parse_normalizer(v, qk_jsonv_get(tok, "normalizer"));
+    if (!rc)
+        rc = special_vocab(v, dir, tok, config, v->n, err);
+    v->n_real = v->n;
+    qk_jsonv_free(tok);
+    return rc;
+}
+
 static int tokenizer_class(const char *dir, char *out, size_t n, qk_err *err)
 {
     qk_jsonv *tc = NULL;
@@ -708,7 +789,12 @@ int qk_conv_vocab_load(qk_conv_vocab *v, const char *dir, const qk_jsonv *config
     }
     if (!rc && mode == QK_VOCAB_GEMMA2 && !spm)
         rc = qk_errf(err, QK_EINPUT, "%s: missing tokenizer.model (Gemma 2's converter needs it)", dir);
-    if (!rc && spm && mode != QK_VOCAB_GPT2)
+    if (!rc && spm && (mode == QK_VOCAB_GEMMA2 || mode == QK_VOCAB_GEMMA3)) {
+        /* Gemma2Model / Gemma3Model.set_vocab: SentencePiece, then add_space_prefix false */
+        rc = load_spm(v, dir, config, vocab_size, err);
+        v->add_space_prefix = 0;
+        v->space_prefix_last = true;
+    } else if (!rc && spm && mode != QK_VOCAB_GPT2)
         rc = qk_errf(err, QK_EINPUT, "%s: tokenizer.model (SentencePiece): not supported by qk-convert yet", dir);
     else if (!rc)
         rc = load_gpt2(v, dir, config, vocab_size, mode == QK_VOCAB_LLAMA, err);

@@ -72,4 +72,16 @@ void qk_conv_vocab_free(qk_conv_vocab *v);
 /* The tokenizer.* keys, in the converter's order. */
 int qk_conv_vocab_write(qk_gguf_writer *w, const qk_conv_vocab *v, qk_err *err);
 
+/* A SentencePiece tokenizer.model's pieces (conv_spm.c): text, score and
+ * the token type _create_vocab_sentencepiece gives each (NORMAL 1,
+ * UNKNOWN 2, CONTROL 3, UNUSED 5, BYTE 6). */
+typedef struct qk_conv_spm {
+    size_t n;
+    char **pieces;
+    float *scores;
+    int32_t *types;
+} qk_conv_spm;
+int qk_conv_spm_read(const char *path, qk_conv_spm *s, qk_err *err);
+void qk_conv_spm_free(qk_conv_spm *s);
+
 #endif

@@ -1,6 +1,6 @@
 /* convert.h - Hugging Face directory -> GGUF, byte-identical to llama.cpp's
  * convert_hf_to_gguf.py (d32676d) for the architectures of its table (Llama, Mistral, Mixtral, Qwen2, Qwen3,
- * Qwen2-MoE, Qwen3-MoE, Gemma 3, Phi-3, gpt-oss with BF16 experts)
+ * Qwen2-MoE, Qwen3-MoE, Gemma 2, Gemma 3, Phi-3, gpt-oss with BF16 experts)
  * (lib/convert/conv_arch.c) and the byte-level BPE tokenizers transformers
  * writes.  Tensors are read, converted and written one row block at a time
  * (source pages released behind), so memory stays near the tokenizer's
@@ -8,8 +8,8 @@
  *
  * What the converter would refuse (unknown architecture, unknown
  * pre-tokenizer hash, missing tokenizer, unmappable tensor) is refused, and
- * so is what qk does not reproduce yet (SentencePiece tokenizers, rope
- * scaling, model cards, chat template files): QK_EINPUT with one line
+ * so is what qk does not reproduce yet (SentencePiece tokenizers outside
+ * Gemma, llama3 rope scaling, MXFP4 experts, model cards): QK_EINPUT with one line
  * naming it; nothing is written then. */
 #ifndef QK_CONVERT_H
 #define QK_CONVERT_H
