@@ -190,6 +190,20 @@ static void cli_refuses(const char *tmp, const char *dir, const char *what)
     }
 }
 
+/* No .gguf in dir (a refusal writes nothing); then tmp is removed and dir freed. */
+static void nothing_written(const char *tmp, char *dir)
+{
+    DIR *d = opendir(dir);
+    cr_assert(d);
+    for (struct dirent *e; (e = readdir(d));)
+        cr_assert(!strstr(e->d_name, ".gguf"), "%s written", e->d_name);
+    closedir(d);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    cr_assert_eq(system(cmd), 0);
+    free(dir);
+}
+
 /* What the converter refuses: an unknown architecture, a missing tokenizer,
  * a tokenizer whose pre-tokenizer hash it does not know. */
 Test(convert, refusals)
@@ -221,14 +235,7 @@ Test(convert, refusals)
     cr_assert(strstr(err.msg, "FooForCausalLM"), "%s", err.msg);
     qk_conv_result_free(&r);
     cli_refuses(tmp, dir, "FooForCausalLM");
-    /* nothing was written */
-    DIR *d = opendir(dir);
-    for (struct dirent *e; (e = readdir(d));)
-        cr_assert(!strstr(e->d_name, ".gguf"), "%s written", e->d_name);
-    closedir(d);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    cr_assert_eq(system(cmd), 0);
-    free(dir);
+    nothing_written(tmp, dir);
 }
 
 /* The classes whose set_vocab needs a SentencePiece tokenizer.model
@@ -255,14 +262,25 @@ Test(convert, refusals_missing_sentencepiece)
         cr_assert(strstr(err.msg, "missing tokenizer.model"), "%s: %s", cases[c], err.msg);
         qk_conv_result_free(&r);
         cli_refuses(tmp, dir, "missing tokenizer.model");
-        DIR *d = opendir(dir);
-        for (struct dirent *e; (e = readdir(d));)
-            cr_assert(!strstr(e->d_name, ".gguf"), "%s written", e->d_name);
-        closedir(d);
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-        cr_assert_eq(system(cmd), 0);
-        free(dir);
+        nothing_written(tmp, dir);
     }
+}
+
+/* A truncated tokenizer.model: one line naming the file and the offset. */
+Test(convert, truncated_sentencepiece)
+{
+    char tmpl[] = "/tmp/qk-convert-XXXXXX";
+    char *tmp = mkdtemp(tmpl);
+    char *dir = make_dir(tmp, "Gemma2-Tiny");
+    char p[600];
+    snprintf(p, sizeof p, "%s/tokenizer.model", dir);
+    cr_assert_eq(truncate(p, 1000), 0);
+    qk_conv_result r;
+    qk_err err = {0};
+    cr_assert_eq(run_opts(dir, "", &r, &err), QK_EINPUT);
+    cr_assert(strstr(err.msg, "tokenizer.model") && strstr(err.msg, "malformed protobuf"), "%s", err.msg);
+    qk_conv_result_free(&r);
+    nothing_written(tmp, dir);
 }
 
 /* gguf-py's naming heuristics on model ids (values from metadata.py run on them). */

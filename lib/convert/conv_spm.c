@@ -30,8 +30,9 @@ static int varint(const uint8_t *p, size_t n, size_t *i, uint64_t *v)
     return -1;
 }
 
-/* Read a field's key and, for length-delimited ones, its extent. */
-static int field(const uint8_t *p, size_t n, size_t *i, uint32_t *num, int *wt, size_t *len)
+/* Read a field's key, then a varint's value into *v (wire type 0) or the
+ * extent of its payload into *len (the payload starts at *i). */
+static int field(const uint8_t *p, size_t n, size_t *i, uint32_t *num, int *wt, size_t *len, uint64_t *v)
 {
     uint64_t key;
     if (varint(p, n, i, &key))
@@ -39,15 +40,15 @@ static int field(const uint8_t *p, size_t n, size_t *i, uint32_t *num, int *wt, 
     *num = (uint32_t)(key >> 3);
     *wt = (int)(key & 7);
     *len = 0;
-    uint64_t v;
+    *v = 0;
     switch (*wt) {
-    case 0: return 0;
+    case 0: return varint(p, n, i, v);
     case 1: *len = 8; break;
     case 5: *len = 4; break;
     case 2:
-        if (varint(p, n, i, &v))
+        if (varint(p, n, i, v))
             return -1;
-        *len = (size_t)v;
+        *len = (size_t)*v;
         break;
     default: return -1;
     }
@@ -73,15 +74,10 @@ int qk_conv_spm_read(const char *path, qk_conv_spm *s, qk_err *err)
         size_t at = i, len;
         uint32_t num;
         int wt;
-        if (field(p, n, &i, &num, &wt, &len)) {
+        uint64_t v;
+        if (field(p, n, &i, &num, &wt, &len, &v)) {
             rc = bad(err, path, at);
             break;
-        }
-        if (wt == 0) {
-            uint64_t v;
-            if (varint(p, n, &i, &v))
-                rc = bad(err, path, at);
-            continue;
         }
         size_t end = i + len;
         if (num != 1 || wt != 2) {
@@ -111,12 +107,7 @@ int qk_conv_spm_read(const char *path, qk_conv_spm *s, qk_err *err)
             size_t fat = i, flen;
             uint32_t fnum;
             int fwt;
-            if (field(p, end, &i, &fnum, &fwt, &flen)) {
-                rc = bad(err, path, fat);
-                break;
-            }
-            uint64_t v = 0;
-            if (fwt == 0 && varint(p, end, &i, &v)) {
+            if (field(p, end, &i, &fnum, &fwt, &flen, &v)) {
                 rc = bad(err, path, fat);
                 break;
             }
