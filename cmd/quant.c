@@ -358,8 +358,8 @@ static void on_progress(void *ctx, uint64_t n) { qk_progress_add(ctx, n); }
 
 /* qk-quant MODEL_DIR: qk-convert the directory to its lossless float GGUF
  * (F16 when the first matrix is stored as F16, else F32) in a temporary
- * file beside OUT (in $TMPDIR for --dry-run), which the caller quantizes and
- * removes: the output equals qk-convert --outtype f32 (or f16) and then
+ * file beside OUT (in $TMPDIR for --dry-run), which the caller maps and
+ * removes before quantizing: the output equals qk-convert --outtype f32 (or f16) and then
  * qk-quant. */
 static int convert_input(const model_args *a, const char *in, const char *out, char **tmp, qk_err *err)
 {
@@ -470,7 +470,14 @@ static int quantize_model(model_args *a, char **pos, int npos, const char *prog)
     a->o.prune = a->prune;
     if (in_dir && (rc = convert_input(a, in, out, &tmp, &err)))
         goto done;
-    if ((rc = qk_gguf_open(&g, tmp ? tmp : in, 0, &err)) || (rc = qk_quant_plan_make(&plan, g, &a->o, &err)))
+    rc = qk_gguf_open(&g, tmp ? tmp : in, 0, &err);
+    if (tmp) {
+        /* the mapping keeps the converted file's data: nothing is left behind even if quantizing stops */
+        unlink(tmp);
+        free(tmp);
+        tmp = NULL;
+    }
+    if (rc || (rc = qk_quant_plan_make(&plan, g, &a->o, &err)))
         goto done;
     if (!a->o.dry_run) {
         qk_progress pg;
