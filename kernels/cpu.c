@@ -89,6 +89,18 @@ static void merge(int level, const qk_simd_ops *ops)
     }
 }
 
+static void merge_wq(int level, const qk_wq_ops *ops)
+{
+    for (; ops->id >= 0; ops++) {
+        qk_kernels *k = &kern[level][ops->id];
+        if (ops->wq_tile)
+            k->wq_tile = ops->wq_tile;
+        if (ops->wq_act)
+            k->wq_act = ops->wq_act;
+        k->level_wq = (signed char)level;
+    }
+}
+
 static void merge_pack(int level, const qk_pack_ops *ops)
 {
     for (; ops->id >= 0; ops++)
@@ -119,6 +131,9 @@ static void init(void)
             k->from_float = t->from_float;
             k->to_float = t->to_float;
             k->quantize = t->quantize;
+            k->wq_rows = t->wq_rows;
+            k->wq_tile = t->wq_tile;
+            k->wq_act = t->wq_act;
         }
     }
     for (int l = 1; l < QK_CPU_LEVELS; l++) {
@@ -133,6 +148,7 @@ static void init(void)
             merge_pack(l, qk_x86_avx2_packed_k6);
             merge_pack(l, qk_x86_avx2_packed_sum);
             merge_pack(l, qk_x86_avx2_packed_f);
+            merge_wq(l, qk_x86_avx2_wq);
         } else if (l == QK_CPU_AVX512) {
             merge(l, qk_x86_avx512);
         }

@@ -41,6 +41,7 @@ extern const qk_pack_ops qk_x86_avx2_packed_k6[];
 extern const qk_pack_ops qk_x86_avx2_packed_sum[];
 extern const qk_pack_ops qk_x86_avx2_packed_f[];
 extern const qk_simd_ops qk_x86_avx512[];
+extern const qk_wq_ops qk_x86_avx2_wq[]; /* parted layouts (wq.h): the table's bits */
 
 /* Attention inner loops (avx2_attn.c; see attn.h). */
 struct qk_attn_kernels;

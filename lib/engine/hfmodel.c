@@ -12,16 +12,20 @@
 #include <string.h>
 
 #include "lib/core/ckd.h"
+#include "formats/ckpt.h"
 #include "formats/hfnames.h"
 #include "kernels/types.h"
+#include "lib/engine/hfweights.h"
 
 #define MAX_DIM (1 << 24) /* sanity bound on every hyper-parameter */
 
 struct qk_hfmodel_map {
     char gguf[96];            /* llama.cpp's name */
-    const qk_hf_tensor *t;
+    const qk_hf_tensor *t;    /* the stored tensor (a quantized one's main part) */
     int perm;                 /* QK_PERM_* (applied only when permute_qk) */
     uint8_t *permuted;        /* the permuted copy, made on first use */
+    const qk_ck_tensor *ct;   /* a quantized logical tensor (NULL: t as stored) */
+    qk_wq wq;                 /* its view, made when the map is built */
 };
 
 static const struct {
@@ -259,18 +263,28 @@ static int map_cmp(const void *a, const void *b)
     return strcmp(((const qk_hfmodel_map *)a)->gguf, ((const qk_hfmodel_map *)b)->gguf);
 }
 
-/* Every HF tensor llama.cpp has a name for, sorted by that name. */
+/* Every HF tensor llama.cpp has a name for, sorted by that name; for a
+ * quantized checkpoint its logical tensors (MODULE.weight for each
+ * quantized module, with its view). */
 static int build_map(qk_hfmodel *h, qk_err *err)
 {
     const qk_hfdir *hf = h->hf;
-    h->map = calloc(hf->n_tensors ? hf->n_tensors : 1, sizeof *h->map);
+    const size_t n = h->ck ? h->ck->n : hf->n_tensors;
+    h->map = calloc(n ? n : 1, sizeof *h->map);
     if (!h->map)
         return qk_errf(err, QK_EIO, "out of memory");
-    for (size_t i = 0; i < hf->n_tensors; i++) {
+    for (size_t i = 0; i < n; i++) {
         qk_hfmodel_map *e = &h->map[h->n_map];
-        if (qk_hf_to_gguf_name(hf->tensors[i].name, e->gguf, sizeof e->gguf, &e->perm) != 0)
+        const qk_ck_tensor *ct = h->ck ? &h->ck->t[i] : NULL;
+        const char *name = ct ? ct->name : hf->tensors[i].name;
+        if (qk_hf_to_gguf_name(name, e->gguf, sizeof e->gguf, &e->perm) != 0)
             continue; /* e.g. rotary_emb.inv_freq: not part of the graph */
-        e->t = &hf->tensors[i];
+        e->t = ct ? ct->w : &hf->tensors[i];
+        if (ct && ct->layout != QK_CK_DENSE) {
+            e->ct = ct;
+            if (qk_hf_weight_view(h->ck, ct, h->config_path, &e->wq, err))
+                return err->code;
+        }
         h->n_map++;
     }
     qsort(h->map, h->n_map, sizeof *h->map, map_cmp);
@@ -322,6 +336,12 @@ static int hf_find(void *ctx, const char *name, qk_src_tensor *out, qk_err *err)
     if (!e)
         return 0;
     const qk_hf_tensor *t = e->t;
+    if (e->ct) {
+        *out = (qk_src_tensor){.name = e->ct->name, .name_len = (int)strlen(e->ct->name), .type = e->wq.type,
+                               .ne = {e->ct->cols, e->ct->rows, 1, 1}, .offset = t->st->info_offset,
+                               .wq = &e->wq};
+        return 1;
+    }
     if (t->n_dims > 4) {
         qk_err_at(err, h->hf->dir, t->name, t->st->info_offset, "%d dimensions", t->n_dims);
         return -1;
@@ -398,6 +418,14 @@ int qk_hfmodel_open(qk_hfmodel **out, const char *path, qk_err *err)
     if (qk_hf_config_hparams(h->hf->config, h->config_path, &hp, &h->tied, &h->rope_factors, err))
         goto fail;
     const int vocab = hp.n_vocab;
+    if (qk_ckpt_open(&h->ck, h->hf, err))
+        goto fail;
+    if (!h->ck->quantized) {
+        qk_ckpt_close(h->ck);
+        h->ck = NULL;
+    } else if (hp.rope_mode == QK_ROPE_NORMAL) {
+        hp.rope_mode = QK_ROPE_NEOX; /* the stored rows, rotate_half as transformers (hfmodel.h) */
+    }
     h->permute_qk = hp.rope_mode == QK_ROPE_NORMAL;
     h->m.hp = hp; /* permute() reads the head counts */
     if (build_map(h, err))
@@ -431,6 +459,7 @@ void qk_hfmodel_close(qk_hfmodel *h)
     for (size_t i = 0; i < h->n_map; i++)
         free(h->map[i].permuted);
     free(h->map);
+    qk_ckpt_close(h->ck);
     free(h->rope_factors);
     free(h->config_path);
     qk_hf_close(h->hf);

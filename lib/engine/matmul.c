@@ -51,13 +51,19 @@ typedef struct {
     size_t xq_row;
     int64_t cols;
     qk_from_float_fn from_float;
+    const qk_wq *wq;          /* a parted weight's encoding: wq_act with its parameters */
+    qk_wq_act_fn wq_act;
 } enc_job;
 
 static void encode_range(void *ctx, size_t begin, size_t end)
 {
     const enc_job *j = ctx;
-    for (size_t t = begin; t < end; t++)
-        j->from_float(j->x + t * (size_t)j->cols, j->xq + t * j->xq_row, j->cols);
+    for (size_t t = begin; t < end; t++) {
+        if (j->wq_act)
+            j->wq_act(j->wq, j->x + t * (size_t)j->cols, j->xq + t * j->xq_row, j->cols);
+        else
+            j->from_float(j->x + t * (size_t)j->cols, j->xq + t * j->xq_row, j->cols);
+    }
 }
 
 static void dot_ranges(void *ctx, size_t begin, size_t end)
@@ -75,7 +81,9 @@ static void dot_ranges(void *ctx, size_t begin, size_t end)
                 float *out = pt->y + (size_t)t0 * (size_t)w->rows + r0;
                 /* packed rows come in whole groups: ranges and tiles start
                  * at multiples of rt (a multiple of 8), and rows is a multiple of the group */
-                if (pt->packed)
+                if (w->wq)
+                    pt->k->wq_tile(w->wq, (int64_t)r0, nr, act, pt->act_row, nt, out, (size_t)w->rows);
+                else if (pt->packed)
                     pt->k->packed_tile(w->cols, w->packed + r0 / QK_PACK_ROWS * pt->k->pack_size(w->cols),
                                        nr / QK_PACK_ROWS, act, pt->act_row, nt, out, (size_t)w->rows);
                 else
@@ -108,16 +116,19 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
     part parts[MAX_PARTS];
     /* the activation encodings the call needs, each made once */
     int vt[MAX_PARTS], nvt = 0, enc[MAX_PARTS]; /* enc[i]: weight i's encoding in vt */
+    const qk_wq *vwq[MAX_PARTS];                  /* the parted weight whose parameters it takes */
     size_t off[MAX_PARTS], rowb[MAX_PARTS], need = 0, nranges = 0;
     for (int i = 0; i < nw; i++) {
         if (w[i]->cols != cols)
             return qk_errf(err, QK_EIO, "matmul: weights of one call differ in columns");
-        const int t = qk_type_get(w[i]->type)->vec_dot_type;
+        const qk_wq *wq = w[i]->wq;
+        const int t = wq ? wq->act : qk_type_get(w[i]->type)->vec_dot_type;
         int e = 0;
-        while (e < nvt && vt[e] != t)
+        while (e < nvt && !(vt[e] == t && (t == QK_F32 || !wq || !vwq[e] || qk_wq_act_same(wq, vwq[e]))))
             e++;
         if (e == nvt) {
             vt[nvt] = t;
+            vwq[nvt] = t == QK_F32 ? NULL : wq;
             rowb[nvt] = t == QK_F32 ? 0 : qk_row_size(t, cols);
             uint64_t n;
             if (qk_ckd_mul(&n, rowb[nvt], (uint64_t)n_tok) || qk_ckd_add(&n, n, need) || n > SIZE_MAX)
@@ -127,7 +138,7 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
             nvt++;
         }
         parts[i] = (part){.w = w[i], .k = qk_kernels_for(w[i]->type), .y = y[i]};
-        parts[i].packed = w[i]->packed && (n_tok > 1 || parts[i].k->pack_decode);
+        parts[i].packed = !wq && w[i]->packed && (n_tok > 1 || parts[i].k->pack_decode);
         if (!parts[i].packed)
             parts[i].rt = ROW_TILE;
         else
@@ -149,7 +160,8 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
     for (int e = 0; e < nvt; e++)
         if (vt[e] != QK_F32) {
             enc_job ej = {.x = x, .xq = buf + off[e], .xq_row = rowb[e], .cols = cols,
-                          .from_float = qk_kernels_for(vt[e])->from_float};
+                          .from_float = qk_kernels_for(vt[e])->from_float, .wq = vwq[e],
+                          .wq_act = vwq[e] ? qk_kernels_for(vt[e])->wq_act : NULL};
             qk_parallel_for(nthreads, (size_t)n_tok, 1, encode_range, &ej);
         }
     range *ranges = malloc((nranges ? nranges : 1) * sizeof *ranges);

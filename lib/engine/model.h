@@ -13,6 +13,7 @@
 
 #include "lib/core/err.h"
 #include "formats/gguf.h"
+#include "kernels/wq.h"
 
 typedef enum qk_arch { QK_ARCH_LLAMA, QK_ARCH_QWEN2, QK_ARCH_QWEN3 } qk_arch;
 
@@ -53,6 +54,11 @@ typedef struct qk_weight {
      * level have no packed kernel or rows is not a multiple of the group. */
     const uint8_t *packed;
     int mapped;           /* data is file pages that may be dropped once packed (qk_src_tensor) */
+    /* A weight of a quantized Hugging Face checkpoint whose parts are
+     * separate tensors: its view (kernels/wq.h), computed by its type's
+     * (QK_W_*) wq kernels; data and row_size are then unused.  NULL for
+     * every one-array type. */
+    const qk_wq *wq;
 } qk_weight;
 
 typedef struct qk_layer {
@@ -96,6 +102,9 @@ typedef struct qk_src_tensor {
      * its one-token products read the copy too), its pages may be dropped
      * (lib/core/mapfile.h qk_map_release) */
     int mapped;
+    /* a parted weight (type QK_W_*, data NULL): its view, owned by the
+     * source, outliving the model */
+    const qk_wq *wq;
 } qk_src_tensor;
 
 typedef struct qk_model_source {
