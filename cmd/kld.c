@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 
 #include "formats/gguf.h"
-#include "lib/engine/hfmodel.h"
+#include "lib/engine/modelfile.h"
 #include "lib/core/json.h"
 #include "lib/eval/kldbase.h"
 #include "lib/eval/kldstats.h"
@@ -40,7 +40,7 @@ static const char usage_text[] =
     "With --logits, two qk-run --logits-out files of the same tokens are compared instead:\n"
     "every row but the last is scored (row i predicts token i+1), the base in full precision.\n"
     "\n"
-    "  -m, --model MODEL       the model: GGUF, or a Hugging Face directory (then --base is GGUF)\n"
+    "  -m, --model MODEL       the model: GGUF, or a Hugging Face directory (plain or quantized)\n"
     "  -f, --file TEXT         evaluation text\n"
     "  -c, --ctx-size N        window size in tokens (default 512)\n"
     "      --chunks N          at most N windows\n"
@@ -48,6 +48,8 @@ static const char usage_text[] =
     "      --kv-type f16|f32   KV cache type (default f16, llama.cpp's numerics)\n"
     "      --kld-base FILE     compare against base log-probs (llama.cpp or qk format)\n"
     "      --base MODEL_B      compare against MODEL_B (GGUF or HF directory) in the same pass\n"
+    "      --tokenizer FILE    tokenizer (GGUF, tokenizer.json or HF directory); default: the GGUF\n"
+    "                          among -m and --base, else -m's or --base's tokenizer.json\n"
     "      --kld-base-out FILE write the model's log-probs as a base file\n"
     "      --kld-base-format F llama (default: llama-perplexity's --kl-divergence-base) or qk\n"
     "      --chunk-range A:B   only chunks A..B-1 (0-based; B may be omitted: to the end)\n"
@@ -81,6 +83,7 @@ typedef struct {
     const char *prog;
     const char *model, *text, *base_file, *base_model, *base_out, *part_out;
     const char *logits, *logits_base; /* --logits, --logits-base */
+    const char *tokenizer;            /* --tokenizer */
     int base_format;
     int n_ctx, n_chunks, n_batch, threads, kv_type;
     bool have_ctx, have_range, json, quiet, merge, kv_type_given;
@@ -89,54 +92,6 @@ typedef struct {
     double max_kld_mean, max_kld_p99, max_ppl_ratio, min_same_top;
     bool has_max_kld_mean, has_max_kld_p99, has_max_ppl_ratio, has_min_same_top;
 } args;
-
-/* A model from a GGUF file or a Hugging Face directory (lib/engine/hfmodel.h). */
-typedef struct {
-    qk_gguf *g;
-    qk_model gm;
-    qk_hfmodel *hf;
-    const qk_model *m;
-} model_file;
-
-static bool is_hf(const char *path)
-{
-    struct stat st;
-    const size_t n = strlen(path);
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        return true;
-    return (n > 12 && !strcmp(path + n - 12, ".safetensors")) ||
-           (n > 5 && !strcmp(path + n - 5, ".json"));
-}
-
-static int load_model(model_file *mf, const char *path, qk_err *err)
-{
-    int rc;
-    if (is_hf(path)) {
-        if ((rc = qk_hfmodel_open(&mf->hf, path, err)))
-            return rc;
-        mf->m = &mf->hf->m;
-        return 0;
-    }
-    if ((rc = qk_gguf_open(&mf->g, path, 0, err)))
-        return rc;
-    if ((rc = qk_model_load(&mf->gm, mf->g, err))) {
-        qk_gguf_close(mf->g);
-        mf->g = NULL;
-        return rc;
-    }
-    mf->m = &mf->gm;
-    return 0;
-}
-
-static void unload_model(model_file *mf)
-{
-    if (mf->hf)
-        qk_hfmodel_close(mf->hf);
-    if (mf->g) {
-        qk_model_free(&mf->gm);
-        qk_gguf_close(mf->g);
-    }
-}
 
 static int read_text(const char *path, char **out, size_t *n, qk_err *err)
 {
@@ -191,10 +146,12 @@ typedef struct {
     bool ok;
 } bound;
 
-/* The numerics studies of a run, for the report (NULL for --merge). */
+/* The numerics studies of a run and the checkpoints' bits per weight, for
+ * the report (NULL for --merge). */
 typedef struct {
     const qk_wire *wire;
     const qk_hparams *hp;
+    double bpw, bpw_base; /* stored bits per weight of -m and --base (0: no --base) */
 } study_view;
 
 static void json_report(const args *a, const study_view *sv, const qk_kld_acc *acc,
@@ -218,8 +175,18 @@ static void json_report(const args *a, const study_view *sv, const qk_kld_acc *a
     qk_json_key(&j, "total"), qk_json_int(&j, total);
     qk_json_end_obj(&j);
     qk_json_key(&j, "tokens_scored"), qk_json_uint(&j, acc->count);
-    if (sv)
+    if (sv) {
+        qk_json_key(&j, "bits_per_weight");
+        qk_json_obj(&j);
+        qk_json_key(&j, "model"), qk_json_f64(&j, sv->bpw);
+        qk_json_key(&j, "base");
+        if (sv->bpw_base > 0)
+            qk_json_f64(&j, sv->bpw_base);
+        else
+            qk_json_null(&j);
+        qk_json_end_obj(&j);
         qk_study_json(&j, &a->st, sv->wire, sv->hp);
+    }
     if (acc->mode == QK_KLD_MODE_PPL) {
         qk_json_key(&j, "ppl");
         qk_json_obj(&j);
@@ -326,6 +293,12 @@ static int finish(const args *a, const study_view *sv, qk_kld_acc *acc, int n_ct
     } else {
         fputc('\n', stdout);
         qk_kld_print_summary(stdout, &s);
+    }
+    if (!a->json && sv) {
+        printf("Bits per weight: %.4f (%s)", sv->bpw, a->model);
+        if (sv->bpw_base > 0)
+            printf(", %.4f (%s)", sv->bpw_base, a->base_model);
+        putchar('\n');
     }
     if (!a->json && sv && (a->st.has_wire || a->st.has_kvq)) {
         fputc('\n', stdout);
@@ -493,7 +466,7 @@ static int same_as_input(const args *a, const char *out, qk_err *err)
 
 static int run(const args *a, qk_err *err)
 {
-    model_file mq = {0}, mb = {0};
+    qk_model_file mq = {0}, mb = {0};
     qk_tokenizer *tok = NULL;
     qk_kldb_reader *bin = NULL;
     qk_kldb_writer *bout = NULL;
@@ -508,22 +481,23 @@ static int run(const args *a, qk_err *err)
     if ((a->base_out && (rc = same_as_input(a, a->base_out, err))) ||
         (a->part_out && (rc = same_as_input(a, a->part_out, err))))
         return rc;
-    if ((rc = load_model(&mq, a->model, err)) ||
+    if ((rc = qk_model_file_open(&mq, a->model, true, err)) ||
         (rc = qk_study_prepare(&a->st, &mq.m->hp, &wire, err)))
         goto done;
-    if (a->base_model && (rc = load_model(&mb, a->base_model, err)))
+    if (a->base_model && (rc = qk_model_file_open(&mb, a->base_model, true, err)))
         goto done;
-    /* the tokenizer of whichever model is a GGUF file */
+    /* --tokenizer, the tokenizer of whichever model is a GGUF file, or an HF tokenizer.json */
     const qk_gguf *tg = mq.g ? mq.g : mb.g;
-    if (!tg) {
-        rc = qk_errf(err, QK_EINPUT, "%s: a Hugging Face directory has no GGUF tokenizer: give a GGUF "
-                     "model as -m or --base", a->model);
-        goto done;
+    if (a->tokenizer)
+        rc = qk_tokenizer_from(a->tokenizer, &tok, err);
+    else if (tg)
+        rc = (tok = qk_tok_from_gguf(tg, err)) ? 0 : (err->code ? err->code : QK_EINPUT);
+    else if ((rc = qk_hf_tokenizer(a->model, &tok, err)) && a->base_model) {
+        memset(err, 0, sizeof *err);
+        rc = qk_hf_tokenizer(a->base_model, &tok, err);
     }
-    if (!(tok = qk_tok_from_gguf(tg, err))) {
-        rc = err->code ? err->code : QK_EINPUT;
+    if (rc)
         goto done;
-    }
     const int nv = mq.m->hp.n_vocab;
     if ((int)qk_tok_n_vocab(tok) != nv) {
         rc = qk_errf(err, QK_EINPUT, "%s: the tokenizer has %u tokens, the output layer %d", a->model,
@@ -641,7 +615,7 @@ static int run(const args *a, qk_err *err)
         if ((rc = qk_part_write(a->part_out, &pi, &acc, err)))
             goto done;
     }
-    const study_view sv = {&wire, &mq.m->hp};
+    const study_view sv = {&wire, &mq.m->hp, qk_model_file_bpw(&mq), a->base_model ? qk_model_file_bpw(&mb) : 0.0};
     rc = -finish(a, &sv, &acc, n_ctx, nv, ca + 1, cb, n_chunk);
     if (!a->quiet) {
         const double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
@@ -654,8 +628,8 @@ done:
     qk_kldb_free(bout);
     qk_kldb_close(bin);
     qk_tok_free(tok);
-    unload_model(&mq);
-    unload_model(&mb);
+    qk_model_file_close(&mq);
+    qk_model_file_close(&mb);
     qk_wire_free(&wire);
     free(text), free(ids);
     return rc;
@@ -700,7 +674,7 @@ static int parse_num(const char *opt, const char *s, double *v, bool *has, qk_er
 int cmd_kld(int argc, char **argv)
 {
     enum { O_CHUNKS = 256, O_KV, O_BASEF, O_BASEM, O_BOUT, O_BFMT, O_RANGE, O_POUT, O_MERGE,
-           O_MKM, O_MKP, O_MPR, O_MST, O_JSON, O_LOGITS, O_LBASE };
+           O_MKM, O_MKP, O_MPR, O_MST, O_JSON, O_LOGITS, O_LBASE, O_TOK };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"file", required_argument, 0, 'f'},
         {"ctx-size", required_argument, 0, 'c'}, {"chunks", required_argument, 0, O_CHUNKS},
@@ -711,6 +685,7 @@ int cmd_kld(int argc, char **argv)
         {"chunk-range", required_argument, 0, O_RANGE}, {"partial-out", required_argument, 0, O_POUT},
         {"merge", no_argument, 0, O_MERGE}, {"max-kld-mean", required_argument, 0, O_MKM},
         {"logits", required_argument, 0, O_LOGITS}, {"logits-base", required_argument, 0, O_LBASE},
+        {"tokenizer", required_argument, 0, O_TOK},
         {"max-kld-p99", required_argument, 0, O_MKP}, {"max-ppl-ratio", required_argument, 0, O_MPR},
         {"min-same-top", required_argument, 0, O_MST}, {"json", no_argument, 0, O_JSON},
         {"threads", required_argument, 0, 't'}, {"quiet", no_argument, 0, 'q'},
@@ -768,6 +743,7 @@ int cmd_kld(int argc, char **argv)
         case O_MERGE: a.merge = true; break;
         case O_LOGITS: a.logits = optarg; break;
         case O_LBASE: a.logits_base = optarg; break;
+        case O_TOK: a.tokenizer = optarg; break;
         case O_MKM: rc = parse_num("--max-kld-mean", optarg, &a.max_kld_mean, &a.has_max_kld_mean, &err); break;
         case O_MKP: rc = parse_num("--max-kld-p99", optarg, &a.max_kld_p99, &a.has_max_kld_p99, &err); break;
         case O_MPR: rc = parse_num("--max-ppl-ratio", optarg, &a.max_ppl_ratio, &a.has_max_ppl_ratio, &err); break;

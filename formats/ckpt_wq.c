@@ -42,6 +42,7 @@ int qk_ckpt_wq(const qk_ck_tensor *t, qk_wq *w, qk_err *err)
     w->act = QK_F32;
     w->rows = t->rows;
     w->cols = t->cols;
+    w->bytes = t->stored_bytes;
     w->bits = t->bits;
     w->elem = t->elem;
     w->g = 1.0f;

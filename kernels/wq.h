@@ -95,6 +95,7 @@ typedef struct qk_wq {
     int type;              /* QK_W_* */
     int act;               /* activation type of the products: QK_F32 or QK_A_* */
     int64_t rows, cols;
+    uint64_t bytes;        /* stored bytes of all the parts (what a product reads) */
     int bits;              /* code width */
     int elem;              /* qk_elem (elements.h) of float codes and code books */
     int order;             /* QK_WQ_* (integer rows) */

@@ -34,7 +34,7 @@
 
 #ifdef QK_X86
 
-enum { K_FP8, K_I8, K_P4, K_P8, K_FP4, K_MLX4, K_GPTQ4, K_BNB8, K_NONE };
+enum { K_FP8, K_FP8X, K_I8, K_I8Z, K_P4, K_P8, K_FP4, K_MLX4, K_GPTQ4, K_BNB8, K_NONE };
 
 /* Which decoder serves w, or K_NONE. */
 static int kind_of(const qk_wq *w)
@@ -45,8 +45,8 @@ static int kind_of(const qk_wq *w)
         return K_NONE;
     const bool zf = !w->z.p || w->z.bits == 0 || (w->z.bits == w->bits && !w->z.stream);
     switch (w->type) {
-    case QK_W_FP8: return w->elem == QK_ELEM_FP8_E4M3 ? K_FP8 : K_NONE;
-    case QK_W_INT8: return K_I8;
+    case QK_W_FP8: return w->elem != QK_ELEM_FP8_E4M3 ? K_NONE : w->s.type == QK_E8M0 ? K_FP8X : K_FP8;
+    case QK_W_INT8: return w->z.p ? K_I8Z : K_I8;
     case QK_W_PACK:
         if (w->order != QK_WQ_WORDS || !zf)
             return K_NONE;
@@ -60,51 +60,45 @@ static int kind_of(const qk_wq *w)
     }
 }
 
-/* One row's decoding state. */
-typedef struct {
-    const uint8_t *q;      /* the row's codes (GPTQ: word column r) */
-    int64_t r;
-    int64_t next;          /* first element of the next scale group */
-    float s, z;            /* the current group's scale and zero point (MLX: bias) */
-} rowst;
-
 static const float e2m1_mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
 
-QK_TARGET_AVX2 static inline void row_init(const qk_wq *w, int kind, int64_t r, rowst *st)
+/* Where row r's codes start (GPTQ: its column of words). */
+static inline const uint8_t *row_codes(const qk_wq *w, int kind, int64_t r)
 {
-    st->r = r;
-    st->next = 0;
-    st->s = st->z = 0.0f;
-    st->q = kind == K_GPTQ4 ? w->q + 4 * r : w->q + r * w->q_rs;
+    return kind == K_GPTQ4 ? w->q + 4 * r : w->q + r * w->q_rs;
 }
 
-/* The group's parameters when k starts one (k a multiple of 8). */
-QK_TARGET_AVX2 static inline void row_group(const qk_wq *w, int kind, rowst *st, int64_t k)
+/* The scale (and zero point or bias) of row r's group at element k, as the
+ * reference takes them; FP8 folds in the 2^8 of its F16 decoding (exact). */
+static inline void group_params(const qk_wq *w, int kind, int64_t r, int64_t k, float *s, float *z)
 {
-    if (k < st->next)
+    *z = 0.0f;
+    switch (kind) {
+    case K_FP4: *s = qk_wq_fp4_mult(w, w->s.p[r / w->s.rdiv * w->s.rs + k / w->s.cdiv * w->s.cs]); return;
+    case K_BNB8: *s = qk_wq_val(w->s.p, w->s.type, r); return;
+    case K_FP8: /* float scales: fold the 2^8 in (exact); E8M0 ones could overflow: dec8 multiplies */
+        *s = qk_wq_scale(w, r, k) * 256.0f;
         return;
-    const int64_t cd = w->s.cdiv < w->cols ? w->s.cdiv : w->cols;
-    st->next = k + cd;
-    if (kind == K_FP4) {
-        st->s = qk_wq_fp4_mult(w, w->s.p[st->r / w->s.rdiv * w->s.rs + k / w->s.cdiv * w->s.cs]);
+    default:
+        *s = qk_wq_scale(w, r, k);
+        *z = qk_wq_zero(w, r, k);
         return;
     }
-    if (kind == K_BNB8) {
-        st->s = qk_wq_val(w->s.p, w->s.type, st->r);
-        return;
-    }
-    st->s = qk_wq_scale(w, st->r, k);
-    st->z = qk_wq_zero(w, st->r, k);
 }
 
-/* E4M3 bytes -> floats, exactly: the 7 value bits placed as an F16's
- * exponent and mantissa, the sign moved, times 2^8. */
+/* E4M3 bytes -> floats / 2^8, exactly: each byte's value bits placed as an
+ * F16's exponent and mantissa with the sign on top (b << 8, arithmetic
+ * shift right by one, the copy of the sign in bit 14 cleared). */
+QK_TARGET_AVX2 static inline __m256 e4m3x8_div256(__m128i b8)
+{
+    const __m128i h = _mm_srai_epi16(_mm_unpacklo_epi8(_mm_setzero_si128(), b8), 1);
+    return _mm256_cvtph_ps(_mm_and_si128(h, _mm_set1_epi16((short)0xBFFF)));
+}
+
+/* E4M3 bytes -> floats, exactly. */
 QK_TARGET_AVX2 static inline __m256 e4m3x8(__m128i b8)
 {
-    const __m128i h = _mm_cvtepu8_epi16(b8);
-    const __m128i f16 = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(h, _mm_set1_epi16(0x80)), 8),
-                                     _mm_slli_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7F)), 7));
-    return _mm256_mul_ps(_mm256_cvtph_ps(f16), _mm256_set1_ps(256.0f));
+    return _mm256_mul_ps(e4m3x8_div256(b8), _mm256_set1_ps(256.0f));
 }
 
 /* Eight 4-bit codes of four bytes, the low nibble first. */
@@ -120,45 +114,50 @@ QK_TARGET_AVX2 static inline __m256i nib8(const uint8_t *p)
 /* Eight 4-bit fields of a word, field 0 first. */
 QK_TARGET_AVX2 static inline __m256i fields8(const uint8_t *p)
 {
-    uint32_t u;
-    memcpy(&u, p, 4);
-    return _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)u), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+    return _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)qk_ld_u32(p)), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
                             _mm256_set1_epi32(15));
 }
 
-/* Weights [k, k + 8) of a row, as the reference decodes them. */
-QK_TARGET_AVX2 static inline __m256 dec8(const qk_wq *w, int kind, rowst *st, int64_t k)
+/* What dec8 reads of the weight, as values (no reload through w). */
+typedef struct {
+    int64_t gptq_stride; /* bytes between GPTQ word rows */
+    int code_offset;
+} decp;
+
+/* Weights [k, k + 8) of the row whose codes start at q, with its group's
+ * s and z (broadcast), as the reference decodes them. */
+QK_TARGET_AVX2 static inline __m256 dec8(const decp d, const int kind, const uint8_t *q, int64_t k, __m256 s, __m256 z)
 {
-    row_group(w, kind, st, k);
-    const __m256 s = _mm256_set1_ps(st->s);
     switch (kind) {
     case K_FP8:
-        return _mm256_mul_ps(e4m3x8(_mm_loadl_epi64((const __m128i *)(st->q + k))), s);
-    case K_I8: {
-        const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(st->q + k))));
-        return w->z.p ? _mm256_mul_ps(_mm256_sub_ps(q, _mm256_set1_ps(st->z)), s) : _mm256_mul_ps(q, s);
+        return _mm256_mul_ps(e4m3x8_div256(_mm_loadl_epi64((const __m128i *)(q + k))), s);
+    case K_FP8X:
+        return _mm256_mul_ps(e4m3x8(_mm_loadl_epi64((const __m128i *)(q + k))), s);
+    case K_I8:
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q + k)))), s);
+    case K_I8Z: {
+        const __m256 c = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q + k))));
+        return _mm256_mul_ps(_mm256_sub_ps(c, z), s);
     }
     case K_BNB8: {
-        const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(st->q + k))));
-        return _mm256_mul_ps(_mm256_mul_ps(q, s), _mm256_set1_ps(7.874015718698502e-3f));
+        const __m256 c = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q + k))));
+        return _mm256_mul_ps(_mm256_mul_ps(c, s), _mm256_set1_ps(7.874015718698502e-3f));
     }
     case K_P4:
     case K_GPTQ4: {
-        const uint8_t *p = kind == K_P4 ? st->q + k / 2 : st->q + (size_t)(k / 8) * (size_t)w->rows * 4;
-        const __m256 q = _mm256_cvtepi32_ps(_mm256_sub_epi32(fields8(p), _mm256_set1_epi32(w->code_offset)));
-        return _mm256_mul_ps(_mm256_sub_ps(q, _mm256_set1_ps(st->z)), s);
+        const uint8_t *p = kind == K_P4 ? q + k / 2 : q + (size_t)(k / 8) * (size_t)d.gptq_stride;
+        const __m256 c = _mm256_cvtepi32_ps(_mm256_sub_epi32(fields8(p), _mm256_set1_epi32(d.code_offset)));
+        return _mm256_mul_ps(_mm256_sub_ps(c, z), s);
     }
     case K_P8: {
-        const __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(st->q + k)));
-        const __m256 q = _mm256_cvtepi32_ps(_mm256_sub_epi32(c, _mm256_set1_epi32(w->code_offset)));
-        return _mm256_mul_ps(_mm256_sub_ps(q, _mm256_set1_ps(st->z)), s);
+        const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(q + k)));
+        const __m256 c = _mm256_cvtepi32_ps(_mm256_sub_epi32(b, _mm256_set1_epi32(d.code_offset)));
+        return _mm256_mul_ps(_mm256_sub_ps(c, z), s);
     }
-    case K_MLX4: {
-        const __m256 q = _mm256_cvtepi32_ps(nib8(st->q + k / 2));
-        return _mm256_add_ps(_mm256_mul_ps(s, q), _mm256_set1_ps(st->z));
-    }
+    case K_MLX4:
+        return _mm256_add_ps(_mm256_mul_ps(s, _mm256_cvtepi32_ps(nib8(q + k / 2))), z);
     default: { /* K_FP4 */
-        const __m256i c = nib8(st->q + k / 2);
+        const __m256i c = nib8(q + k / 2);
         const __m256 mag = _mm256_permutevar8x32_ps(_mm256_loadu_ps(e2m1_mag), c);
         const __m256 v = _mm256_or_ps(mag, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_srli_epi32(c, 3), 31)));
         return _mm256_mul_ps(v, s);
@@ -166,71 +165,111 @@ QK_TARGET_AVX2 static inline __m256 dec8(const qk_wq *w, int kind, rowst *st, in
     }
 }
 
-/* NR rows x NT tokens, each output THE WQ FLOAT ORDER. */
-QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
-ftile(const qk_wq *w, int kind, int64_t r0, int NR, const uint8_t *y, size_t ys, int NT, float *out, size_t ldo)
+/* The last n % 8 elements of row r against x, after the lanes (the reference's tail). */
+static inline float tail_of(const qk_wq *w, int64_t r, const float *x, float s)
 {
     const int64_t n = w->cols, n8 = n - n % 8;
-    rowst st[8];
-    __m256 acc[8][2];
-    const float *x[2];
-    for (int t = 0; t < NT; t++)
-        x[t] = (const float *)(y + (size_t)t * ys);
-    for (int r = 0; r < NR; r++) {
-        row_init(w, kind, r0 + r, &st[r]);
-        for (int t = 0; t < NT; t++)
-            acc[r][t] = _mm256_setzero_ps();
-    }
-    for (int64_t k = 0; k < n8; k += 8) {
-        __m256 xv[2];
-        for (int t = 0; t < NT; t++)
-            xv[t] = _mm256_loadu_ps(x[t] + k);
-        for (int r = 0; r < NR; r++) {
-            const __m256 wv = dec8(w, kind, &st[r], k);
-            for (int t = 0; t < NT; t++)
-                acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
-        }
-    }
+    if (n8 == n)
+        return s;
     float tail[8];
-    const qk_wq_dec_fn dec = qk_wq_decoder(w->type);
-    for (int r = 0; r < NR; r++) {
-        if (n8 < n)
-            dec(w, r0 + r, n8, n - n8, tail);
-        for (int t = 0; t < NT; t++) {
-            float s = qk_hsum8_ps(acc[r][t]);
-            for (int64_t i = n8; i < n; i++)
-                s = s + tail[i - n8] * x[t][i];
-            out[(size_t)t * ldo + (size_t)r] = s;
-        }
-    }
+    qk_wq_decoder(w->type)(w, r, n8, n - n8, tail);
+    for (int64_t i = n8; i < n; i++)
+        s = s + tail[i - n8] * x[i];
+    return s;
 }
 
-#define FTILE(K, R, T) ftile(w, K, r0 + r, R, y + (size_t)t * ys, ys, T, out + (size_t)t * ldo + (size_t)r, ldo)
+/* One token against NR (1, 4 or 8) rows, each output THE WQ FLOAT ORDER:
+ * the rows' groups in lockstep (a group is the same columns in every row),
+ * each group's scale and zero fetched once, the token's chunk loaded once
+ * for the rows, one fused multiply-add per 8 weights.  The accumulators are
+ * named variables: an array of them ends up stored back every step. */
+#define ROW_STEP(i, A)                                                                                   \
+    if (i < NR)                                                                                          \
+        A = _mm256_fmadd_ps(dec8(d, kind, q0 + (i) * rstep, k, _mm256_broadcast_ss(&sv[i]), _mm256_broadcast_ss(&zv[i])), \
+                            xv, A)
+QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
+ftile_rows(const qk_wq *w, const int kind, int64_t r0, const int NR, const float *x, float *out)
+{
+    const int64_t n = w->cols, n8 = n - n % 8, g = w->s.cdiv < n ? w->s.cdiv : n;
+    const uint8_t *q0 = row_codes(w, kind, r0);
+    const int64_t rstep = NR > 1 ? row_codes(w, kind, r0 + 1) - q0 : 0;
+    const decp d = {w->rows * 4, w->code_offset};
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    for (int64_t g0 = 0; g0 < n8; g0 += g) {
+        float sv[8], zv[8];
+        _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
+            group_params(w, kind, r0 + r, g0, &sv[r], &zv[r]);
+        const int64_t g1 = g0 + g < n8 ? g0 + g : n8;
+        for (int64_t k = g0; k < g1; k += 8) {
+            const __m256 xv = _mm256_loadu_ps(x + k);
+            ROW_STEP(0, a0);
+            ROW_STEP(1, a1);
+            ROW_STEP(2, a2);
+            ROW_STEP(3, a3);
+            ROW_STEP(4, a4);
+            ROW_STEP(5, a5);
+            ROW_STEP(6, a6);
+            ROW_STEP(7, a7);
+        }
+    }
+    const __m256 acc[8] = {a0, a1, a2, a3, a4, a5, a6, a7};
+    for (int r = 0; r < NR; r++)
+        out[r] = tail_of(w, r0 + r, x, qk_hsum8_ps(acc[r]));
+}
+#undef ROW_STEP
 
-/* One kind over the whole tile: rows in fours (one token: eights), tokens in twos. */
-#define FTILE_ALL(K)                                                             \
-    do {                                                                         \
-        if (nt == 1) {                                                           \
-            const int t = 0;                                                     \
-            int r = 0;                                                           \
-            for (; r + 8 <= nr; r += 8)                                          \
-                FTILE(K, 8, 1);                                                  \
-            for (; r < nr; r++)                                                  \
-                FTILE(K, 1, 1);                                                  \
-            break;                                                               \
-        }                                                                        \
-        for (int r = 0; r < nr; r += 4) {                                        \
-            const int rr = nr - r < 4 ? nr - r : 4;                              \
-            for (int t = 0; t < nt; t += 2) {                                    \
-                if (nt - t >= 2 && rr == 4)                                      \
-                    FTILE(K, 4, 2);                                              \
-                else                                                             \
-                    for (int tt = t; tt < t + 2 && tt < nt; tt++)                \
-                        for (int q = 0; q < rr; q++)                             \
-                            ftile(w, K, r0 + r + q, 1, y + (size_t)tt * ys, ys, 1, \
-                                  out + (size_t)tt * ldo + (size_t)(r + q), ldo); \
-            }                                                                    \
-        }                                                                        \
+/* One row against NT tokens (rows ys bytes apart): each decoded chunk shared by the tokens. */
+QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
+ftile_toks(const qk_wq *w, const int kind, int64_t r, const uint8_t *y, size_t ys, const int NT, float *out, size_t ldo)
+{
+    const int64_t n = w->cols, n8 = n - n % 8, g = w->s.cdiv < n ? w->s.cdiv : n;
+    const uint8_t *q = row_codes(w, kind, r);
+    const decp d = {w->rows * 4, w->code_offset};
+    __m256 acc[8];
+    _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
+        acc[t] = _mm256_setzero_ps();
+    for (int64_t g0 = 0; g0 < n8; g0 += g) {
+        float sv, zv;
+        group_params(w, kind, r, g0, &sv, &zv);
+        const __m256 s = _mm256_set1_ps(sv), z = _mm256_set1_ps(zv);
+        const int64_t g1 = g0 + g < n8 ? g0 + g : n8;
+        for (int64_t k = g0; k < g1; k += 8) {
+            const __m256 wv = dec8(d, kind, q, k, s, z);
+            _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
+                acc[t] = _mm256_fmadd_ps(wv, _mm256_loadu_ps((const float *)(y + (size_t)t * ys) + k), acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; t++)
+        out[(size_t)t * ldo] = tail_of(w, r, (const float *)(y + (size_t)t * ys), qk_hsum8_ps(acc[t]));
+}
+
+/* One kind over the whole tile: one token in eights of rows; more tokens
+ * one row at a time in eights, fours, twos and ones of tokens. */
+#define FROWS(K, R) ftile_rows(w, K, r0 + r, R, (const float *)y, out + r)
+#define FTOKS(K, T) ftile_toks(w, K, r0 + r, y + (size_t)t * ys, ys, T, out + (size_t)t * ldo + (size_t)r, ldo)
+#define FTILE_ALL(K)                          \
+    do {                                      \
+        if (nt == 1) {                        \
+            int r = 0;                        \
+            for (; r + 8 <= nr; r += 8)       \
+                FROWS(K, 8);                  \
+            for (; r + 4 <= nr; r += 4)       \
+                FROWS(K, 4);                  \
+            for (; r < nr; r++)               \
+                FROWS(K, 1);                  \
+            break;                            \
+        }                                     \
+        for (int r = 0; r < nr; r++) {        \
+            int t = 0;                        \
+            for (; t + 8 <= nt; t += 8)       \
+                FTOKS(K, 8);                  \
+            for (; t + 4 <= nt; t += 4)       \
+                FTOKS(K, 4);                  \
+            for (; t + 2 <= nt; t += 2)       \
+                FTOKS(K, 2);                  \
+            for (; t < nt; t++)               \
+                FTOKS(K, 1);                  \
+        }                                     \
     } while (0)
 
 QK_TARGET_AVX2 static void float_tile(const qk_wq *w, int kind, int64_t r0, int nr, const uint8_t *y, size_t ys,
@@ -238,7 +277,9 @@ QK_TARGET_AVX2 static void float_tile(const qk_wq *w, int kind, int64_t r0, int 
 {
     switch (kind) {
     case K_FP8: FTILE_ALL(K_FP8); break;
+    case K_FP8X: FTILE_ALL(K_FP8X); break;
     case K_I8: FTILE_ALL(K_I8); break;
+    case K_I8Z: FTILE_ALL(K_I8Z); break;
     case K_P4: FTILE_ALL(K_P4); break;
     case K_P8: FTILE_ALL(K_P8); break;
     case K_FP4: FTILE_ALL(K_FP4); break;
@@ -278,18 +319,95 @@ QK_TARGET_AVX2 static inline void i8_sums(const int8_t *wr, const int8_t *a, int
     *wsum = wide ? qk_hsum_epi32(ws) : 0;
 }
 
+/* NR rows x NT tokens (NR * NT <= 8) of one-group (per-channel or
+ * per-tensor) int8 rows against symmetric dynamic codes (|a| <= 127): |w|
+ * unsigned times a with w's sign, pair sums in int16 (at most 2 * 128 *
+ * 127), then int32 lanes; named accumulators (an array of them is stored
+ * back every step). */
+#define I8_ACC(r, t, A)                                                                                    \
+    if (r < NR && t < NT)                                                                                  \
+        A = _mm256_add_epi32(A, _mm256_madd_epi16(_mm256_maddubs_epi16(mag[r], _mm256_sign_epi8(av[t], wv[r])), ones))
+QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
+i8_rows(const int8_t *const wr[4], const int8_t *const a[4], int64_t n, const int NR, const int NT, int64_t out[4][4])
+{
+    const __m256i ones = _mm256_set1_epi16(1), zero = _mm256_setzero_si256();
+    __m256i c0 = zero, c1 = zero, c2 = zero, c3 = zero, c4 = zero, c5 = zero, c6 = zero, c7 = zero;
+    for (int64_t k = 0; k < n; k += 32) {
+        __m256i av[4], wv[4], mag[4];
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)
+            av[t] = _mm256_loadu_si256((const __m256i *)(a[t] + k));
+        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+            wv[r] = _mm256_loadu_si256((const __m256i *)(wr[r] + k));
+            mag[r] = _mm256_sign_epi8(wv[r], wv[r]);
+        }
+        if (NT <= 2) { /* c(2r + t) */
+            I8_ACC(0, 0, c0); I8_ACC(0, 1, c1); I8_ACC(1, 0, c2); I8_ACC(1, 1, c3);
+            I8_ACC(2, 0, c4); I8_ACC(2, 1, c5); I8_ACC(3, 0, c6); I8_ACC(3, 1, c7);
+        } else { /* c(4r + t) */
+            I8_ACC(0, 0, c0); I8_ACC(0, 1, c1); I8_ACC(0, 2, c2); I8_ACC(0, 3, c3);
+            I8_ACC(1, 0, c4); I8_ACC(1, 1, c5); I8_ACC(1, 2, c6); I8_ACC(1, 3, c7);
+        }
+    }
+    const __m256i c[8] = {c0, c1, c2, c3, c4, c5, c6, c7};
+    const int stride = NT <= 2 ? 2 : 4;
+    for (int r = 0; r < NR; r++)
+        for (int t = 0; t < NT; t++)
+            out[r][t] = qk_hsum_epi32(c[stride * r + t]);
+}
+#undef I8_ACC
+
 /* W_INT8 (symmetric) x QK_A_I8, the reference's steps (wq_int.c). */
 QK_TARGET_AVX2 static void i8_tile(const qk_wq *w, int64_t r0, int nr, const uint8_t *y, size_t ys, int nt,
                                    float *out, size_t ldo)
 {
     const int64_t n = w->cols, g = w->s.cdiv < n ? w->s.cdiv : n;
+    /* only the dynamic symmetric codes stay within [-127, 127] */
+    const bool wide = w->a_asym || w->a_static;
+    if (!wide && g == n) { /* one group a row: 2 rows x 4 tokens of int32 sums in registers */
+        float ws[64];
+        for (int r = 0; r < nr && r < 64; r++)
+            ws[r] = qk_wq_scale(w, r0 + r, 0);
+        for (int t0 = 0; t0 < nt; t0 += 4) {
+            const int mt = nt - t0 < 4 ? nt - t0 : 4;
+            const int8_t *a[4];
+            qk_a_i8_head h[4];
+            for (int t = 0; t < mt; t++) {
+                memcpy(&h[t], y + (size_t)(t0 + t) * ys, sizeof h[t]);
+                a[t] = (const int8_t *)(y + (size_t)(t0 + t) * ys + QK_A_I8_HEAD);
+            }
+            const int rs = mt == 1 ? 4 : 2; /* one token: 4 rows x 1 */
+            for (int r = 0; r < nr; r += rs) {
+                const int mr = nr - r < rs ? nr - r : rs;
+                const int8_t *wr[4];
+                for (int q = 0; q < mr; q++)
+                    wr[q] = (const int8_t *)(w->q + (r0 + r + q) * w->q_rs);
+                int64_t dot[4][4];
+                if (mr == 2 && mt == 4)
+                    i8_rows(wr, a, n, 2, 4, dot);
+                else if (mr == 4 && mt == 1)
+                    i8_rows(wr, a, n, 4, 1, dot);
+                else
+                    for (int q = 0; q < mr; q++)
+                        for (int t = 0; t < mt; t++) {
+                            int64_t d1[4][4];
+                            const int8_t *w1[4] = {wr[q]}, *a1[4] = {a[t]};
+                            i8_rows(w1, a1, n, 1, 1, d1);
+                            dot[q][t] = d1[0][0];
+                        }
+                for (int q = 0; q < mr; q++) {
+                    const float s = r + q < 64 ? ws[r + q] : qk_wq_scale(w, r0 + r + q, 0);
+                    for (int t = 0; t < mt; t++)
+                        out[(size_t)(t0 + t) * ldo + (size_t)(r + q)] = h[t].scale * (0.0f + (float)dot[q][t] * s);
+                }
+            }
+        }
+        return;
+    }
     for (int t = 0; t < nt; t++) {
         const uint8_t *row = y + (size_t)t * ys;
         qk_a_i8_head h;
         memcpy(&h, row, sizeof h);
         const int8_t *a = (const int8_t *)(row + QK_A_I8_HEAD);
-        /* only the dynamic symmetric codes stay within [-127, 127] */
-        const bool wide = w->a_asym || w->a_static;
         for (int r = 0; r < nr; r++) {
             const int8_t *wr = (const int8_t *)(w->q + (r0 + r) * w->q_rs);
             float sum = 0.0f;
