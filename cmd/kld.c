@@ -18,6 +18,7 @@
 #include "lib/engine/modelfile.h"
 #include "lib/core/json.h"
 #include "lib/eval/kldbase.h"
+#include "lib/eval/kldsplit.h"
 #include "lib/eval/kldstats.h"
 #include "lib/eval/logits_file.h"
 #include "lib/core/mapfile.h"
@@ -46,6 +47,14 @@ static const char usage_text[] =
     "      --chunks N          at most N windows\n"
     "  -b, --batch-size N      tokens per forward call (default: logits within 64 MiB, 32..512)\n"
     "      --kv-type f16|f32   KV cache type (default f16, llama.cpp's numerics)\n"
+    "      --act-type T        default (activations encoded as llama.cpp does) or f32 (float\n"
+    "                          activations: the weights' error alone, as if dequantized to F32)\n"
+    "      --split-error       also report the weight-only error (f32 activations) and the\n"
+    "                          activation-quantization share (default against f32); one more pass\n"
+    "      --noise-floor       also estimate how far two correct implementations of this arithmetic\n"
+    "                          drift apart (activation encoders' variants: two more passes)\n"
+    "      --above-floor       thresholds count only beyond the noise floor (implies --noise-floor)\n"
+    "      --max-kld-weights X exit 1 when the weight-only Mean KLD > X (implies --split-error)\n"
     "      --kld-base FILE     compare against base log-probs (llama.cpp or qk format)\n"
     "      --base MODEL_B      compare against MODEL_B (GGUF or HF directory) in the same pass\n"
     "      --tokenizer FILE    tokenizer (GGUF, tokenizer.json or HF directory); default: the GGUF\n"
@@ -89,8 +98,11 @@ typedef struct {
     bool have_ctx, have_range, json, quiet, merge, kv_type_given;
     qk_study_opts st; /* --wire, --kv-cache on the model under test (lib/study/study_cmd.h) */
     int range_a, range_b; /* range_b < 0: to the end */
-    double max_kld_mean, max_kld_p99, max_ppl_ratio, min_same_top;
-    bool has_max_kld_mean, has_max_kld_p99, has_max_ppl_ratio, has_min_same_top;
+    double max_kld_mean, max_kld_p99, max_ppl_ratio, min_same_top, max_kld_weights;
+    bool has_max_kld_mean, has_max_kld_p99, has_max_ppl_ratio, has_min_same_top, has_max_kld_weights;
+    int act_type;                   /* --act-type */
+    bool split, floor, above_floor; /* --split-error, --noise-floor, --above-floor */
+    qk_kld_extra *x;                /* their runs (lib/eval/kldsplit.h), NULL when off */
 } args;
 
 static int read_text(const char *path, char **out, size_t *n, qk_err *err)
@@ -131,15 +143,6 @@ static void on_chunk(void *ud, int chunk_no, const qk_kld_acc *acc)
     qk_kld_print_chunk(stdout, acc, chunk_no);
 }
 
-static void json_ve(qk_json *j, const char *key, qk_kld_ve v)
-{
-    qk_json_key(j, key);
-    qk_json_obj(j);
-    qk_json_key(j, "value"), qk_json_f64(j, v.v);
-    qk_json_key(j, "error"), qk_json_f64(j, v.e);
-    qk_json_end_obj(j);
-}
-
 typedef struct {
     const char *option, *what;
     double limit, value;
@@ -175,6 +178,7 @@ static void json_report(const args *a, const study_view *sv, const qk_kld_acc *a
     qk_json_key(&j, "total"), qk_json_int(&j, total);
     qk_json_end_obj(&j);
     qk_json_key(&j, "tokens_scored"), qk_json_uint(&j, acc->count);
+    qk_json_key(&j, "act_type"), qk_json_str(&j, qk_act_type_name(a->act_type));
     if (sv) {
         qk_json_key(&j, "bits_per_weight");
         qk_json_obj(&j);
@@ -200,12 +204,12 @@ static void json_report(const args *a, const study_view *sv, const qk_kld_acc *a
     } else {
         qk_json_key(&j, "perplexity");
         qk_json_obj(&j);
-        json_ve(&j, "ppl_q", s->ppl);
-        json_ve(&j, "ppl_base", s->ppl_base);
+        qk_kld_json_ve(&j, "ppl_q", s->ppl);
+        qk_kld_json_ve(&j, "ppl_base", s->ppl_base);
         qk_json_key(&j, "cor_ln_ppl_pct"), qk_json_f64(&j, 100.0 * s->cor);
-        json_ve(&j, "ln_ppl_ratio", s->ln_ratio);
-        json_ve(&j, "ppl_ratio", s->ratio);
-        json_ve(&j, "ppl_diff", s->diff);
+        qk_kld_json_ve(&j, "ln_ppl_ratio", s->ln_ratio);
+        qk_kld_json_ve(&j, "ppl_ratio", s->ratio);
+        qk_kld_json_ve(&j, "ppl_diff", s->diff);
         qk_json_end_obj(&j);
         static const char *const kn[] = {"max", "p99_9", "p99", "p95", "p90", "median",
                                          "p10", "p5", "p1", "p0_1", "min"};
@@ -225,8 +229,10 @@ static void json_report(const args *a, const study_view *sv, const qk_kld_acc *a
         for (int i = 0; i < 13; i++)
             qk_json_key(&j, pn[i]), qk_json_f64(&j, s->dp_pct[i]);
         qk_json_end_obj(&j);
-        json_ve(&j, "rms_delta_p_pct", s->rms_dp);
-        json_ve(&j, "same_top_p_pct", s->same_top);
+        qk_kld_json_ve(&j, "rms_delta_p_pct", s->rms_dp);
+        qk_kld_json_ve(&j, "same_top_p_pct", s->same_top);
+        if (a->x)
+            qk_kld_extra_json(&j, a->x);
     }
     qk_json_key(&j, "thresholds");
     qk_json_arr(&j);
@@ -249,24 +255,32 @@ static void json_report(const args *a, const study_view *sv, const qk_kld_acc *a
 static int thresholds(const args *a, const qk_kld_summary *s, bound *b)
 {
     int n = 0;
+    /* --above-floor: the KLD figures less the floor's, same top plus what the floor loses */
+    const qk_kld_figure *fl = a->above_floor ? &a->x->flr : &(qk_kld_figure){.same_top = {100, 0}};
+    const double mean = s->kld.v - fl->mean.v, p99 = s->kld_pct[2] - fl->p99.v;
+    const double top = s->same_top.v + (100.0 - fl->same_top.v);
     if (a->has_max_kld_mean)
-        b[n++] = (bound){"--max-kld-mean", "Mean KLD", a->max_kld_mean, s->kld.v,
-                         s->kld.v <= a->max_kld_mean};
+        b[n++] = (bound){"--max-kld-mean", a->above_floor ? "Mean KLD above the floor" : "Mean KLD",
+                         a->max_kld_mean, mean, mean <= a->max_kld_mean};
     if (a->has_max_kld_p99)
-        b[n++] = (bound){"--max-kld-p99", "99.0% KLD", a->max_kld_p99, s->kld_pct[2],
-                         s->kld_pct[2] <= a->max_kld_p99};
+        b[n++] = (bound){"--max-kld-p99", a->above_floor ? "99.0% KLD above the floor" : "99.0% KLD",
+                         a->max_kld_p99, p99, p99 <= a->max_kld_p99};
     if (a->has_max_ppl_ratio)
         b[n++] = (bound){"--max-ppl-ratio", "Mean PPL(Q)/PPL(base)", a->max_ppl_ratio, s->ratio.v,
                          s->ratio.v <= a->max_ppl_ratio};
     if (a->has_min_same_top)
-        b[n++] = (bound){"--min-same-top", "Same top p (%)", a->min_same_top, s->same_top.v,
-                         s->same_top.v >= a->min_same_top};
+        b[n++] = (bound){"--min-same-top", a->above_floor ? "Same top p (%) with the floor's misses back"
+                         : "Same top p (%)", a->min_same_top, top, top >= a->min_same_top};
+    if (a->has_max_kld_weights)
+        b[n++] = (bound){"--max-kld-weights", "weight-only Mean KLD", a->max_kld_weights,
+                         a->x->wts.mean.v, a->x->wts.mean.v <= a->max_kld_weights};
     return n;
 }
 
 static bool any_threshold(const args *a)
 {
-    return a->has_max_kld_mean || a->has_max_kld_p99 || a->has_max_ppl_ratio || a->has_min_same_top;
+    return a->has_max_kld_mean || a->has_max_kld_p99 || a->has_max_ppl_ratio || a->has_min_same_top ||
+           a->has_max_kld_weights;
 }
 
 /* Final report (text or JSON) and the thresholds' verdict. */
@@ -280,7 +294,9 @@ static int finish(const args *a, const study_view *sv, qk_kld_acc *acc, int n_ct
         qk_kld_summarize(acc, &s);
     else
         ppl_ok = qk_kld_final_ppl(acc, &ppl, &ppl_err);
-    bound b[4];
+    if (a->x && acc->mode == QK_KLD_MODE_KLD)
+        qk_kld_extra_finish(a->x, acc);
+    bound b[5];
     const int nb = acc->mode == QK_KLD_MODE_KLD ? thresholds(a, &s, b) : 0;
     if (a->json) {
         json_report(a, sv, acc, &s, ppl_ok, ppl, ppl_err, n_ctx, n_vocab, first, last, total, b, nb);
@@ -293,6 +309,8 @@ static int finish(const args *a, const study_view *sv, qk_kld_acc *acc, int n_ct
     } else {
         fputc('\n', stdout);
         qk_kld_print_summary(stdout, &s);
+        if (a->x)
+            qk_kld_extra_print(stdout, a->x);
     }
     if (!a->json && sv) {
         printf("Bits per weight: %.4f (%s)", sv->bpw, a->model);
@@ -569,8 +587,9 @@ static int run(const args *a, qk_err *err)
         goto done;
     }
     const bool kld = bin || a->base_model;
-    if (!kld && any_threshold(a)) {
-        rc = qk_errf(err, QK_EINPUT, "thresholds need a base: --kld-base FILE or --base MODEL_B");
+    if (!kld && (any_threshold(a) || a->x)) {
+        rc = qk_errf(err, QK_EINPUT, "%s need a base: --kld-base FILE or --base MODEL_B",
+                     a->x ? "--split-error and --noise-floor" : "thresholds");
         goto done;
     }
     if (a->base_out) {
@@ -581,7 +600,9 @@ static int run(const args *a, qk_err *err)
         /* qk: the factored encoding when it is the smaller one */
         const uint64_t rows_total = (uint64_t)n_chunk * (uint64_t)(n_ctx - 1 - n_ctx / 2);
         const qk_kldb_head head = {&mq.m->output, mq.m->output_bias};
-        const bool fact = a->base_format == QK_KLDB_QK && qk_kldb_factored_pays(rows_total, &mq.m->output);
+        /* (whose reader recomputes the logits with default activations) */
+        const bool fact = a->base_format == QK_KLDB_QK && qk_kldb_factored_pays(rows_total, &mq.m->output) &&
+                          (a->act_type == QK_ACT_DEFAULT || mq.m->output.type == QK_F32);
         if ((rc = qk_kldb_create(&bout, a->base_out, a->base_format, n_ctx, nv, n_chunk, tokens, 9,
                                  fact ? &head : NULL, err)))
             goto done;
@@ -594,7 +615,8 @@ static int run(const args *a, qk_err *err)
         .model = mq.m, .base_model = a->base_model ? mb.m : NULL, .base_in = bin, .base_out = bout,
         .tokens = tokens, .n_ctx = n_ctx, .chunk_a = ca, .chunk_b = cb, .bos = qk_tok_bos(tok),
         .add_bos = qk_tok_add_bos(tok), .n_batch = a->n_batch, .nthreads = a->threads,
-        .kv_type = a->kv_type, .acc = &acc, .on_chunk = on_chunk, .ud = &pc,
+        .kv_type = a->kv_type, .act_type = a->act_type, .acc = &acc, .on_chunk = on_chunk, .ud = &pc,
+        .variants = a->x ? a->x->v : NULL, .n_variants = a->x ? a->x->n_variants : 0,
         .progress = prog.on ? &prog : NULL,
         .layer_hook = a->st.has_wire ? qk_wire_layer_hook : NULL,
         .hook_user = a->st.has_wire ? &wire : NULL, .kvq = a->st.has_kvq ? &a->st.kvq : NULL};
@@ -674,7 +696,8 @@ static int parse_num(const char *opt, const char *s, double *v, bool *has, qk_er
 int cmd_kld(int argc, char **argv)
 {
     enum { O_CHUNKS = 256, O_KV, O_BASEF, O_BASEM, O_BOUT, O_BFMT, O_RANGE, O_POUT, O_MERGE,
-           O_MKM, O_MKP, O_MPR, O_MST, O_JSON, O_LOGITS, O_LBASE, O_TOK };
+           O_MKM, O_MKP, O_MPR, O_MST, O_JSON, O_LOGITS, O_LBASE, O_ACT, O_SPLIT, O_FLOOR, O_ABOVE,
+           O_MKW, O_TOK };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"file", required_argument, 0, 'f'},
         {"ctx-size", required_argument, 0, 'c'}, {"chunks", required_argument, 0, O_CHUNKS},
@@ -689,6 +712,9 @@ int cmd_kld(int argc, char **argv)
         {"max-kld-p99", required_argument, 0, O_MKP}, {"max-ppl-ratio", required_argument, 0, O_MPR},
         {"min-same-top", required_argument, 0, O_MST}, {"json", no_argument, 0, O_JSON},
         {"threads", required_argument, 0, 't'}, {"quiet", no_argument, 0, 'q'},
+        {"act-type", required_argument, 0, O_ACT}, {"split-error", no_argument, 0, O_SPLIT},
+        {"noise-floor", no_argument, 0, O_FLOOR}, {"above-floor", no_argument, 0, O_ABOVE},
+        {"max-kld-weights", required_argument, 0, O_MKW},
         {"help", no_argument, 0, 'h'}, QK_STUDY_LONG_OPTIONS, {0, 0, 0, 0}};
     args a = {.prog = argv[0], .n_ctx = 512, .threads = 1, .kv_type = QK_F16,
               .base_format = QK_KLDB_LLAMA};
@@ -748,6 +774,13 @@ int cmd_kld(int argc, char **argv)
         case O_MKP: rc = parse_num("--max-kld-p99", optarg, &a.max_kld_p99, &a.has_max_kld_p99, &err); break;
         case O_MPR: rc = parse_num("--max-ppl-ratio", optarg, &a.max_ppl_ratio, &a.has_max_ppl_ratio, &err); break;
         case O_MST: rc = parse_num("--min-same-top", optarg, &a.min_same_top, &a.has_min_same_top, &err); break;
+        case O_MKW:
+            rc = parse_num("--max-kld-weights", optarg, &a.max_kld_weights, &a.has_max_kld_weights, &err);
+            break;
+        case O_ACT: rc = qk_act_type_parse(optarg, &a.act_type, &err); break;
+        case O_SPLIT: a.split = true; break;
+        case O_FLOOR: a.floor = true; break;
+        case O_ABOVE: a.above_floor = a.floor = true; break;
         case O_JSON: a.json = true; break;
         case 't': rc = qk_cli_threads(optarg, &a.threads, &err); break;
         case 'q': a.quiet = true; break;
@@ -758,6 +791,20 @@ int cmd_kld(int argc, char **argv)
             return qk_err_report(argv[0], &err);
     }
     int rc;
+    a.split |= a.has_max_kld_weights;
+    const bool extra = a.split || a.floor;
+    if (extra && (a.logits || a.logits_base || a.merge || a.part_out || a.st.has_wire || a.st.has_kvq)) {
+        fprintf(stderr, "%s: --split-error and --noise-floor run the model: not with --logits, --merge, "
+                        "--partial-out or a numerics study\n", argv[0]);
+        return 2;
+    }
+    if (a.split && a.act_type == QK_ACT_F32) {
+        fprintf(stderr, "%s: --split-error splits the default arithmetic: not with --act-type f32\n", argv[0]);
+        return 2;
+    }
+    qk_kld_extra x;
+    qk_kld_extra_init(&x, a.split, a.floor, a.act_type);
+    a.x = extra ? &x : NULL;
     if (a.logits || a.logits_base) {
         if (!a.logits || !a.logits_base || optind < argc || a.merge || a.model || a.text ||
             a.base_file || a.base_model || a.base_out || a.part_out || a.have_range ||
@@ -797,6 +844,7 @@ int cmd_kld(int argc, char **argv)
         }
         rc = run(&a, &err);
     }
+    qk_kld_extra_free(&x);
     if (rc > 0)
         return qk_err_report(argv[0], &err);
     return -rc;

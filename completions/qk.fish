@@ -28,3 +28,6 @@ for c in qk qk-run qk-kld
     complete -c $c -l kv-cache -x -a 'f32 f16 bf16 fp8-e4m3 fp8-e5m2 fp8-e4m3:head fp8-e5m2:head int8 int4 nvfp4'
 end
 complete -c qk-run -l logits-dtype -x -a 'f16 f32'
+for c in qk qk-run qk-kld qk-bench
+    complete -c $c -l act-type -x -a 'default f32'
+end

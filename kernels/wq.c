@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "kernels/elements.h"
+#include "kernels/fdot.h"
 #include "kernels/half.h"
 #include "kernels/wq_impl.h"
 
@@ -239,44 +240,30 @@ static void wq_rows(const qk_wq *w, int64_t r0, int64_t nr, float *out)
         dec(w, r0 + r, 0, w->cols, out + r * w->cols);
 }
 
-/* ---- the float products (THE WQ FLOAT ORDER, wq.h) ------------------------------- */
+/* ---- the float products (kernels/fdot.h's order, wq.h) ------------------------- */
 
 #define CHUNK 256 /* weights decoded at a time (a multiple of 8) */
-
-float qk_wq_hsum8(const float *l)
-{
-    return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
-}
 
 static void float_tile(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out,
                        size_t ldo)
 {
     const qk_wq_dec_fn dec = qk_wq_decoder(w->type);
-    const int64_t n = w->cols, n8 = n - n % 8;
-    float wb[CHUNK], lane[QK_WQ_MAX_NT][8];
+    const int64_t n = w->cols;
+    float wb[CHUNK];
+    qk_fdot_acc acc[QK_WQ_MAX_NT];
     for (int r = 0; r < nr; r++) {
         for (int t0 = 0; t0 < nt; t0 += QK_WQ_MAX_NT) {
             const int mt = nt - t0 < QK_WQ_MAX_NT ? nt - t0 : QK_WQ_MAX_NT;
-            memset(lane, 0, sizeof lane);
-            int64_t k0 = 0;
-            for (; k0 < n; k0 += CHUNK) {
-                const int64_t m = n - k0 < CHUNK ? n - k0 : CHUNK, m8 = k0 + m <= n8 ? m : n8 - k0;
+            for (int t = 0; t < mt; t++)
+                qk_fdot_begin(&acc[t], n);
+            for (int64_t k0 = 0; k0 < n; k0 += CHUNK) {
+                const int64_t m = n - k0 < CHUNK ? n - k0 : CHUNK;
                 dec(w, r0 + r, k0, m, wb);
-                for (int t = 0; t < mt; t++) {
-                    const float *x = (const float *)((const uint8_t *)y + (size_t)(t0 + t) * ys) + k0;
-                    for (int64_t i = 0; i < m8; i++)
-                        lane[t][i % 8] = fmaf(wb[i], x[i], lane[t][i % 8]);
-                }
+                for (int t = 0; t < mt; t++)
+                    qk_fdot_feed(&acc[t], k0, wb, (const float *)((const uint8_t *)y + (size_t)(t0 + t) * ys) + k0, m);
             }
-            /* the tail (n8 .. n-1) lies in the last chunk, still in wb */
-            const int64_t last = (n - 1) / CHUNK * CHUNK;
-            for (int t = 0; t < mt; t++) {
-                const float *x = (const float *)((const uint8_t *)y + (size_t)(t0 + t) * ys);
-                float s = qk_wq_hsum8(lane[t]);
-                for (int64_t i = n8; i < n; i++)
-                    s = s + wb[i - last] * x[i];
-                out[(size_t)(t0 + t) * ldo + (size_t)r] = s;
-            }
+            for (int t = 0; t < mt; t++)
+                out[(size_t)(t0 + t) * ldo + (size_t)r] = qk_fdot_end(&acc[t]);
         }
     }
 }

@@ -35,15 +35,13 @@
  *          encoders of these types fake-quantize, giving floats (the
  *          quantized value times its scale, as compressed-tensors' QDQ and
  *          the engines' dequantized operands), and every output element is
- *          THE WQ FLOAT ORDER over the decoded weight row w (each weight
- *          decoded exactly as wq_rows does, in registers) and x:
- *            8 float lanes, all +0; for i < n8 = n - n % 8:
- *            lane[i % 8] = fmaf(w[i], x[i], lane[i % 8]);
- *            s = ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7));
- *            then s = s + w[i] * x[i] (product rounded) for i = n8 .. n-1.
- *          For n a multiple of 8 this is float.c's float-dot order (F16,
- *          BF16), so a product equals the F16-order dot of the dequantized
- *          row bit for bit (tests/test_wq.c checks it).
+ *          THE FLOAT-DOT ORDER of kernels/fdot.h (the one of F16/BF16 and of
+ *          every --act-type f32 product, issue #24) over the decoded weight
+ *          row (each weight decoded exactly as wq_rows does, in registers)
+ *          and x: for n a multiple of 8, 8 fused multiply-add lanes and
+ *          ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)).  A product therefore
+ *          equals the float-activation product of the dequantized row bit
+ *          for bit (tests/test_wq.c checks it).
  *   integer (QK_A_I8 with W_INT8 / W_PACK, QK_A_NV4 with W_NVFP4): integer
  *          products summed exactly (int32) per scale group, then the
  *          scales in the order documented at each kernel (kernels/wq_int.c).
@@ -52,9 +50,10 @@
  *
  * The W*A16 schemes are the float products with F32 activations: a weight
  * block decoded in registers and multiplied into float activations, the
- * semantics of issue #24's --act-type f32 for the GGUF types.  That entry
- * point is wq_tile with wq->act == QK_F32; the float order above is
- * float.c's float-dot order, so both paths sum alike.
+ * semantics of issue #24's --act-type f32 for the GGUF types (cpu.h's
+ * fdot_tile), in the same order (fdot.h), so both paths sum alike; under
+ * --act-type f32 an A8 scheme's weight is computed this way too (matmul.c
+ * gives its view float activations), its weight-only error.
  */
 #ifndef QK_WQ_H
 #define QK_WQ_H

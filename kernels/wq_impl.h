@@ -16,8 +16,6 @@
 typedef void (*qk_wq_dec_fn)(const qk_wq *w, int64_t r, int64_t k0, int64_t n, float *y);
 qk_wq_dec_fn qk_wq_decoder(int type);
 
-/* ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)) */
-float qk_wq_hsum8(const float *l);
 /* The block multiplier of an FP4 scale byte: 2^(e-127) for E8M0 scales,
  * float(e4m3) / g or * g for NVFP4 (as ckpt_ct.c / ckpt_modelopt.c). */
 float qk_wq_fp4_mult(const qk_wq *w, uint8_t sb);

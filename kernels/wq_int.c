@@ -30,6 +30,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/fdot.h"
 #include "kernels/fp4.h"
 #include "kernels/wq_impl.h"
 
@@ -90,12 +91,12 @@ void qk_wq_tile_nv4(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys
                     lane[b % 8] = fmaf((float)isum, m, lane[b % 8]);
                 } else {
                     if (b == nb8)
-                        s = qk_wq_hsum8(lane);
+                        s = qk_fdot_hsum8(lane);
                     s = s + (float)isum * m;
                 }
             }
             if (nb8 == nb)
-                s = qk_wq_hsum8(lane);
+                s = qk_fdot_hsum8(lane);
             out[(size_t)t * ldo + (size_t)r] = s * 0.25f;
         }
     }

@@ -2,7 +2,7 @@
  * (reference data from llama.cpp in goldens/llamacpp: stories260K and stories4M):
  * - window 1 of `llama-perplexity -c 256` (tokens 0..255 of eval-64k, the
  *   second half scored): with the F16 cache (llama.cpp's default) stories260K
- *   reproduces its "[1]" printout to 4 decimals and the log-probabilities of
+ *   reproduces its "[1]" printout to 2 units of the 4th decimal and the log-probabilities of
  *   its base-logits file f32.kld; F32 cache and stories4M: close to them;
  * - quantized stories4M (Q8_0 from llama-quantize; check_quantized() works for
  *   every type there, but the scalar K/IQ kernels make them slow): window-1
@@ -200,16 +200,19 @@ static window_cmp compare_window1(const char *model, const char *dir, int kv_typ
     return r;
 }
 
-/* With llama.cpp's F16 cache the printout is reproduced to its 4 decimals;
- * log-probabilities differ by about 1e-3 of F16 rounding noise, amplified
- * by any last-bit difference upstream (ggml sums in SIMD order). */
+/* With llama.cpp's F16 cache the printout (4 decimals) is reproduced to
+ * within 2 units of its last digit; log-probabilities differ by about 1e-3
+ * of F16 rounding noise, amplified by any last-bit difference upstream
+ * (ggml sums in SIMD order).  The F32 products' order decides the last
+ * digit: llama.cpp's AVX-512 build sums in 16 lanes, qk in the 8 lanes of
+ * kernels/fdot.h (issue #24); a double sum gave 4.04484, the 8 lanes give
+ * 4.04494, with the same log-prob agreement (mean 6.0e-4 and 6.1e-4,
+ * largest 6.2e-3 and 7.0e-3). */
 Test(forward, stories260K_f16_cache_matches_llama_cpp)
 {
     window_cmp r = compare_window1(MODEL, REF, QK_F16);
-    char got[32], want[32];
-    snprintf(got, sizeof got, "%.4f", r.ppl);
-    snprintf(want, sizeof want, "%.4f", r.ref_ppl);
-    cr_expect_str_eq(got, want, "perplexity of window 1: %.6f, llama.cpp %s", r.ppl, want);
+    cr_expect_lt(fabs(r.ppl - r.ref_ppl), 2e-4, "perplexity of window 1: %.6f, llama.cpp %.4f", r.ppl,
+                 r.ref_ppl);
     cr_expect_lt(r.mean, 1e-3, "mean log-prob difference %g", r.mean);
     cr_expect_lt(r.worst, 0.02, "largest log-prob difference %g", r.worst);
 }

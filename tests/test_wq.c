@@ -1,6 +1,7 @@
 /* The parted checkpoint layouts (kernels/wq.h): every layout the table has,
  * on synthetic parts, against
- *   - THE WQ FLOAT ORDER over the table's own decoded row (bit for bit),
+ *   - the float-dot order (kernels/fdot.h) over the table's own decoded row
+ *     (bit for bit: the float-activation product of the dequantized row),
  *   - the exact integer sums of wq_int.c recomputed here from the codes
  *     (bit for bit),
  *   - every SIMD level (memcmp), whatever the tile shape.
@@ -11,6 +12,7 @@
 
 #include "kernels/cpu.h"
 #include "kernels/elements.h"
+#include "kernels/fdot.h"
 #include "kernels/fp4.h"
 #include "kernels/half.h"
 #include "kernels/types.h"
@@ -286,17 +288,13 @@ static uint8_t *encode(const qk_wq *w, const float *x, int nt, size_t *ys)
     return y;
 }
 
-/* THE WQ FLOAT ORDER over row and x (wq.h). */
+/* The float-dot order (kernels/fdot.h) over row and x. */
 static float wq_order(const float *row, const float *x, int64_t n)
 {
-    float l[8] = {0};
-    const int64_t n8 = n - n % 8;
-    for (int64_t i = 0; i < n8; i++)
-        l[i % 8] = fmaf(row[i], x[i], l[i % 8]);
-    float s = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
-    for (int64_t i = n8; i < n; i++)
-        s = s + row[i] * x[i];
-    return s;
+    qk_fdot_acc a;
+    qk_fdot_begin(&a, n);
+    qk_fdot_feed(&a, 0, row, x, n);
+    return qk_fdot_end(&a);
 }
 
 /* The scalar tile, the reference arithmetic recomputed here, and every SIMD

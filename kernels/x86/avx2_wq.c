@@ -8,8 +8,8 @@
  * code to float exactly, then (q - zero) * scale, scale * q + bias, value
  * times block multiplier), and one fused multiply-add per 8 elements adds
  * them into that (row, token)'s 8-lane accumulator, in increasing order;
- * qk_hsum8_ps then sums the lanes in the reference's tree and the last
- * n % 8 elements are added one by one with the reference decoder.  A tile
+ * qk_hsum8_ps then sums the lanes in the reference's tree (kernels/fdot.h's
+ * order for rows of a multiple of 8; other rows run the reference).  A tile
  * keeps 4 rows x 2 tokens (decode: 8 rows x 1) of accumulators in registers
  * over the whole row.  Codes are turned into floats exactly: E4M3 through
  * its bits as an F16 (vcvtph2ps) times 2^8, E2M1 through a table of its 8
@@ -41,8 +41,8 @@ static int kind_of(const qk_wq *w)
 {
     const int64_t cd = w->s.cdiv;
     const bool grp8 = cd % 8 == 0 || cd >= w->cols;
-    if (w->gidx || !grp8)
-        return K_NONE;
+    if (w->gidx || !grp8 || w->cols % 8)
+        return K_NONE; /* rows that are no multiple of 8 take fdot.h's 32-lane order: the reference */
     const bool zf = !w->z.p || w->z.bits == 0 || (w->z.bits == w->bits && !w->z.stream);
     switch (w->type) {
     case QK_W_FP8: return w->elem != QK_ELEM_FP8_E4M3 ? K_NONE : w->s.type == QK_E8M0 ? K_FP8X : K_FP8;
@@ -165,19 +165,6 @@ QK_TARGET_AVX2 static inline __m256 dec8(const decp d, const int kind, const uin
     }
 }
 
-/* The last n % 8 elements of row r against x, after the lanes (the reference's tail). */
-static inline float tail_of(const qk_wq *w, int64_t r, const float *x, float s)
-{
-    const int64_t n = w->cols, n8 = n - n % 8;
-    if (n8 == n)
-        return s;
-    float tail[8];
-    qk_wq_decoder(w->type)(w, r, n8, n - n8, tail);
-    for (int64_t i = n8; i < n; i++)
-        s = s + tail[i - n8] * x[i];
-    return s;
-}
-
 /* One token against NR (1, 4 or 8) rows, each output THE WQ FLOAT ORDER:
  * the rows' groups in lockstep (a group is the same columns in every row),
  * each group's scale and zero fetched once, the token's chunk loaded once
@@ -190,7 +177,7 @@ static inline float tail_of(const qk_wq *w, int64_t r, const float *x, float s)
 QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
 ftile_rows(const qk_wq *w, const int kind, int64_t r0, const int NR, const float *x, float *out)
 {
-    const int64_t n = w->cols, n8 = n - n % 8, g = w->s.cdiv < n ? w->s.cdiv : n;
+    const int64_t n8 = w->cols, g = w->s.cdiv < n8 ? w->s.cdiv : n8; /* a multiple of 8 (kind_of) */
     const uint8_t *q0 = row_codes(w, kind, r0);
     const int64_t rstep = NR > 1 ? row_codes(w, kind, r0 + 1) - q0 : 0;
     const decp d = {w->rows * 4, w->code_offset};
@@ -214,7 +201,7 @@ ftile_rows(const qk_wq *w, const int kind, int64_t r0, const int NR, const float
     }
     const __m256 acc[8] = {a0, a1, a2, a3, a4, a5, a6, a7};
     for (int r = 0; r < NR; r++)
-        out[r] = tail_of(w, r0 + r, x, qk_hsum8_ps(acc[r]));
+        out[r] = qk_hsum8_ps(acc[r]);
 }
 #undef ROW_STEP
 
@@ -222,7 +209,7 @@ ftile_rows(const qk_wq *w, const int kind, int64_t r0, const int NR, const float
 QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
 ftile_toks(const qk_wq *w, const int kind, int64_t r, const uint8_t *y, size_t ys, const int NT, float *out, size_t ldo)
 {
-    const int64_t n = w->cols, n8 = n - n % 8, g = w->s.cdiv < n ? w->s.cdiv : n;
+    const int64_t n8 = w->cols, g = w->s.cdiv < n8 ? w->s.cdiv : n8; /* a multiple of 8 (kind_of) */
     const uint8_t *q = row_codes(w, kind, r);
     const decp d = {w->rows * 4, w->code_offset};
     __m256 acc[8];
@@ -240,7 +227,7 @@ ftile_toks(const qk_wq *w, const int kind, int64_t r, const uint8_t *y, size_t y
         }
     }
     for (int t = 0; t < NT; t++)
-        out[(size_t)t * ldo] = tail_of(w, r, (const float *)(y + (size_t)t * ys), qk_hsum8_ps(acc[t]));
+        out[(size_t)t * ldo] = qk_hsum8_ps(acc[t]);
 }
 
 /* One kind over the whole tile: one token in eights of rows; more tokens

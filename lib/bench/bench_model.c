@@ -20,7 +20,7 @@
 
 enum {
     C_MODEL, C_SIZE, C_PARAMS, C_BPW, C_BACKEND, C_THREADS, C_TEST, C_TS, C_ROOF,
-    C_FILE, C_BYTES, C_NPARAMS, C_NPROMPT, C_NGEN, C_NBATCH, C_KV, C_BPT, C_BW, C_NCOLS
+    C_FILE, C_BYTES, C_NPARAMS, C_NPROMPT, C_NGEN, C_NBATCH, C_KV, C_ACT, C_BPT, C_BW, C_NCOLS
 };
 static const qk_col model_cols[C_NCOLS] = {
     {"model", "model", NULL, false},
@@ -39,6 +39,7 @@ static const qk_col model_cols[C_NCOLS] = {
     {"n_gen", "n_gen", NULL, true},
     {"n_batch", "n_batch", NULL, true},
     {"kv_cache", "kv cache", NULL, true},
+    {"act_type", "activations", NULL, true},
     {"bytes_per_token", "bytes/token", NULL, true},
     {"read_gbps", "read GB/s", NULL, true},
 };
@@ -194,7 +195,8 @@ static int run_test(bench *b, bool gen, int n, int ti, qk_err *err)
     const qk_model_bench_opts *o = b->o;
     const int nt = o->threads[ti];
     qk_ctx *c;
-    qk_ctx_params cp = {.n_ctx = n, .n_batch = o->n_batch, .nthreads = nt, .kv_type = o->kv_type};
+    qk_ctx_params cp = {.n_ctx = n, .n_batch = o->n_batch, .nthreads = nt, .kv_type = o->kv_type,
+                        .act_type = o->act_type};
     int rc = qk_ctx_new(&c, b->m, &cp, err);
     if (rc)
         return rc;
@@ -232,6 +234,7 @@ static int run_test(bench *b, bool gen, int n, int ti, qk_err *err)
     qk_report_int(r, C_NGEN, gen ? n : 0);
     qk_report_int(r, C_NBATCH, o->n_batch ? o->n_batch : 512);
     qk_report_str(r, C_KV, o->kv_type == QK_F16 ? "f16" : "f32");
+    qk_report_str(r, C_ACT, qk_act_type_name(o->act_type));
     if (!gen || o->bandwidth < 0)
         return 0;
     /* tokens attend to 1..n positions: on average (n + 1) / 2, i.e. n_past (n - 1) / 2 */
@@ -343,6 +346,7 @@ int qk_bench_model(const qk_model_bench_opts *o, qk_report *r, qk_err *err)
     qk_report_meta_str(r, "warmup", o->warmup ? "yes" : "no");
     qk_report_meta_int(r, "n_batch", o->n_batch ? o->n_batch : 512);
     qk_report_meta_str(r, "kv_cache", o->kv_type == QK_F16 ? "f16" : "f32");
+    qk_report_meta_str(r, "act_type", qk_act_type_name(o->act_type));
     if (o->bandwidth > 0)
         qk_report_meta_num(r, "read_gbps_given", o->bandwidth / 1e9, "%.2f");
     for (int ti = 0; ti < o->n_threads; ti++)

@@ -19,9 +19,11 @@
  * prompt or one-token decode, and any SIMD level:
  * - y = W x (matmul.c): each y[t][r] is one dot product over the whole
  *   row, never split along K; its order is the weight type's (types.h,
- *   kernels/float.c: F32 a double sum, F16/BF16 the float-dot order
- *   (llama.cpp's AVX2 one), quantized types integer block sums then float over blocks in
- *   block order), the same bits at every level (cpu.h).  Threads take
+ *   kernels/float.c: F32, F16 and BF16 the float-dot order of
+ *   kernels/fdot.h (llama.cpp's AVX2 one), quantized types integer block
+ *   sums then float over blocks in block order; with act_type QK_ACT_F32
+ *   every type the float-dot order over its decoded row), the same bits at
+ *   every level (cpu.h).  Threads take
  *   fixed ranges of weight rows (and of tokens for the activation encoding).
  * - rmsnorm: squares summed in double in index order, per token row (and
  *   per head for qwen3's q/k norms).
@@ -609,6 +611,8 @@ int qk_ctx_new(qk_ctx **out, const qk_model *m, const qk_ctx_params *p, qk_err *
         return qk_errf(err, QK_EINPUT, "n_ctx and n_batch must not be negative");
     if (p->kv_type != QK_F32 && p->kv_type != QK_F16)
         return qk_errf(err, QK_EINPUT, "KV cache type must be f32 or f16");
+    if (p->act_type != QK_ACT_DEFAULT && p->act_type != QK_ACT_F32)
+        return qk_errf(err, QK_EINPUT, "activation type must be default or f32");
     if (p->kvq && p->kv_type != QK_F32)
         return qk_errf(err, QK_EINPUT, "a KV-cache codec needs the F32 cache");
     if (p->kvq && qk_kvq_check(p->kvq, hp->n_head_kv, hp->head_dim, hp->head_dim_v, err))
@@ -627,6 +631,8 @@ int qk_ctx_new(qk_ctx **out, const qk_model *m, const qk_ctx_params *p, qk_err *
         c->n_batch = c->n_ctx;
     c->nthreads = p->nthreads;
     c->kv_type = p->kv_type;
+    c->ws.act = p->act_type;
+    c->ws.act_variant = p->act_variant;
     c->layer_hook = p->layer_hook;
     c->hook_user = p->hook_user;
     if (p->kvq) {

@@ -36,6 +36,14 @@ typedef struct qk_ctx_params {
     int n_batch;  /* most tokens per internal batch; 0: 512 */
     int nthreads; /* <= 1: run on the calling thread */
     int kv_type;  /* QK_F32 (default, 0) or QK_F16: llama.cpp's default cache, see below */
+    /* The products' activations (lib/engine/matmul.h): QK_ACT_DEFAULT (0),
+     * each weight type's activation encoding as llama.cpp's CPU backend
+     * does it, or QK_ACT_F32, float activations for every weight (the model
+     * then computes what its weights dequantized to F32 compute, bit for
+     * bit).  act_variant: a numerically equivalent variant of the activation
+     * encoders (kernels/actvar.h, qk-kld --noise-floor); 0: none. */
+    int act_type;
+    int act_variant;
     /* Numerics studies (docs/studies.md); zero: off.
      * layer_hook: called on the calling thread after each layer `layer`
      * (0-based) with the batch's residual stream x (n_tok rows of n_embd),

@@ -162,7 +162,7 @@ static int cmp_float(const void *x, const void *y)
 }
 
 /* The percentile lambda of kl_divergence(): linear interpolation in float. */
-static float percentile(const float *v, size_t n, float fraction)
+float qk_kld_percentile(const float *v, size_t n, float fraction)
 {
     if (fraction <= 0)
         return v[0];
@@ -210,7 +210,7 @@ void qk_kld_summarize(qk_kld_acc *a, qk_kld_summary *s)
     static const float kfrac[] = {0.999f, 0.990f, 0.950f, 0.900f, -1, 0.100f, 0.050f, 0.010f, 0.001f};
     s->kld_pct[0] = kv[n - 1];
     for (int i = 0; i < 9; i++)
-        s->kld_pct[1 + i] = kfrac[i] < 0 ? median(kv, n) : percentile(kv, n, kfrac[i]);
+        s->kld_pct[1 + i] = kfrac[i] < 0 ? median(kv, n) : qk_kld_percentile(kv, n, kfrac[i]);
     s->kld_pct[10] = kv[0];
 
     const qk_kld_ve dp = mean_unc(a->sum_p_diff, a->sum_p_diff2, n);
@@ -221,7 +221,7 @@ void qk_kld_summarize(qk_kld_acc *a, qk_kld_summary *s)
                                   0.250f, 0.100f, 0.050f, 0.010f, 0.001f};
     s->dp_pct[0] = 100.0 * pv[n - 1];
     for (int i = 0; i < 11; i++)
-        s->dp_pct[1 + i] = 100.0 * (pfrac[i] < 0 ? median(pv, n) : percentile(pv, n, pfrac[i]));
+        s->dp_pct[1 + i] = 100.0 * (pfrac[i] < 0 ? median(pv, n) : qk_kld_percentile(pv, n, pfrac[i]));
     s->dp_pct[12] = 100.0 * pv[0];
 
     const qk_kld_ve mse = mean_unc(a->sum_p_diff2, a->sum_p_diff4, n);

@@ -79,6 +79,10 @@ void qk_kld_print_chunk(FILE *f, const qk_kld_acc *a, int chunk_no);
 /* The KLD chunk table's header line. */
 void qk_kld_print_table_header(FILE *f);
 
+/* The percentile rule of llama-perplexity's kl_divergence() (linear
+ * interpolation in float) on n >= 1 sorted values. */
+float qk_kld_percentile(const float *sorted, size_t n, float fraction);
+
 /* Sort the value arrays and fill the summary (KLD mode, count >= 1). */
 void qk_kld_summarize(qk_kld_acc *a, qk_kld_summary *s);
 /* The three statistics blocks as llama-perplexity prints them. */
