@@ -131,7 +131,7 @@ bool qk_wq_act_same(const qk_wq *a, const qk_wq *b)
 {
     return a->act == b->act && a->a_group == b->a_group && a->a_static == b->a_static &&
            a->a_asym == b->a_asym && (!a->a_static || a->a_scale == b->a_scale) &&
-           a->a_global == b->a_global;
+           a->a_global == b->a_global && a->a_variant == b->a_variant;
 }
 
 /* ---- the decoders (elements [k0, k0 + n) of row r) ---------------------------------- */

@@ -120,6 +120,11 @@ typedef struct qk_wq {
     float a_scale;
     float a_global;        /* NVFP4: input_global_scale */
     bool a_asym;           /* int8: asymmetric, a zero point per token */
+    /* QK_ACTV_UP / QK_ACTV_DOWN (kernels/actvar.h): qk-kld --noise-floor's
+     * variant encoders, the divisor (or inverse scale) of every scale group
+     * one float ulp the other way, the scale multiplied back unchanged; 0:
+     * none (set by the matmul for a variant run, never by a checkpoint) */
+    int a_variant;
 } qk_wq;
 
 /* The kernel types (types.h):

@@ -14,11 +14,24 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/actvar.h"
 #include "kernels/elements.h"
 #include "kernels/fp4.h"
 #include "kernels/wq_impl.h"
 
 static inline float clampf(float x, float lo, float hi) { return fminf(fmaxf(x, lo), hi); }
+
+/* The noise floor's variants (wq.h a_variant): a divisor one ulp smaller
+ * (UP: quotients move away from zero) or larger (DOWN), a multiplier the
+ * other way round. */
+static inline float vdiv(const qk_wq *w, float d)
+{
+    return w->a_variant == QK_ACTV_UP ? nextafterf(d, 0.0f) : w->a_variant == QK_ACTV_DOWN ? nextafterf(d, INFINITY) : d;
+}
+static inline float vmul(const qk_wq *w, float m)
+{
+    return w->a_variant == QK_ACTV_UP ? nextafterf(m, INFINITY) : w->a_variant == QK_ACTV_DOWN ? nextafterf(m, 0.0f) : m;
+}
 
 static float e4m3_qdq(float v) /* v already clamped to +-448 */
 {
@@ -40,7 +53,7 @@ void qk_wq_act_fp8(const qk_wq *w, const float *x, void *dst, int64_t n)
 {
     float *y = dst;
     if (w->a_static) {
-        const float s = w->a_scale, inv = 1.0f / s;
+        const float s = w->a_scale, inv = vmul(w, 1.0f / s);
         for (int64_t i = 0; i < n; i++)
             y[i] = e4m3_qdq(clampf(x[i] * inv, -448.0f, 448.0f)) * s;
         return;
@@ -55,8 +68,9 @@ void qk_wq_act_fp8(const qk_wq *w, const float *x, void *dst, int64_t n)
             s = amax / 448.0f;
         else
             s = fmaxf(amax / 448.0f, 1.0f / (448.0f * 512.0f));
+        const float sd = vdiv(w, s);
         for (int64_t i = i0; i < i0 + m; i++)
-            y[i] = e4m3_qdq(clampf(x[i] / s, -448.0f, 448.0f)) * s;
+            y[i] = e4m3_qdq(clampf(x[i] / sd, -448.0f, 448.0f)) * s;
     }
 }
 
@@ -92,9 +106,9 @@ void qk_wq_act_mx(const qk_wq *w, const float *x, void *dst, int64_t n)
             ex = 127 + (ex - 1) - off;
         }
         ex = ex < 0 ? 0 : ex > 254 ? 254 : ex;
-        const float s = qk_elem_decode(QK_ELEM_E8M0, (uint8_t)ex);
+        const float s = qk_elem_decode(QK_ELEM_E8M0, (uint8_t)ex), sd = vdiv(w, s);
         for (int64_t i = i0; i < i0 + m; i++)
-            y[i] = qk_elem_decode(e, qk_elem_encode(e, clampf(x[i] / s, -emax, emax), QK_ENC_SAT)) * s;
+            y[i] = qk_elem_decode(e, qk_elem_encode(e, clampf(x[i] / sd, -emax, emax), QK_ENC_SAT)) * s;
     }
 }
 
@@ -131,8 +145,9 @@ void qk_wq_act_i8(const qk_wq *w, const float *x, void *dst, int64_t n)
     int8_t *q = (int8_t *)dst + QK_A_I8_HEAD;
     if (w->a_static) {
         h.scale = w->a_scale;
+        const float sd = vdiv(w, w->a_scale);
         for (int64_t i = 0; i < n; i++)
-            q[i] = i8_rn(x[i] / w->a_scale);
+            q[i] = i8_rn(x[i] / sd);
     } else if (w->a_asym) {
         float mx = FLT_MIN, mn = FLT_MAX;
         for (int64_t i = 0; i < n; i++) {
@@ -141,8 +156,9 @@ void qk_wq_act_i8(const qk_wq *w, const float *x, void *dst, int64_t n)
         }
         h.scale = (mx - mn) / 255.0f;
         h.zero = (int32_t)nearbyintf(-128.0f - mn / h.scale);
+        const float sd = vdiv(w, h.scale);
         for (int64_t i = 0; i < n; i++) {
-            const int32_t v = i32_rn(x[i] / h.scale) + h.zero;
+            const int32_t v = i32_rn(x[i] / sd) + h.zero;
             q[i] = (int8_t)(v < -128 ? -128 : v > 127 ? 127 : v);
         }
     } else {
@@ -150,7 +166,7 @@ void qk_wq_act_i8(const qk_wq *w, const float *x, void *dst, int64_t n)
         for (int64_t i = 0; i < n; i++)
             amax = fmaxf(amax, fabsf(x[i]));
         h.scale = amax / 127.0f;
-        const float inv = 127.0f / amax;
+        const float inv = vmul(w, 127.0f / amax);
         for (int64_t i = 0; i < n; i++)
             q[i] = amax > 0.0f ? i8_rn(x[i] * inv) : 0;
     }
@@ -180,7 +196,7 @@ void qk_wq_act_nv4(const qk_wq *w, const float *x, void *dst, int64_t n)
             amax = fmaxf(amax, fabsf(xb[i]));
         const float sf = qk_elem_decode(QK_ELEM_FP8_E4M3,
                                         qk_elem_encode(QK_ELEM_FP8_E4M3, g * (amax * (1.0f / 6.0f)), QK_ENC_SAT));
-        const float os = sf != 0.0f ? 1.0f / (sf * rg) : 0.0f;
+        const float os = sf != 0.0f ? vmul(w, 1.0f / (sf * rg)) : 0.0f;
         mult[b] = sf / g;
         for (int i = 0; i < QK_A_NV4_BLOCK; i++)
             q[b * QK_A_NV4_BLOCK + i] = qk_e2m1_x2[qk_elem_encode(QK_ELEM_FP4_E2M1, xb[i] * os, QK_ENC_SAT) & 15];

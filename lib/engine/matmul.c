@@ -139,14 +139,23 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
         if (fdot && !wq && !k->fdot_tile)
             return qk_errf(err, QK_EINPUT, "%.*s: type %s has no float-activation product",
                            w[i]->name_len, w[i]->name, qk_type_get(w[i]->type)->name);
+        parts[i] = (part){.w = w[i], .k = k, .y = y[i], .fdot = fdot, .wq = wq};
+        if (wq && (fdot || ws->act_variant)) { /* the view with float activations, or a variant encoder */
+            parts[i].wqf = *wq;
+            if (fdot)
+                parts[i].wqf.act = QK_F32;
+            parts[i].wqf.a_variant = ws->act_variant == QK_ACTV_SAME ? 0 : ws->act_variant;
+            parts[i].wq = &parts[i].wqf;
+        }
+        const qk_wq *pw = parts[i].wq;
         /* a parted weight's activations are its scheme's, or floats under QK_ACT_F32 (its W*A16 product) */
         const int t = fdot ? QK_F32 : wq ? wq->act : qk_type_get(w[i]->type)->vec_dot_type;
         int e = 0;
-        while (e < nvt && !(vt[e] == t && (t == QK_F32 || !wq || !vwq[e] || qk_wq_act_same(wq, vwq[e]))))
+        while (e < nvt && !(vt[e] == t && (t == QK_F32 || !pw || !vwq[e] || qk_wq_act_same(pw, vwq[e]))))
             e++;
         if (e == nvt) {
             vt[nvt] = t;
-            vwq[nvt] = t == QK_F32 ? NULL : wq;
+            vwq[nvt] = t == QK_F32 ? NULL : pw;
             rowb[nvt] = t == QK_F32 ? 0 : qk_row_size(t, cols);
             uint64_t n;
             if (qk_ckd_mul(&n, rowb[nvt], (uint64_t)n_tok) || qk_ckd_add(&n, n, need) || n > SIZE_MAX)
@@ -154,12 +163,6 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
             off[nvt] = need;
             need = (size_t)n;
             nvt++;
-        }
-        parts[i] = (part){.w = w[i], .k = k, .y = y[i], .fdot = fdot, .wq = wq};
-        if (wq && fdot) {
-            parts[i].wqf = *wq;
-            parts[i].wqf.act = QK_F32;
-            parts[i].wq = &parts[i].wqf;
         }
         parts[i].packed = !fdot && !wq && w[i]->packed && (n_tok > 1 || k->pack_decode);
         if (!parts[i].packed)
