@@ -108,7 +108,10 @@ bench: all
 # qk-quant vs llama-quantize (LLAMA_QUANTIZE=/path/llama-quantize) on bench250m
 bench-quant: all
 	sh tools/bench-quant.sh
-.PHONY: bench bench-quant
+# quantized HF checkpoints against the GGUF types of their bytes per weight on bench250m (issue #18)
+bench-hf: all
+	sh tools/bench-hf.sh
+.PHONY: bench bench-quant bench-hf
 
 # the numerics studies of docs/studies.md (scorecard, wire sweep, KV sweep) on stories260K
 studies: $(B)/tools/study-run
@@ -116,9 +119,14 @@ studies: $(B)/tools/study-run
 .PHONY: studies
 
 # reference Python packages (ml_dtypes, safetensors, compressed-tensors, torch) in a venv; not part of check
-crosscheck: $(B)/tools/ckpt-tool
+crosscheck: all $(B)/tools/ckpt-tool
 	sh tools/crosscheck.sh $(B)
 .PHONY: crosscheck
+
+# docs/cross-format.md: stories4M's GGUF types and quantized HF checkpoints against its F32 HF base (Python producers)
+cross-format: all
+	sh tools/cross-format.sh $(B) docs/cross-format.md
+.PHONY: cross-format
 
 # --- fuzzing: libFuzzer harnesses, one per parser --------------------------
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))

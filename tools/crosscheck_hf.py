@@ -213,6 +213,8 @@ def ct_model(d, vllm_int8=False):
     from transformers import AutoModelForCausalLM, CompressedTensorsConfig
     m = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32,
                                              quantization_config=CompressedTensorsConfig(run_compressed=False))
+    # some decompressors (NVFP4) hand back bfloat16 weights: compute in float32 as the model's dtype says
+    m.float()
     m.eval()
     if vllm_int8:
         vllm_int8_hooks(m)
@@ -271,6 +273,7 @@ def main():
     ap.add_argument("--chunks", type=int, default=3)
     ap.add_argument("--keep", help="keep the checkpoints in this directory")
     ap.add_argument("--only", help="comma-separated scheme names")
+    ap.add_argument("--make-only", action="store_true", help="only write the checkpoints (into --keep)")
     a = ap.parse_args()
     qk = os.path.abspath(os.path.join(a.build, "qk"))
     tool = os.path.abspath(os.path.join(a.build, "tools", "ckpt-tool"))
@@ -292,6 +295,8 @@ def main():
                 except Exception as e:  # noqa: BLE001 - report what the producer raised
                     check(f"{name}: llm-compressor writes it", False, f"{type(e).__name__}: {e}")
                     continue
+            if a.make_only:
+                continue
             ours = [qk_logits(qk, d, c, tmp) for c in chunks]
             int8 = name in ("W8A8", "W4A8")
             m = ct_model(d, vllm_int8=int8)
@@ -329,6 +334,8 @@ def main():
             d = os.path.join(work, name)
             if not os.path.isdir(d):
                 make_mlx(bits, d)
+            if a.make_only:
+                continue
             ours = [qk_logits(qk, d, c, tmp) for c in chunks]
             kld, top, npos = compare(mlx_logits(d, chunks), ours)
             # mlx computes in the checkpoint's float32 with its own kernels (quantized_matmul)

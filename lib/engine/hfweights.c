@@ -32,8 +32,8 @@ static void key_of(const qk_ckpt *ck, const qk_qscheme *sc, const char *what, ch
     if (sc->method == QK_QM_COMPRESSED_TENSORS)
         snprintf(buf, n, "quantization_config.config_groups.%s.%s", sc->group, what);
     else if (sc->method == QK_QM_MODELOPT)
-        snprintf(buf, n, "%s: quantization.quant_algo %s (%s)",
-                 strcmp(ck->cfg->source, "hf_quant_config.json") == 0 ? "hf_quant_config.json" : "config.json",
+        snprintf(buf, n, "%s.quant_algo %s (%s)",
+                 strcmp(ck->cfg->source, "hf_quant_config.json") == 0 ? "quantization" : "quantization_config",
                  sc->format, what);
     else
         snprintf(buf, n, "quantization_config (%s)", what);
@@ -42,9 +42,13 @@ static void key_of(const qk_ckpt *ck, const qk_qscheme *sc, const char *what, ch
 static int cannot(const qk_ckpt *ck, const qk_ck_tensor *t, const qk_qscheme *sc, const char *cfg_path,
                   const char *what, const char *why, qk_err *err)
 {
-    char key[256];
+    char key[256], path[4096];
     key_of(ck, sc, what, key, sizeof key);
-    return qk_err_at(err, cfg_path, key, 0, "%s (%s): %s", why, t->name, sc->desc);
+    if (strcmp(ck->cfg->source, "hf_quant_config.json") == 0)
+        snprintf(path, sizeof path, "%s/hf_quant_config.json", ck->hf->dir);
+    else
+        snprintf(path, sizeof path, "%s", cfg_path);
+    return qk_err_at(err, path, key, 0, "%s (%s): %s", why, t->name, sc->desc);
 }
 
 /* The scalar companion MODULE.leaf of t, or NULL. */
@@ -58,12 +62,15 @@ static const qk_hf_tensor *companion(const qk_ckpt *ck, const qk_ck_tensor *t, c
     return qk_hf_find(ck->hf, name);
 }
 
-static int scalar(const qk_ckpt *ck, const qk_ck_tensor *t, const char *leaf, float *out, qk_err *err)
+static int scalar(const qk_ckpt *ck, const qk_ck_tensor *t, const qk_qscheme *sc, const char *cfg_path,
+                  const char *leaf, float *out, qk_err *err)
 {
     const qk_hf_tensor *s = companion(ck, t, leaf);
-    if (!s)
-        return qk_errf(err, QK_EINPUT, "%s: companion tensor '%s' is missing (static activation scale)", t->name,
-                       leaf);
+    if (!s) {
+        char why[160];
+        snprintf(why, sizeof why, "the activations it declares need the module's %s, which is missing", leaf);
+        return cannot(ck, t, sc, cfg_path, "input_activations", why, err);
+    }
     if (s->nelem != 1 || (s->type != QK_F32 && s->type != QK_F16 && s->type != QK_BF16))
         return qk_err_at(err, ck->hf->file_paths[s->file], s->name, s->st ? s->st->info_offset : 0,
                          "expected one float value (%llu values of %s)", (unsigned long long)s->nelem, s->dtype);
@@ -94,7 +101,7 @@ int qk_hf_weight_view(const qk_ckpt *ck, const qk_ck_tensor *t, const char *conf
             return QK_OK;
         if (strcmp(st, "tensor") == 0 && !a->dynamic) {
             w->a_static = true;
-            return scalar(ck, t, "input_scale", &w->a_scale, err);
+            return scalar(ck, t, &sc, config_path, "input_scale", &w->a_scale, err);
         }
         if (strcmp(st, "group") == 0 && a->dynamic && a->group_size > 0) {
             w->a_group = a->group_size;
@@ -114,12 +121,12 @@ int qk_hf_weight_view(const qk_ckpt *ck, const qk_ck_tensor *t, const char *conf
             w->act = QK_A_NV4;
             w->a_group = 16;
             if (mo) {
-                if ((rc = scalar(ck, t, "input_scale", &w->a_global, err)))
+                if ((rc = scalar(ck, t, &sc, config_path, "input_scale", &w->a_global, err)))
                     return rc;
                 w->a_global = 1.0f / w->a_global;
                 return QK_OK;
             }
-            return scalar(ck, t, "input_global_scale", &w->a_global, err);
+            return scalar(ck, t, &sc, config_path, "input_global_scale", &w->a_global, err);
         }
         if (strcmp(st, "group") == 0 && a->group_size == 32 && w->type == QK_W_MXFP4) {
             w->act = QK_A_MX4;
@@ -145,7 +152,7 @@ int qk_hf_weight_view(const qk_ckpt *ck, const qk_ck_tensor *t, const char *conf
             return QK_OK;
         if (strcmp(st, "tensor") == 0 && !a->dynamic && a->symmetric) {
             w->a_static = true;
-            return scalar(ck, t, "input_scale", &w->a_scale, err);
+            return scalar(ck, t, &sc, config_path, "input_scale", &w->a_scale, err);
         }
         return cannot(ck, t, &sc, config_path, "input_activations.strategy",
                       "INT8 activations of this strategy are not computed", err);
