@@ -71,6 +71,15 @@ int ck_setup_fp8(ck_ctx *c, qk_ck_tensor *t, const ck_parts *p)
     t->elem = w->type == QK_F8_E4M3 ? QK_ELEM_FP8_E4M3 : QK_ELEM_FP8_E5M2;
     t->bits = 8;
     ck_set_shape2(t, w->shape[0], w->shape[1]);
+    if (s && s->type == QK_U8) { /* MXFP8 (compressed-tensors MXFP8 / MXFP8A16): E8M0 exponents per 32 */
+        if (!ck_is2(s, t->rows, ck_cdiv(t->cols, 32), false))
+            return ck_bad(c, s, "U8 (E8M0) scales: shape does not match [%lld, %lld] (groups of 32)", (long long)t->rows,
+                          (long long)ck_cdiv(t->cols, 32));
+        t->block_r = 1, t->block_c = 32, t->group = 32, t->scale_rows = t->rows, t->scale_cols = ck_cdiv(t->cols, 32);
+        t->scale_elem = QK_ELEM_E8M0;
+        snprintf(t->scheme, sizeof t->scheme, "mxfp8");
+        return QK_OK;
+    }
     return scale_grid(c, t, s, t->rows, t->cols, t->elem == QK_ELEM_FP8_E4M3 ? "fp8_e4m3" : "fp8_e5m2");
 }
 

@@ -166,6 +166,11 @@ typedef struct qk_a_i8_head {
 } qk_a_i8_head;
 #define QK_A_I8_HEAD ((size_t)sizeof(qk_a_i8_head))
 
+/* A checkpoint's FP8 E4M3 KV cache with a static per-tensor scale
+ * (compressed-tensors kv_cache_scheme, k_scale / v_scale): x[i] =
+ * e4m3(clamp(x[i] / scale, -448, 448)) * scale in place (kernels/wq_act.c). */
+void qk_wq_kv_fp8(float *x, int64_t n, float scale);
+
 /* QK_A_NV4: n/16 float block multipliers (float(scale) / global), then n
  * int8 codes holding twice the E2M1 value (-12..12). */
 #define QK_A_NV4_BLOCK 16

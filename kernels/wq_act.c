@@ -74,6 +74,19 @@ void qk_wq_act_fp8(const qk_wq *w, const float *x, void *dst, int64_t n)
     }
 }
 
+/* The FP8 KV cache of a checkpoint's kv_cache_scheme (float, 8 bits,
+ * tensor, static): compressed-tensors' fake quantization of the cached
+ * key and value states with the layer's k_scale / v_scale
+ * (lifecycle/forward_helpers.py _quantize_dequantize: x / scale, clamped to
+ * +-448, cast to E4M3 rounding to nearest even, times the scale), as
+ * transformers applies it, and vLLM's fp8 cache (cache_kernels.cu
+ * reshape_and_cache_flash, scaled_convert: x / scale). */
+void qk_wq_kv_fp8(float *x, int64_t n, float scale)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] = e4m3_qdq(clampf(x[i] / scale, -448.0f, 448.0f)) * scale;
+}
+
 /* MXFP8 / MXFP4 activations (compressed-tensors MXFP8 and MXFP4 presets,
  * dynamic groups of 32 with uint8 scales): quantization/utils/mxfp_utils.py
  * generate_mx_scales on the group's absmax: round_to_power_2 (add 1 << 21

@@ -22,6 +22,13 @@ float qk_wq_fp4_mult(const qk_wq *w, uint8_t sb);
 /* Activation types whose rows are floats (the float products). */
 bool qk_wq_act_float(int act);
 
+/* NVFP4 W4A4 (wq_int.c): block b's exact sum of the doubled E2M1 values of
+ * a weight row's codes q (two a byte, the even element low) and an
+ * activation row's codes a, and the block's multiplier, dw_b * da_b (da_b
+ * read from the activation row's header). */
+int32_t qk_wq_nv4_isum(const uint8_t *q, const int8_t *a, int64_t b);
+float qk_wq_nv4_mult(const qk_wq *w, const uint8_t *srow, const uint8_t *arow, int64_t b);
+
 /* The integer products (wq_int.c). */
 void qk_wq_tile_i8(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out,
                    size_t ldo);

@@ -67,6 +67,23 @@ void qk_wq_tile_i8(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys,
     }
 }
 
+int32_t qk_wq_nv4_isum(const uint8_t *q, const int8_t *a, int64_t b)
+{
+    int32_t isum = 0;
+    for (int i = 0; i < QK_A_NV4_BLOCK; i++) {
+        const int64_t k = b * QK_A_NV4_BLOCK + i;
+        isum += qk_e2m1_x2[q[k / 2] >> (k % 2 * 4) & 15] * a[k];
+    }
+    return isum;
+}
+
+float qk_wq_nv4_mult(const qk_wq *w, const uint8_t *srow, const uint8_t *arow, int64_t b)
+{
+    float da;
+    memcpy(&da, arow + b * (int64_t)sizeof(float), 4);
+    return qk_wq_fp4_mult(w, srow[b * QK_A_NV4_BLOCK / w->s.cdiv * w->s.cs]) * da;
+}
+
 void qk_wq_tile_nv4(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out,
                     size_t ldo)
 {
@@ -79,14 +96,8 @@ void qk_wq_tile_nv4(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys
             const uint8_t *srow = w->s.p + (r0 + r) / w->s.rdiv * w->s.rs;
             float lane[8] = {0}, s = 0.0f;
             for (int64_t b = 0; b < nb; b++) {
-                int32_t isum = 0;
-                for (int i = 0; i < QK_A_NV4_BLOCK; i++) {
-                    const int64_t k = b * QK_A_NV4_BLOCK + i;
-                    isum += qk_e2m1_x2[q[k / 2] >> (k % 2 * 4) & 15] * a[k];
-                }
-                float da;
-                memcpy(&da, row + b * (int64_t)sizeof(float), 4);
-                const float m = qk_wq_fp4_mult(w, srow[b * QK_A_NV4_BLOCK / w->s.cdiv * w->s.cs]) * da;
+                const int32_t isum = qk_wq_nv4_isum(q, a, b);
+                const float m = qk_wq_nv4_mult(w, srow, row, b);
                 if (b < nb8) {
                     lane[b % 8] = fmaf((float)isum, m, lane[b % 8]);
                 } else {

@@ -138,6 +138,7 @@ CT_SCHEMES = [
     ("FP8_DYNAMIC", "FP8_DYNAMIC", "rtn", False, True),
     ("FP8", "FP8", "rtn", True, True),
     ("FP8_BLOCK", "FP8_BLOCK", "rtn", False, True),
+    ("FP8_DYNAMIC_KV8", "FP8_DYNAMIC", "rtn", True, True),  # kv_cache_scheme FP8 (k_scale, v_scale)
     ("W8A8", "W8A8", "rtn", False, True),
     ("W8A16", "W8A16", "rtn", False, False),
     ("W4A16", "W4A16", "rtn", False, False),
@@ -147,6 +148,9 @@ CT_SCHEMES = [
     ("NVFP4A16", "NVFP4A16", "rtn", False, False),
     ("NVFP4", "NVFP4", "rtn", True, True),
     ("MXFP4A16", "MXFP4A16", "rtn", False, False),
+    ("MXFP4", "MXFP4", "rtn", False, True),
+    ("MXFP8A16", "MXFP8A16", "rtn", False, False),
+    ("MXFP8", "MXFP8", "rtn", False, True),
     ("GPTQ_W4A16", "W4A16", "gptq", True, False),
     ("GPTQ_W4A16_ACTORDER", "W4A16", "gptq-group", True, False),
 ]
@@ -159,7 +163,9 @@ def make_ct(name, preset, how, calib, out, ids):
     from llmcompressor.modifiers.quantization import GPTQModifier, QuantizationModifier
     model = AutoModelForCausalLM.from_pretrained(S4M, dtype=torch.float32)
     if how == "rtn":
-        rec = QuantizationModifier(targets="Linear", scheme=preset, ignore=["lm_head"])
+        kv = ({"kv_cache_scheme": {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": False,
+                                   "symmetric": True}} if name.endswith("_KV8") else {})
+        rec = QuantizationModifier(targets="Linear", scheme=preset, ignore=["lm_head"], **kv)
     else:
         kw = {"actorder": "group"} if how == "gptq-group" else {}
         rec = GPTQModifier(targets="Linear", scheme=preset, ignore=["lm_head"], **kw)
@@ -167,6 +173,119 @@ def make_ct(name, preset, how, calib, out, ids):
               processor=id_processor(model.config.vocab_size)) if calib else {}
     oneshot(model=model, recipe=rec, **kw)
     model.save_pretrained(out, save_compressed=True)
+
+
+def _load(d):
+    from safetensors.numpy import load_file
+    t = {}
+    for f in sorted(os.listdir(d)):
+        if f.endswith(".safetensors"):
+            t.update(load_file(os.path.join(d, f)))
+    return t
+
+
+def _pack_n(vals, order=None):
+    """[R, N] 4-bit values -> [R, N/8] int32 words, field f of word p = column 8p + order[f]."""
+    r, n = vals.shape
+    order = order or list(range(8))
+    v = vals.reshape(r, n // 8, 8)[:, :, order].astype(np.uint32)
+    w = np.zeros((r, n // 8), np.uint32)
+    for f in range(8):
+        w |= v[:, :, f] << np.uint32(4 * f)
+    return w.view(np.int32)
+
+
+def _unpack_k(words, k):
+    """CT weight_packed [N, K/8] int32 -> unsigned 4-bit codes [N, K] (LSB first)."""
+    w = words.view(np.uint32)
+    out = np.stack([(w >> np.uint32(4 * j)) & np.uint32(15) for j in range(8)], -1)
+    return out.reshape(w.shape[0], -1)[:, :k].astype(np.uint8)
+
+
+def repack(src, out, kind):
+    """The weights of a compressed-tensors pack-quantized 4-bit checkpoint
+    (group g, symmetric for GPTQ, asymmetric for AWQ) in AutoGPTQ v1 or
+    AutoAWQ GEMM tensors: the same codes, scales and zero points, so the
+    reference is the compressed-tensors one (no GPTQ/AWQ runtime on CPU)."""
+    from safetensors.numpy import save_file
+    t = _load(src)
+    cfg = json.load(open(os.path.join(src, "config.json")))
+    g = cfg["quantization_config"]["config_groups"]["group_0"]["weights"]["group_size"]
+    res = {}
+    for name, v in t.items():
+        if not name.endswith(".weight_packed"):
+            if not any(name.endswith(x) for x in (".weight_scale", ".weight_shape", ".weight_zero_point")):
+                res[name] = v
+            continue
+        mod = name[:-len(".weight_packed")]
+        n, k = (int(x) for x in t[mod + ".weight_shape"])
+        q = _unpack_k(v, k)                                  # [N, K] unsigned (value + 8)
+        sc = t[mod + ".weight_scale"].astype(np.float32)     # [N, K/g]
+        if kind == "gptq":
+            words = np.zeros((k // 8, n), np.uint32)
+            for j in range(8):
+                words |= q[:, j::8].T.astype(np.uint32) << np.uint32(4 * j)
+            res[mod + ".qweight"] = words.view(np.int32)
+            res[mod + ".qzeros"] = _pack_n(np.full((k // g, n), 7, np.uint8))   # v1: zero 8 stored minus one
+            res[mod + ".scales"] = np.ascontiguousarray(sc.T)
+        else:
+            zp = t[mod + ".weight_zero_point"].view(np.uint32)  # [N/8, K/g], field n % 8 of word n / 8
+            z = np.stack([(zp >> np.uint32(4 * j)) & np.uint32(15) for j in range(8)], 1).reshape(-1, zp.shape[1])[:n]
+            order = [0, 2, 4, 6, 1, 3, 5, 7]
+            res[mod + ".qweight"] = _pack_n(np.ascontiguousarray(q.T), order)         # [K, N/8]
+            res[mod + ".qzeros"] = _pack_n(np.ascontiguousarray(z.T.astype(np.uint8)), order)  # [K/g, N/8]
+            res[mod + ".scales"] = np.ascontiguousarray(sc.T)
+    os.makedirs(out)
+    save_file(res, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
+    del cfg["quantization_config"]
+    cfg["quantization_config"] = ({"quant_method": "gptq", "bits": 4, "group_size": g, "desc_act": False, "sym": True,
+                                   "checkpoint_format": "gptq"} if kind == "gptq" else
+                                  {"quant_method": "awq", "bits": 4, "group_size": g, "zero_point": True,
+                                   "version": "gemm"})
+    json.dump(cfg, open(os.path.join(out, "config.json"), "w"), indent=2)
+
+
+def make_modelopt(cfgname, out, ids, chunks, tool):
+    """NVIDIA ModelOpt on CPU: mtq.quantize (calibrated on the text), then
+    export_hf_checkpoint.  Its reference is the quantized model itself
+    (ModelOpt's fake quantization of weights and inputs), run here before
+    export: the logits go to OUT/reference.npy, and each quantized Linear's
+    products on its own inputs are checked against qk (ckpt-tool --matmul)
+    after the export (returned)."""
+    import torch
+    import modelopt.torch.quantization as mtq
+    from modelopt.torch.export import export_hf_checkpoint
+    from transformers import AutoModelForCausalLM
+    m = AutoModelForCausalLM.from_pretrained(S4M, dtype=torch.float32)
+    half = len(ids) // 2
+    calib = [[1] + ids[half + i * 127:half + (i + 1) * 127] for i in range(16)]
+
+    def fwd(mm):
+        with torch.no_grad():
+            for c in calib:
+                mm(torch.tensor([c]))
+    mtq.quantize(m, getattr(mtq, cfgname), fwd)
+    ref = torch_logits(m, chunks)
+    caps, hooks = {}, []
+    for n, mod in m.named_modules():
+        if "layers." in n and hasattr(mod, "input_quantizer"):
+            hooks.append(mod.register_forward_hook(
+                lambda mod, inp, o, n=n: caps.__setitem__(n, (inp[0].detach().reshape(-1, inp[0].shape[-1]).numpy().copy(),
+                                                              o.detach().reshape(-1, o.shape[-1]).numpy().copy()))))
+    with torch.no_grad():
+        m(torch.tensor([chunks[0][:64]]))
+    for h in hooks:
+        h.remove()
+    export_hf_checkpoint(m, export_dir=out)
+    np.save(os.path.join(out, "reference.npy"), np.stack(ref))
+    worst, off, total = 0.0, 0, 0
+    for n, (x, y) in caps.items():
+        o = subprocess.run([tool, "--matmul", out, n + ".weight", str(x.shape[0])],
+                           input=np.ascontiguousarray(x, np.float32).tobytes(), capture_output=True, check=True).stdout
+        o = np.frombuffer(o, np.float32).reshape(y.shape)
+        rel = np.abs(o - y) / max(np.abs(y).max(), 1e-30)
+        worst, off, total = max(worst, float(rel.max())), off + int((rel > 1e-5).sum()), total + rel.size
+    return worst, len(caps), off / max(total, 1)
 
 
 def make_mlx(bits, out):
@@ -208,9 +327,23 @@ def vllm_int8_hooks(model):
     return len(mods)
 
 
-def ct_model(d, vllm_int8=False):
+def exact_fp4_unpack(on):
+    """compressed-tensors' NVFP4 decompressor unpacks the codes to bfloat16
+    (nvfp4/helpers.py unpack_fp4_from_uint8's default dtype), so its
+    dequantized weight, value * (scale / global_scale), is rounded to
+    bfloat16: a 2^-9 relative error qk does not make.  on: unpack to float32
+    instead (the same formula, exact)."""
+    import torch
+    import compressed_tensors.compressors.nvfp4.base as nb
+    from compressed_tensors.compressors.nvfp4.helpers import unpack_fp4_from_uint8
+    nb.unpack_fp4_from_uint8 = ((lambda a, m, n, dtype=None: unpack_fp4_from_uint8(a, m, n, dtype=torch.float32))
+                                if on else unpack_fp4_from_uint8)
+
+
+def ct_model(d, vllm_int8=False, exact_fp4=True):
     import torch
     from transformers import AutoModelForCausalLM, CompressedTensorsConfig
+    exact_fp4_unpack(exact_fp4)
     m = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32,
                                              quantization_config=CompressedTensorsConfig(run_compressed=False))
     # some decompressors (NVFP4) hand back bfloat16 weights: compute in float32 as the model's dtype says
@@ -305,9 +438,13 @@ def main():
             row = {"scheme": name, "kld": kld, "top": top, "n": npos, "act": act}
             if int8:
                 row["kld_ct_rule"] = compare(torch_logits(ct_model(d), chunks), ours)[0]
+            fp4 = "NVFP4" in name
+            if fp4:
+                row["kld_ct_bf16"] = compare(torch_logits(ct_model(d, vllm_int8=int8, exact_fp4=False), chunks), ours)[0]
             if not act:
+                extra = (f"; against compressed-tensors' bfloat16 decompression {row['kld_ct_bf16']:.3g}" if fp4 else "")
                 check(f"{name}: weight-only, qk vs transformers+compressed-tensors", kld <= 1e-6,
-                      f"mean KLD {kld:.3g} over {npos} positions (gate 1e-6), same top-1 {top:.3f} %")
+                      f"mean KLD {kld:.3g} over {npos} positions (gate 1e-6), same top-1 {top:.3f} %{extra}")
             else:
                 worst, nl = layer_check(tool, d, m, chunks[0])
                 check(f"{name}: each of {nl} quantized products on the reference's inputs", worst <= 1e-5,
@@ -317,10 +454,63 @@ def main():
                 row.update(floor=floor, ftop=ftop, layer=worst)
                 gate_k, gate_t = max(1e-5, 4 * floor), min(99.5, ftop - 1.0)
                 extra = f", vs compressed-tensors' own amax/127.5 rule {row['kld_ct_rule']:.3g}" if int8 else ""
+                if fp4:
+                    extra += f", vs compressed-tensors' bfloat16 weights {row['kld_ct_bf16']:.3g}"
                 check(f"{name}: A8 whole model within the reference's noise floor", kld <= gate_k and top >= gate_t,
                       f"mean KLD {kld:.3g} (floor {floor:.3g}, gate {gate_k:.3g}), same top-1 {top:.3f} % "
                       f"(floor {ftop:.3f} %, gate {gate_t:.3f} %) over {npos} positions{extra}")
             rows.append(row)
+        for name, src, kind in (("GPTQ_V1", "W4A16", "gptq"), ("AWQ_GEMM", "W4A16_ASYM", "awq")):
+            if only and name not in only:
+                continue
+            sd, d = os.path.join(work, src), os.path.join(work, name)
+            if not os.path.isdir(sd):
+                print(f"note: {name} repacks {src}, which was not made in this run")
+                continue
+            if not os.path.isdir(d):
+                repack(sd, d, kind)
+            if a.make_only:
+                continue
+            ours = [qk_logits(qk, d, c, tmp) for c in chunks]
+            kld, top, npos = compare(torch_logits(ct_model(sd), chunks), ours)
+            check(f"{name}: {src}'s codes as {kind.upper()} tensors, qk vs transformers+compressed-tensors on {src}",
+                  kld <= 1e-6, f"mean KLD {kld:.3g} over {npos} positions (gate 1e-6), same top-1 {top:.3f} %")
+            rows.append({"scheme": name, "kld": kld, "top": top, "n": npos, "act": False})
+        try:
+            import modelopt  # noqa: F401
+            have_mo = True
+        except ImportError:
+            have_mo = False
+            print("note: nvidia-modelopt not installed: ModelOpt checkpoints are covered by tests/test_ckpt.c's fixtures")
+        for name, cfgname in (("MO_FP8", "FP8_DEFAULT_CFG"), ("MO_NVFP4", "NVFP4_DEFAULT_CFG")) if have_mo else ():
+            if only and name not in only:
+                continue
+            d = os.path.join(work, name)
+            layer = None
+            if not os.path.isdir(d) or not os.path.isfile(os.path.join(d, "reference.npy")):
+                try:
+                    shutil.rmtree(d, ignore_errors=True)
+                    layer = make_modelopt(cfgname, d, ids, chunks, tool)
+                except (AssertionError, RuntimeError) as e:  # NVFP4's fake quantization needs CUDA
+                    print(f"note: {name}: ModelOpt's reference cannot run here ({type(e).__name__}: {e}); "
+                          f"its layout is covered by tests/test_ckpt.c and its arithmetic by the NVFP4 rows")
+                    continue
+            if a.make_only:
+                continue
+            ref = list(np.load(os.path.join(d, "reference.npy")))
+            ours = [qk_logits(qk, d, c, tmp) for c in chunks]
+            kld, top, npos = compare(ref, ours)
+            if layer:
+                # qk quantizes the inputs by vLLM's rules (x * (1 / input_scale), the NVFP4 block scale from
+                # input_scale's inverse); ModelOpt's fake quantization multiplies by 448 / amax and divides back,
+                # so an element now and then lands on the other side of a rounding boundary: one E4M3 step (1/16)
+                # of that element in its output.  Gate: at most 1 % of the outputs off by more than 1e-5.
+                check(f"{name}: each of {layer[1]} quantized products on ModelOpt's inputs", layer[2] <= 0.01,
+                      f"{100 * layer[2]:.3f} % of the outputs off by more than 1e-5 x max |ref| (max {layer[0]:.3g})")
+            check(f"{name}: qk vs ModelOpt's fake-quantized model", kld <= 1e-3 and top >= 97.0,
+                  f"mean KLD {kld:.3g}, same top-1 {top:.3f} % over {npos} positions (gate 1e-3, 97 %: the A8 floor, "
+                  f"see the compressed-tensors rows)")
+            rows.append({"scheme": name, "kld": kld, "top": top, "n": npos, "act": True})
         try:
             import mlx_lm  # noqa: F401
             have_mlx = True

@@ -32,9 +32,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import crosscheck_hf as X  # noqa: E402
 
 OUT = os.path.join(X.ROOT, "goldens/hfq")
-SCHEMES = ["FP8_DYNAMIC", "FP8", "FP8_BLOCK", "W8A8", "W8A16", "W4A16", "W4A16_ASYM", "W4A8", "W4AFP8",
-           "NVFP4A16", "NVFP4", "MXFP4A16", "GPTQ_W4A16_ACTORDER"]
-NTOK = 128
+SCHEMES = ["FP8_DYNAMIC", "FP8", "FP8_BLOCK", "FP8_DYNAMIC_KV8", "W8A8", "W8A16", "W4A16", "W4A16_ASYM", "W4A8",
+           "W4AFP8", "NVFP4A16", "NVFP4", "MXFP4A16", "MXFP8", "GPTQ_W4A16_ACTORDER"]
+NTOK = 64
 
 
 def write_qklogits(path, logits, tokens):
@@ -116,6 +116,24 @@ def main():
                 gk, gt = 1e-6, 99.5
             gates.append(f"{name} {gk:.3g} {gt:.2f}")
             print(name, "gate", gates[-1], flush=True)
+        # the same codes as AutoGPTQ v1 and AutoAWQ GEMM tensors, against their source's reference
+        for name, src, kind in (("GPTQ_V1", "W4A16", "gptq"), ("AWQ_GEMM", "W4A16_ASYM", "awq")):
+            rd = os.path.join(tmp, name)
+            X.repack(os.path.join(tmp, src), rd, kind)
+            d = split(rd, name, digests)
+            shutil.copy(os.path.join(OUT, src, "reference.logits"), os.path.join(d, "reference.logits"))
+            gates.append(f"{name} 1e-06 99.50")
+        try:
+            import mlx_lm  # noqa: F401
+            rd = os.path.join(tmp, "MLX_Q4")
+            X.make_mlx(4, rd)
+            ref = X.mlx_logits(rd, [chunk])[0]
+            d = os.path.join(OUT, "MLX_Q4")
+            shutil.copytree(rd, d)  # MLX keeps its own float tensors (bf16/f32 as mlx-lm writes them)
+            write_qklogits(os.path.join(d, "reference.logits"), ref, chunk)
+            gates.append("MLX_Q4 1e-06 99.50")
+        except ImportError:
+            print("note: mlx-lm not installed: no MLX golden")
         with open(os.path.join(OUT, "gates.txt"), "w") as f:
             f.write("# scheme max-kld-mean min-same-top (tools/mk_hfq_goldens.py)\n" + "\n".join(gates) + "\n")
     finally:

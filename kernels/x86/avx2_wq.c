@@ -448,16 +448,8 @@ QK_TARGET_AVX2 static void nv4_tile(const qk_wq *w, int64_t r0, int nr, const ui
                 lane = _mm256_fmadd_ps(isum, m, lane);
             }
             float s = qk_hsum8_ps(lane);
-            for (int64_t b = nb8; b < nb; b++) {
-                int32_t isum = 0;
-                for (int i = 0; i < QK_A_NV4_BLOCK; i++) {
-                    const int64_t k = b * QK_A_NV4_BLOCK + i;
-                    isum += qk_e2m1_x2[q[k / 2] >> (k % 2 * 4) & 15] * a[k];
-                }
-                float da;
-                memcpy(&da, row + b * (int64_t)sizeof(float), 4);
-                s = s + (float)isum * (qk_wq_fp4_mult(w, srow[b]) * da);
-            }
+            for (int64_t b = nb8; b < nb; b++) /* the reference's tail */
+                s = s + (float)qk_wq_nv4_isum(q, a, b) * qk_wq_nv4_mult(w, srow, row, b);
             out[(size_t)t * ldo + (size_t)r] = s * 0.25f;
         }
     }

@@ -437,7 +437,7 @@ int qk_hfmodel_open(qk_hfmodel **out, const char *path, qk_err *err)
     }
     const qk_model_source src = {.path = h->hf->dir, .ctx = h, .find = hf_find,
                                  .source_name = hf_name};
-    if (qk_model_load_source(&h->m, &hp, &src, err))
+    if (qk_model_load_source(&h->m, &hp, &src, err) || (h->ck && qk_hf_kv_scales(h->ck, h->config_path, &h->m, err)))
         goto fail;
     if (vocab && vocab != h->m.hp.n_vocab) {
         qk_err_at(err, h->config_path, "vocab_size", off_of(h->hf->config, "vocab_size"),

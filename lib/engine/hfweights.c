@@ -159,3 +159,33 @@ int qk_hf_weight_view(const qk_ckpt *ck, const qk_ck_tensor *t, const char *conf
     }
     return cannot(ck, t, &sc, config_path, "input_activations", "activations of this type are not computed", err);
 }
+
+int qk_hf_kv_scales(const qk_ckpt *ck, const char *config_path, qk_model *m, qk_err *err)
+{
+    const qk_jsonv *qc = qk_jsonv_get(ck->hf->config, "quantization_config");
+    const qk_jsonv *kv = qk_jsonv_get(qc, "kv_cache_scheme");
+    if (!kv || kv->type == QK_JNULL)
+        return QK_OK;
+    const char *key = "quantization_config.kv_cache_scheme";
+    if (!qk_jsonv_is(kv, QK_JOBJ))
+        return qk_err_at(err, config_path, key, kv->off, "not an object");
+    const char *type = qk_jsonv_get_str(kv, "type", ""), *st = qk_jsonv_get_str(kv, "strategy", "");
+    const int64_t bits = qk_jsonv_get_i64(kv, "num_bits", 0);
+    if (strcmp(type, "float") != 0 || bits != 8 || strcmp(st, "tensor") != 0 || qk_jsonv_get_bool(kv, "dynamic", false))
+        return qk_err_at(err, config_path, key, kv->off,
+                         "a %s %lld-bit %s%s KV cache is not computed (FP8 per tensor with static k_scale / v_scale is)",
+                         type, (long long)bits, st, qk_jsonv_get_bool(kv, "dynamic", false) ? " dynamic" : "");
+    for (int il = 0; il < m->hp.n_layer; il++)
+        for (int i = 0; i < 2; i++) {
+            char name[96];
+            snprintf(name, sizeof name, "model.layers.%d.self_attn.%s", il, i ? "v_scale" : "k_scale");
+            const qk_hf_tensor *s = qk_hf_find(ck->hf, name);
+            float v = 0;
+            if (!s || s->nelem != 1 || (s->type != QK_F32 && s->type != QK_F16 && s->type != QK_BF16) ||
+                !((v = qk_wq_val(s->data, s->type, 0)) > 0.0f) || v > 3.0e38f)
+                return qk_err_at(err, config_path, key, kv->off, "%s: %s", name,
+                                 s ? "not one positive float scale" : "the scale it needs is missing");
+            m->layers[il].kv_scale[i] = v;
+        }
+    return QK_OK;
+}

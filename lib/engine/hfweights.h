@@ -12,6 +12,7 @@
 #include "formats/ckpt.h"
 #include "kernels/wq.h"
 #include "lib/core/err.h"
+#include "lib/engine/model.h"
 
 /* The view of quantized logical tensor t of ck for the products, with its
  * activation type and parameters.  A scheme or layer the kernels cannot
@@ -20,5 +21,11 @@
  * config_path names config.json. */
 int qk_hf_weight_view(const qk_ckpt *ck, const qk_ck_tensor *t, const char *config_path, qk_wq *out,
                       qk_err *err);
+
+/* The checkpoint's kv_cache_scheme (compressed-tensors quantization_config):
+ * float 8 bits, tensor, static: each layer's k_scale and v_scale
+ * (model.layers.N.self_attn.{k,v}_scale) into m->layers[N].kv_scale.  No
+ * scheme: nothing; another one, or a missing scale: code 2 naming the key. */
+int qk_hf_kv_scales(const qk_ckpt *ck, const char *config_path, qk_model *m, qk_err *err);
 
 #endif

@@ -68,6 +68,10 @@ typedef struct qk_layer {
     const float *q_norm, *k_norm;    /* [head_dim], qwen3 only */
     const float *ffn_norm;           /* [n_embd] */
     qk_weight w_gate, w_up, w_down;
+    /* an FP8 E4M3 KV cache with static per-tensor scales (a quantized HF
+     * checkpoint's kv_cache_scheme, k_scale and v_scale): keys (after rope)
+     * and values enter the cache as e4m3(x / scale) * scale; 0: none */
+    float kv_scale[2];
 } qk_layer;
 
 typedef struct qk_model {
