@@ -131,7 +131,7 @@ bool qk_wq_act_same(const qk_wq *a, const qk_wq *b)
 {
     return a->act == b->act && a->a_group == b->a_group && a->a_static == b->a_static &&
            a->a_asym == b->a_asym && (!a->a_static || a->a_scale == b->a_scale) &&
-           a->a_global == b->a_global && a->a_variant == b->a_variant;
+           a->a_global == b->a_global && a->a_variant == b->a_variant && a->a_threshold == b->a_threshold;
 }
 
 /* ---- the decoders (elements [k0, k0 + n) of row r) ---------------------------------- */
@@ -273,6 +273,7 @@ static void wq_tile(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys
     switch (w->act) {
     case QK_A_I8: qk_wq_tile_i8(w, r0, nr, y, ys, nt, out, ldo); return;
     case QK_A_NV4: qk_wq_tile_nv4(w, r0, nr, y, ys, nt, out, ldo); return;
+    case QK_A_I8O: qk_wq_tile_i8o(w, r0, nr, y, ys, nt, out, ldo); return;
     default: float_tile(w, r0, nr, y, ys, nt, out, ldo); return;
     }
 }
@@ -288,6 +289,6 @@ const qk_wq_ops qk_ops_wq[] = {
     WQ_ROW(QK_W_AWQ), WQ_ROW(QK_W_GPTQ), WQ_ROW(QK_W_MLX), WQ_ROW(QK_W_BNB4), WQ_ROW(QK_W_BNB8),
     {.id = QK_A_FP8, .wq_act = qk_wq_act_fp8}, {.id = QK_A_MX8, .wq_act = qk_wq_act_mx},
     {.id = QK_A_MX4, .wq_act = qk_wq_act_mx}, {.id = QK_A_I8, .wq_act = qk_wq_act_i8},
-    {.id = QK_A_NV4, .wq_act = qk_wq_act_nv4},
+    {.id = QK_A_NV4, .wq_act = qk_wq_act_nv4}, {.id = QK_A_I8O, .wq_act = qk_wq_act_i8o},
     {.id = -1},
 };

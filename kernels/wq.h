@@ -120,6 +120,7 @@ typedef struct qk_wq {
     float a_scale;
     float a_global;        /* NVFP4: input_global_scale */
     bool a_asym;           /* int8: asymmetric, a zero point per token */
+    float a_threshold;     /* LLM.int8 (QK_A_I8O): outlier threshold (llm_int8_threshold); 0: none */
     /* QK_ACTV_UP / QK_ACTV_DOWN (kernels/actvar.h): qk-kld --noise-floor's
      * variant encoders, the divisor (or inverse scale) of every scale group
      * one float ulp the other way, the scale multiplied back unchanged; 0:
@@ -165,6 +166,10 @@ typedef struct qk_a_i8_head {
     int32_t pad[2];
 } qk_a_i8_head;
 #define QK_A_I8_HEAD ((size_t)sizeof(qk_a_i8_head))
+
+/* QK_A_I8O (bitsandbytes LLM.int8): qk_a_i8_head {scale: the row's absmax
+ * over its non-outliers, zero: the number of outliers}, n int8 codes (0 at
+ * the outliers), then n floats: the outliers' values, 0 elsewhere. */
 
 /* A checkpoint's FP8 E4M3 KV cache with a static per-tensor scale
  * (compressed-tensors kv_cache_scheme, k_scale / v_scale): x[i] =

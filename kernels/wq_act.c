@@ -17,6 +17,7 @@
 #include "kernels/actvar.h"
 #include "kernels/elements.h"
 #include "kernels/fp4.h"
+#include "kernels/half.h"
 #include "kernels/wq_impl.h"
 
 static inline float clampf(float x, float lo, float hi) { return fminf(fmaxf(x, lo), hi); }
@@ -214,4 +215,39 @@ void qk_wq_act_nv4(const qk_wq *w, const float *x, void *dst, int64_t n)
         for (int i = 0; i < QK_A_NV4_BLOCK; i++)
             q[b * QK_A_NV4_BLOCK + i] = qk_e2m1_x2[qk_elem_encode(QK_ELEM_FP4_E2M1, xb[i] * os, QK_ENC_SAT) & 15];
     }
+}
+
+/* bitsandbytes LLM.int8 (nn/modules.py Linear8bitLt, autograd/_functions.py
+ * MatMul8bitLt with the default backend's int8_vectorwise_quant): the input
+ * is quantized from a float16 copy: elements with |x16| >= threshold are
+ * outliers and left out (zeroed), the row's scale is the absmax of the rest,
+ * codes = round(x16 * (127 / absmax)) (half to even); the outliers keep the
+ * input's own values for the float part of the product.  bitsandbytes
+ * takes the outlier columns of the whole batch (a column is an outlier for
+ * every token when one token has one there); qk takes each token's own, so
+ * a product does not depend on the batch: the same as bitsandbytes for one
+ * token at a time (generation), tests/cli_hfq.sh and crosscheck_hf.py. */
+void qk_wq_act_i8o(const qk_wq *w, const float *x, void *dst, int64_t n)
+{
+    qk_a_i8_head h = {0};
+    int8_t *q = (int8_t *)dst + QK_A_I8_HEAD;
+    float *xo = (float *)(void *)(q + n);
+    float amax = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        const float v = qk_f16_to_f32(qk_f32_to_f16(x[i]));
+        const bool out = w->a_threshold > 0.0f && fabsf(v) >= w->a_threshold;
+        if (!out)
+            amax = fmaxf(amax, fabsf(v));
+        h.zero += out;
+    }
+    const float inv = vmul(w, 127.0f / amax);
+    for (int64_t i = 0; i < n; i++) {
+        const float v = qk_f16_to_f32(qk_f32_to_f16(x[i]));
+        const bool out = w->a_threshold > 0.0f && fabsf(v) >= w->a_threshold;
+        q[i] = out || !(amax > 0.0f) ? 0 : i8_rn(v * inv);
+        const float o = out ? x[i] : 0.0f;
+        memcpy(xo + i, &o, 4);
+    }
+    h.scale = amax;
+    memcpy(dst, &h, sizeof h);
 }

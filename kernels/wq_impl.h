@@ -34,11 +34,14 @@ void qk_wq_tile_i8(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys,
                    size_t ldo);
 void qk_wq_tile_nv4(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out,
                     size_t ldo);
+void qk_wq_tile_i8o(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out,
+                    size_t ldo);
 
 /* The activation encoders (wq_act.c). */
 void qk_wq_act_fp8(const qk_wq *w, const float *x, void *dst, int64_t n);
 void qk_wq_act_mx(const qk_wq *w, const float *x, void *dst, int64_t n);
 void qk_wq_act_i8(const qk_wq *w, const float *x, void *dst, int64_t n);
 void qk_wq_act_nv4(const qk_wq *w, const float *x, void *dst, int64_t n);
+void qk_wq_act_i8o(const qk_wq *w, const float *x, void *dst, int64_t n);
 
 #endif

@@ -112,3 +112,35 @@ void qk_wq_tile_nv4(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys
         }
     }
 }
+
+/* LLM.int8 (QK_A_I8O) with W_BNB8, the default backend's int8_mixed_scaled_mm:
+ * out = (float)acc * (absmax * SCB) * 6.200124e-05 (int8_mm_dequant, acc the
+ * exact int32 sum of the codes' products), then + x_k * w_k over the token's
+ * outliers in order, w_k = (float)CB_k * SCB * 7.874015718698502e-3
+ * (int8_vectorwise_dequant, the columns' float part: addmm). */
+void qk_wq_tile_i8o(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out, size_t ldo)
+{
+    const int64_t n = w->cols;
+    for (int t = 0; t < nt; t++) {
+        const uint8_t *row = (const uint8_t *)y + (size_t)t * ys;
+        qk_a_i8_head h;
+        memcpy(&h, row, sizeof h);
+        const int8_t *a = (const int8_t *)(row + QK_A_I8_HEAD);
+        const uint8_t *xo = (const uint8_t *)(a + n);
+        for (int r = 0; r < nr; r++) {
+            const int8_t *cb = (const int8_t *)(w->q + (r0 + r) * w->q_rs);
+            const float scb = qk_wq_val(w->s.p, w->s.type, r0 + r);
+            int64_t acc = 0;
+            for (int64_t k = 0; k < n; k++)
+                acc += (int64_t)cb[k] * a[k];
+            float s = (float)acc * (h.scale * scb) * 6.200124e-05f;
+            for (int64_t k = 0; h.zero && k < n; k++) {
+                float v;
+                memcpy(&v, xo + 4 * k, 4);
+                if (v != 0.0f)
+                    s = s + v * ((float)cb[k] * scb * 7.874015718698502e-3f);
+            }
+            out[(size_t)t * ldo + (size_t)r] = s;
+        }
+    }
+}

@@ -469,6 +469,54 @@ Test(wq, nvfp4_w4a4_products)
     }
 }
 
+/* LLM.int8: int8 codes of the float16-rounded non-outliers against CB, the
+ * outliers in float (wq_int.c's rule, recomputed here from its parts). */
+Test(wq, llm_int8_products)
+{
+    view v;
+    make(&v, V_BNB8, 256, 0xB8ull);
+    qk_wq *w = &v.w;
+    w->act = QK_A_I8O;
+    w->a_threshold = 2.5f;
+    const int64_t n = w->cols;
+    uint64_t rng = 0x18Bull;
+    float *x = rand_x(n, NT, &rng); /* a few of them past 2.5: outliers */
+    size_t ys;
+    uint8_t *y = encode(w, x, NT, &ys);
+    float want[NT * 32];
+    int outliers = 0;
+    for (int t = 0; t < NT; t++) {
+        const float *xt = x + t * n;
+        float amax = 0.0f;
+        for (int64_t k = 0; k < n; k++) {
+            const float h = qk_f16_to_f32(qk_f32_to_f16(xt[k]));
+            if (fabsf(h) < 2.5f)
+                amax = fmaxf(amax, fabsf(h));
+        }
+        for (int r = 0; r < w->rows; r++) {
+            const int8_t *cb = (const int8_t *)(w->q + r * w->q_rs);
+            const float scb = qk_wq_val(w->s.p, w->s.type, r);
+            int64_t acc = 0;
+            for (int64_t k = 0; k < n; k++) {
+                const float h = qk_f16_to_f32(qk_f32_to_f16(xt[k]));
+                if (fabsf(h) < 2.5f)
+                    acc += (int64_t)cb[k] * (int64_t)nearbyintf(h * (127.0f / amax));
+            }
+            float s = (float)acc * (amax * scb) * 6.200124e-05f;
+            for (int64_t k = 0; k < n; k++)
+                if (fabsf(qk_f16_to_f32(qk_f32_to_f16(xt[k]))) >= 2.5f) {
+                    s = s + xt[k] * ((float)cb[k] * scb * 7.874015718698502e-3f);
+                    outliers += r == 0;
+                }
+            want[t * w->rows + r] = s;
+        }
+    }
+    cr_assert_gt(outliers, 0, "the input has outliers");
+    check(&v, want, y, ys);
+    free(x), free(y);
+    view_free(&v);
+}
+
 /* ---- the encoders' rules ------------------------------------------------------- */
 
 static void enc(int act, const qk_wq *p, const float *x, void *dst, int64_t n)

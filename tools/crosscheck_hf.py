@@ -152,8 +152,33 @@ CT_SCHEMES = [
     ("MXFP8A16", "MXFP8A16", "rtn", False, False),
     ("MXFP8", "MXFP8", "rtn", False, True),
     ("GPTQ_W4A16", "W4A16", "gptq", True, False),
-    ("GPTQ_W4A16_ACTORDER", "W4A16", "gptq-group", True, False),
+    ("GPTQ_W4A16_GIDX", "W4A16", "gptq", True, False),  # GPTQ_W4A16 plus a weight_g_idx (see add_gidx)
 ]
+
+
+def add_gidx(d):
+    """A weight_g_idx on every pack-quantized module of d (in place): input
+    feature k in group g_idx[k], a fixed shuffle that keeps every group
+    group_size features, and actorder "group" in the config, as act-order
+    checkpoints store it (llm-compressor's GPTQ here takes only the static and
+    weight orders, which store no g_idx).  The codes stay as quantized, so
+    the model is another (worse) one, the same for compressed-tensors and qk:
+    both apply scale[n, g_idx[k]] to column k."""
+    import torch
+    from safetensors.torch import load_file, save_file
+    f = os.path.join(d, "model.safetensors")
+    t = load_file(f)
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    wa = cfg["quantization_config"]["config_groups"]["group_0"]["weights"]
+    g = wa["group_size"]
+    rng = np.random.default_rng(18)
+    for name in [k for k in t if k.endswith(".weight_shape")]:
+        k = int(t[name][1])
+        gi = rng.permutation(np.arange(k) // g).astype(np.int32)
+        t[name[:-len("weight_shape")] + "weight_g_idx"] = torch.from_numpy(gi)
+    save_file(t, f, metadata={"format": "pt"})
+    wa["actorder"] = "group"
+    json.dump(cfg, open(os.path.join(d, "config.json"), "w"), indent=2)
 
 
 def make_ct(name, preset, how, calib, out, ids):
@@ -167,12 +192,13 @@ def make_ct(name, preset, how, calib, out, ids):
                                    "symmetric": True}} if name.endswith("_KV8") else {})
         rec = QuantizationModifier(targets="Linear", scheme=preset, ignore=["lm_head"], **kv)
     else:
-        kw = {"actorder": "group"} if how == "gptq-group" else {}
-        rec = GPTQModifier(targets="Linear", scheme=preset, ignore=["lm_head"], **kw)
+        rec = GPTQModifier(targets="Linear", scheme=preset, ignore=["lm_head"])
     kw = dict(dataset=calib_dataset(ids), num_calibration_samples=32, max_seq_length=128,
               processor=id_processor(model.config.vocab_size)) if calib else {}
     oneshot(model=model, recipe=rec, **kw)
     model.save_pretrained(out, save_compressed=True)
+    if name.endswith("_GIDX"):
+        add_gidx(out)
 
 
 def _load(d):
@@ -286,6 +312,48 @@ def make_modelopt(cfgname, out, ids, chunks, tool):
         rel = np.abs(o - y) / max(np.abs(y).max(), 1e-30)
         worst, off, total = max(worst, float(rel.max())), off + int((rel > 1e-5).sum()), total + rel.size
     return worst, len(caps), off / max(total, 1)
+
+
+def make_bnb(mode, out):
+    """bitsandbytes through transformers on CPU: BitsAndBytesConfig NF4 / FP4
+    (double quantization) or LLM.int8, then save_pretrained."""
+    import torch
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+    q = (BitsAndBytesConfig(load_in_8bit=True) if mode == "int8" else
+         BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=mode, bnb_4bit_use_double_quant=True,
+                            bnb_4bit_compute_dtype=torch.float32))
+    m = AutoModelForCausalLM.from_pretrained(S4M, dtype=torch.float32, quantization_config=q, device_map="cpu")
+    m.save_pretrained(out)
+
+
+def bnb_logits(d, chunks, mode):
+    """The reference: the bitsandbytes model.  4-bit: its Linear4bit layers
+    computed as F.linear(x, dequantize_4bit(W)) in float32 (bitsandbytes' own
+    dequantization; its CPU kernels compute in lower precision).  LLM.int8:
+    bitsandbytes' MatMul8bitLt itself, one token at a time, so that the
+    outlier columns are each token's own as qk takes them (bitsandbytes
+    takes the batch's)."""
+    import torch
+    import bitsandbytes as bnb
+    import bitsandbytes.functional as BF
+    from transformers import AutoModelForCausalLM
+    m = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, device_map="cpu").eval()
+    out = []
+    with torch.no_grad():
+        if mode != "int8":
+            for mod in m.modules():
+                if isinstance(mod, bnb.nn.Linear4bit):
+                    w = BF.dequantize_4bit(mod.weight.data, mod.weight.quant_state).float()
+                    mod.forward = lambda x, w=w, b=mod.bias: torch.nn.functional.linear(x, w, b)
+            return torch_logits(m, chunks)
+        for c in chunks:
+            past, rows = None, []
+            for tok in c:
+                o = m(torch.tensor([[tok]]), past_key_values=past, use_cache=True)
+                past = o.past_key_values
+                rows.append(o.logits[0, -1].float().numpy())
+            out.append(np.stack(rows))
+    return out
 
 
 def make_mlx(bits, out):
@@ -476,6 +544,30 @@ def main():
             check(f"{name}: {src}'s codes as {kind.upper()} tensors, qk vs transformers+compressed-tensors on {src}",
                   kld <= 1e-6, f"mean KLD {kld:.3g} over {npos} positions (gate 1e-6), same top-1 {top:.3f} %")
             rows.append({"scheme": name, "kld": kld, "top": top, "n": npos, "act": False})
+        try:
+            import bitsandbytes  # noqa: F401
+            have_bnb = True
+        except ImportError:
+            have_bnb = False
+            print("note: bitsandbytes not installed: its checkpoints are covered by tests/test_ckpt.c's fixtures")
+        for name, mode in (("BNB_NF4", "nf4"), ("BNB_FP4", "fp4"), ("BNB_INT8", "int8")) if have_bnb else ():
+            if only and name not in only:
+                continue
+            d = os.path.join(work, name)
+            if not os.path.isdir(d):
+                make_bnb(mode, d)
+            if a.make_only:
+                continue
+            ours = [qk_logits(qk, d, c, tmp) for c in chunks]
+            kld, top, npos = compare(bnb_logits(d, chunks, mode), ours)
+            if mode != "int8":
+                check(f"{name}: weight-only, qk vs bitsandbytes' dequantization", kld <= 1e-6,
+                      f"mean KLD {kld:.3g} over {npos} positions (gate 1e-6), same top-1 {top:.3f} %")
+            else:  # int8 activations: the A8 gates of the compressed-tensors rows (W8A8's floor: 6e-5)
+                check(f"{name}: LLM.int8 (threshold 6.0), qk vs bitsandbytes token by token", kld <= 4e-4 and top >= 98.5,
+                      f"mean KLD {kld:.3g}, same top-1 {top:.3f} % over {npos} positions (gate 4e-4 = 4 x W8A8's "
+                      f"floor, 98.5 %)")
+            rows.append({"scheme": name, "kld": kld, "top": top, "n": npos, "act": mode == "int8"})
         try:
             import modelopt  # noqa: F401
             have_mo = True

@@ -33,7 +33,7 @@ import crosscheck_hf as X  # noqa: E402
 
 OUT = os.path.join(X.ROOT, "goldens/hfq")
 SCHEMES = ["FP8_DYNAMIC", "FP8", "FP8_BLOCK", "FP8_DYNAMIC_KV8", "W8A8", "W8A16", "W4A16", "W4A16_ASYM", "W4A8",
-           "W4AFP8", "NVFP4A16", "NVFP4", "MXFP4A16", "MXFP8", "GPTQ_W4A16_ACTORDER"]
+           "W4AFP8", "NVFP4A16", "NVFP4", "MXFP4A16", "MXFP8", "GPTQ_W4A16_GIDX"]
 NTOK = 64
 
 
@@ -58,14 +58,19 @@ def cut_model(dst):
     json.dump(cfg, open(os.path.join(dst, "config.json"), "w"), indent=2)
 
 
+def digest(v):
+    import torch
+    return hashlib.sha256(v.contiguous().view(torch.uint8).numpy().tobytes()).digest()
+
+
 def split(src, name, common):
     """src's tensors into OUT/name (its own) and the common float ones."""
-    from safetensors.numpy import load_file, save_file
+    from safetensors.torch import load_file, save_file
     t = load_file(os.path.join(src, "model.safetensors"))
     own = {k: v for k, v in t.items() if k not in common}
     for k in common:
         if k in t:
-            assert hashlib.sha256(t[k].tobytes()).digest() == common[k], f"{name}: {k} differs from the base"
+            assert digest(t[k]) == common[k], f"{name}: {k} differs from the base"
     d = os.path.join(OUT, name)
     os.makedirs(d)
     save_file(own, os.path.join(d, "model-00001-of-00002.safetensors"), metadata={"format": "pt"})
@@ -82,7 +87,7 @@ def split(src, name, common):
 def main():
     build = sys.argv[1] if len(sys.argv) > 1 else "build"
     qk = os.path.abspath(os.path.join(build, "qk"))
-    from safetensors.numpy import load_file, save_file
+    from safetensors.torch import load_file, save_file
     ids = X.tokens(qk)
     chunk = [1] + ids[:NTOK - 1]
     tmp = tempfile.mkdtemp(prefix="qk-hfq-")
@@ -95,7 +100,7 @@ def main():
         bt = load_file(os.path.join(base, "model.safetensors"))
         common = {k: v for k, v in bt.items() if v.ndim == 1 or "embed_tokens" in k}
         save_file(common, os.path.join(OUT, "common.safetensors"), metadata={"format": "pt"})
-        digests = {k: hashlib.sha256(v.tobytes()).digest() for k, v in common.items()}
+        digests = {k: digest(v) for k, v in common.items()}
         with open(os.path.join(OUT, "tokens.txt"), "w") as f:
             f.write(" ".join(map(str, chunk)) + "\n")
         gates = []

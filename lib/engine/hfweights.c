@@ -88,6 +88,16 @@ int qk_hf_weight_view(const qk_ckpt *ck, const qk_ck_tensor *t, const char *conf
         return rc;
     qk_qscheme sc;
     qk_quantcfg_scheme_for(ck->cfg, t->w->name, t->w->n_dims, &sc);
+    if (w->type == QK_W_BNB8) { /* LLM.int8: int8 activations with float outliers (kernels/wq_act.c) */
+        const qk_jsonv *qc = qk_jsonv_get(ck->hf->config, "quantization_config");
+        double thr = 6.0; /* transformers' BitsAndBytesConfig default */
+        const qk_jsonv *tv = qk_jsonv_get(qc, "llm_int8_threshold");
+        if (tv && !qk_jsonv_f64(tv, &thr))
+            return qk_err_at(err, config_path, "quantization_config.llm_int8_threshold", tv->off, "not a number");
+        w->act = QK_A_I8O;
+        w->a_threshold = (float)thr;
+        return QK_OK;
+    }
     const qk_qargs *a = &sc.a;
     if (!sc.quantized || !a->present || a->num_bits >= 16)
         return QK_OK; /* float activations */
