@@ -52,7 +52,7 @@ static int kind_of(const qk_wq *w)
             return K_NONE;
         return w->bits == 4 ? K_P4 : w->bits == 8 ? K_P8 : K_NONE;
     case QK_W_NVFP4:
-    case QK_W_MXFP4: return K_FP4;
+    case QK_W_MXFP4: return w->s.cs == 1 ? K_FP4 : K_NONE;
     case QK_W_MLX: return w->bits == 4 && w->order == QK_WQ_STREAM ? K_MLX4 : K_NONE;
     case QK_W_GPTQ: return w->bits == 4 && zf ? K_GPTQ4 : K_NONE;
     case QK_W_BNB8: return K_BNB8;
@@ -96,6 +96,33 @@ QK_TARGET_AVX2 static inline __m256 e4m3x8_div256(__m128i b8)
 }
 
 /* E4M3 bytes -> floats, exactly. */
+QK_TARGET_AVX2 static inline __m256 e4m3x8(__m128i b8);
+
+/* The multipliers of an FP4 row's groups [j0, j0 + m) (m <= 8) into mv, as
+ * qk_wq_fp4_mult gives them: 8 at a time (E4M3 scale / g or * g, E8M0
+ * 2^(e - 127) with 0 -> 2^-127 and 255 -> NaN), the rest one by one. */
+QK_TARGET_AVX2 static inline void fp4_mults(const qk_wq *w, const uint8_t *sb, int m, float *mv)
+{
+    if (m < 8) {
+        for (int j = 0; j < m; j++)
+            mv[j] = qk_wq_fp4_mult(w, sb[j]);
+        return;
+    }
+    const __m128i b8 = _mm_loadl_epi64((const __m128i *)sb);
+    __m256 v;
+    if (w->s.type == QK_E8M0) {
+        const __m256i e = _mm256_cvtepu8_epi32(b8);
+        __m256i bits = _mm256_slli_epi32(e, 23);
+        bits = _mm256_blendv_epi8(bits, _mm256_set1_epi32(0x00400000), _mm256_cmpeq_epi32(e, _mm256_setzero_si256()));
+        bits = _mm256_blendv_epi8(bits, _mm256_set1_epi32(0x7fc00000), _mm256_cmpeq_epi32(e, _mm256_set1_epi32(255)));
+        v = _mm256_castsi256_ps(bits);
+    } else {
+        v = e4m3x8(b8);
+        v = w->g_div ? _mm256_div_ps(v, _mm256_set1_ps(w->g)) : _mm256_mul_ps(v, _mm256_set1_ps(w->g));
+    }
+    _mm256_storeu_ps(mv, v);
+}
+
 QK_TARGET_AVX2 static inline __m256 e4m3x8(__m128i b8)
 {
     return _mm256_mul_ps(e4m3x8_div256(b8), _mm256_set1_ps(256.0f));
@@ -182,10 +209,20 @@ ftile_rows(const qk_wq *w, const int kind, int64_t r0, const int NR, const float
     const int64_t rstep = NR > 1 ? row_codes(w, kind, r0 + 1) - q0 : 0;
     const decp d = {w->rows * 4, w->code_offset};
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    float mc[8][8]; /* K_FP4: the rows' multipliers of 8 groups at a time */
     for (int64_t g0 = 0; g0 < n8; g0 += g) {
         float sv[8], zv[8];
-        _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
-            group_params(w, kind, r0 + r, g0, &sv[r], &zv[r]);
+        if (kind == K_FP4) {
+            const int64_t j = g0 / g, ng = (n8 + g - 1) / g;
+            if (j % 8 == 0)
+                _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
+                    fp4_mults(w, w->s.p + (r0 + r) / w->s.rdiv * w->s.rs + j, ng - j < 8 ? (int)(ng - j) : 8, mc[r]);
+            _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
+                sv[r] = mc[r][j % 8], zv[r] = 0.0f;
+        } else {
+            _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
+                group_params(w, kind, r0 + r, g0, &sv[r], &zv[r]);
+        }
         const int64_t g1 = g0 + g < n8 ? g0 + g : n8;
         for (int64_t k = g0; k < g1; k += 8) {
             const __m256 xv = _mm256_loadu_ps(x + k);
@@ -215,9 +252,17 @@ ftile_toks(const qk_wq *w, const int kind, int64_t r, const uint8_t *y, size_t y
     __m256 acc[8];
     _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
         acc[t] = _mm256_setzero_ps();
+    float mc[8];
     for (int64_t g0 = 0; g0 < n8; g0 += g) {
-        float sv, zv;
-        group_params(w, kind, r, g0, &sv, &zv);
+        float sv, zv = 0.0f;
+        if (kind == K_FP4) {
+            const int64_t j = g0 / g, ng = (n8 + g - 1) / g;
+            if (j % 8 == 0)
+                fp4_mults(w, w->s.p + r / w->s.rdiv * w->s.rs + j, ng - j < 8 ? (int)(ng - j) : 8, mc);
+            sv = mc[j % 8];
+        } else {
+            group_params(w, kind, r, g0, &sv, &zv);
+        }
         const __m256 s = _mm256_set1_ps(sv), z = _mm256_set1_ps(zv);
         const int64_t g1 = g0 + g < n8 ? g0 + g : n8;
         for (int64_t k = g0; k < g1; k += 8) {
@@ -412,45 +457,104 @@ QK_TARGET_AVX2 static void i8_tile(const qk_wq *w, int64_t r0, int nr, const uin
 QK_TARGET_AVX2 static inline __m128i e2m1x2_lut(void) { return _mm_loadu_si128((const __m128i *)qk_e2m1_x2); }
 
 /* W_NVFP4 x QK_A_NV4 (wq_int.c): 8 blocks of 16 at a time, lane b = block b. */
+/* A piece of NVFP4 W4A4 weight row, decoded once for all the tokens: the
+ * doubled E2M1 values (signed bytes) and their magnitudes, and the blocks'
+ * multipliers. */
+#define NV4_PIECE 1024 /* elements (64 blocks) */
+typedef struct {
+    int8_t wv[NV4_PIECE], mag[NV4_PIECE];
+    float dw[NV4_PIECE / QK_A_NV4_BLOCK];
+} nv4_piece;
+
+QK_TARGET_AVX2 static void nv4_decode(const qk_wq *w, const uint8_t *q, const uint8_t *srow, int64_t b0, int nbp,
+                                      nv4_piece *p)
+{
+    const __m256i lut = _mm256_broadcastsi128_si256(e2m1x2_lut()), m4 = _mm256_set1_epi8(15);
+    const __m256 gv = _mm256_set1_ps(w->g);
+    for (int j = 0; j < nbp; j += 2) { /* two blocks: 16 bytes of codes, element 2i in byte i's low nibble */
+        const __m128i by = _mm_loadu_si128((const __m128i *)(q + (b0 + j) * 8));
+        const __m128i lo = _mm_and_si128(by, _mm_set1_epi8(15));
+        const __m128i hi = _mm_and_si128(_mm_srli_epi16(by, 4), _mm_set1_epi8(15));
+        const __m256i codes = _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
+        const __m256i wv = _mm256_shuffle_epi8(lut, _mm256_and_si256(codes, m4));
+        _mm256_storeu_si256((__m256i *)(p->wv + j * 16), wv);
+        _mm256_storeu_si256((__m256i *)(p->mag + j * 16), _mm256_sign_epi8(wv, wv));
+    }
+    for (int j = 0; j < nbp; j += 8) {
+        const __m256 d = e4m3x8(_mm_loadl_epi64((const __m128i *)(srow + b0 + j)));
+        _mm256_storeu_ps(p->dw + j, w->g_div ? _mm256_div_ps(d, gv) : _mm256_mul_ps(d, gv));
+    }
+}
+
+/* NT (1 or 2) tokens' lanes over a decoded piece's nbp blocks (b0 the
+ * piece's first block), in block order. */
+QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
+nv4_span(const nv4_piece *p, int nbp, const uint8_t *y, size_t ys, const int NT, int64_t nb, int64_t b0, __m256 *lane)
+{
+    const __m256i ones = _mm256_set1_epi16(1), perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const int8_t *a[2];
+    const float *da[2];
+    __m256 l[2];
+    _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++) {
+        const uint8_t *row = y + (size_t)t * ys;
+        a[t] = (const int8_t *)(row + nb * (int64_t)sizeof(float)) + b0 * QK_A_NV4_BLOCK;
+        da[t] = (const float *)row + b0;
+        l[t] = lane[t];
+    }
+    for (int j = 0; j < nbp; j += 8) {
+        __m256i c[2][4];
+        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+            const int o = (j + 2 * i) * 16;
+            const __m256i wv = _mm256_loadu_si256((const __m256i *)(p->wv + o));
+            const __m256i mag = _mm256_loadu_si256((const __m256i *)(p->mag + o));
+            _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++)
+                c[t][i] = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(mag, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(a[t] + o)), wv)), ones);
+        }
+        const __m256 dw = _mm256_loadu_ps(p->dw + j);
+        _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++) {
+            /* lanes [b0 b2 b4 b6 | b1 b3 b5 b7] after two hadds, then in block order */
+            const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(c[t][0], c[t][1]), _mm256_hadd_epi32(c[t][2], c[t][3]));
+            const __m256 isum = _mm256_cvtepi32_ps(_mm256_permutevar8x32_epi32(h, perm));
+            l[t] = _mm256_fmadd_ps(isum, _mm256_mul_ps(dw, _mm256_loadu_ps(da[t] + j)), l[t]);
+        }
+    }
+    _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++)
+        lane[t] = l[t];
+}
+
+/* W_NVFP4 x QK_A_NV4 (wq_int.c): 8 blocks of 16 at a time, lane b = block b;
+ * each row decoded a piece at a time, the piece shared by the tokens. */
 QK_TARGET_AVX2 static void nv4_tile(const qk_wq *w, int64_t r0, int nr, const uint8_t *y, size_t ys, int nt,
                                     float *out, size_t ldo)
 {
     const int64_t nb = w->cols / QK_A_NV4_BLOCK, nb8 = nb - nb % 8;
-    const __m256i lut = _mm256_broadcastsi128_si256(e2m1x2_lut()), m4 = _mm256_set1_epi8(15);
-    const __m256i ones = _mm256_set1_epi16(1), perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-    const __m256 gv = _mm256_set1_ps(w->g);
+    nv4_piece p;
+    __m256 lane[QK_WQ_MAX_NT];
     for (int r = 0; r < nr; r++) {
         const uint8_t *q = w->q + (r0 + r) * w->q_rs;
         const uint8_t *srow = w->s.p + (r0 + r) / w->s.rdiv * w->s.rs;
-        for (int t = 0; t < nt; t++) {
-            const uint8_t *row = y + (size_t)t * ys;
-            const int8_t *a = (const int8_t *)(row + nb * (int64_t)sizeof(float));
-            __m256 lane = _mm256_setzero_ps();
-            for (int64_t b = 0; b < nb8; b += 8) {
-                __m256i c[4];
-                for (int j = 0; j < 4; j++) { /* blocks b + 2j, b + 2j + 1: 16 bytes of codes */
-                    const __m128i by = _mm_loadu_si128((const __m128i *)(q + (b + 2 * j) * 8));
-                    /* element 2i in the low nibble of byte i: interleave low and high nibbles */
-                    const __m128i lo = _mm_and_si128(by, _mm_set1_epi8(15));
-                    const __m128i hi = _mm_and_si128(_mm_srli_epi16(by, 4), _mm_set1_epi8(15));
-                    const __m256i codes = _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
-                    const __m256i wv = _mm256_shuffle_epi8(lut, _mm256_and_si256(codes, m4));
-                    const __m256i av = _mm256_loadu_si256((const __m256i *)(a + (b + 2 * j) * 16));
-                    c[j] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(av, wv)),
-                                             ones);
-                }
-                /* lanes [b0 b2 b4 b6 | b1 b3 b5 b7] after two hadds, then in block order */
-                const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(c[0], c[1]), _mm256_hadd_epi32(c[2], c[3]));
-                const __m256 isum = _mm256_cvtepi32_ps(_mm256_permutevar8x32_epi32(h, perm));
-                __m256 dw = e4m3x8(_mm_loadl_epi64((const __m128i *)(srow + b)));
-                dw = w->g_div ? _mm256_div_ps(dw, gv) : _mm256_mul_ps(dw, gv);
-                const __m256 m = _mm256_mul_ps(dw, _mm256_loadu_ps((const float *)row + b));
-                lane = _mm256_fmadd_ps(isum, m, lane);
+        for (int t0 = 0; t0 < nt; t0 += QK_WQ_MAX_NT) {
+            const int mt = nt - t0 < QK_WQ_MAX_NT ? nt - t0 : QK_WQ_MAX_NT;
+            for (int t = 0; t < mt; t++)
+                lane[t] = _mm256_setzero_ps();
+            for (int64_t b0 = 0; b0 < nb8; b0 += NV4_PIECE / QK_A_NV4_BLOCK) {
+                const int nbp = (int)(nb8 - b0 < NV4_PIECE / QK_A_NV4_BLOCK ? nb8 - b0 : NV4_PIECE / QK_A_NV4_BLOCK);
+                nv4_decode(w, q, srow, b0, nbp, &p);
+                int t = 0;
+                for (; t + 2 <= mt; t += 2) /* two tokens: two independent chains */
+                    nv4_span(&p, nbp, y + (size_t)(t0 + t) * ys, ys, 2, nb, b0, &lane[t]);
+                for (; t < mt; t++)
+                    nv4_span(&p, nbp, y + (size_t)(t0 + t) * ys, ys, 1, nb, b0, &lane[t]);
             }
-            float s = qk_hsum8_ps(lane);
-            for (int64_t b = nb8; b < nb; b++) /* the reference's tail */
-                s = s + (float)qk_wq_nv4_isum(q, a, b) * qk_wq_nv4_mult(w, srow, row, b);
-            out[(size_t)t * ldo + (size_t)r] = s * 0.25f;
+            for (int t = 0; t < mt; t++) {
+                const uint8_t *row = y + (size_t)(t0 + t) * ys;
+                const int8_t *a = (const int8_t *)(row + nb * (int64_t)sizeof(float));
+                float s = qk_hsum8_ps(lane[t]);
+                for (int64_t b = nb8; b < nb; b++) /* the reference's tail */
+                    s = s + (float)qk_wq_nv4_isum(q, a, b) * qk_wq_nv4_mult(w, srow, row, b);
+                out[(size_t)(t0 + t) * ldo + (size_t)r] = s * 0.25f;
+            }
         }
     }
 }
