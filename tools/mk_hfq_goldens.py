@@ -95,8 +95,11 @@ def main():
         base = os.path.join(tmp, "L1")
         cut_model(base)
         X.S4M = base  # the producers read it
-        shutil.rmtree(OUT, ignore_errors=True)
-        os.makedirs(OUT)
+        os.makedirs(OUT, exist_ok=True)
+        for f in os.listdir(OUT):  # all but the README (the provenance)
+            if f != "README.md":
+                p = os.path.join(OUT, f)
+                shutil.rmtree(p) if os.path.isdir(p) and not os.path.islink(p) else os.remove(p)
         bt = load_file(os.path.join(base, "model.safetensors"))
         common = {k: v for k, v in bt.items() if v.ndim == 1 or "embed_tokens" in k}
         save_file(common, os.path.join(OUT, "common.safetensors"), metadata={"format": "pt"})
