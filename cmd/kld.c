@@ -7,13 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "lib/core/cli.h"
 #include "cmd/commands.h"
 #include "lib/engine/forward.h"
-#include <sys/stat.h>
-
 #include "formats/gguf.h"
 #include "lib/engine/modelfile.h"
 #include "lib/core/json.h"
@@ -22,8 +21,8 @@
 #include "lib/eval/kldstats.h"
 #include "lib/eval/logits_file.h"
 #include "lib/core/mapfile.h"
-#include "lib/engine/model.h"
 #include "lib/eval/ppl.h"
+#include "lib/eval/tasks_cmd.h"
 #include "lib/core/progress.h"
 #include "lib/study/study_cmd.h"
 #include "lib/engine/tokenizer.h"
@@ -35,6 +34,8 @@ static const char usage_text[] =
     "       qk-kld ... --chunk-range A:B --partial-out PART.qkpart\n"
     "       qk-kld --merge PART.qkpart... [--json] [thresholds]\n"
     "       qk-kld --logits Q.logits --logits-base B.logits [--json] [thresholds]\n"
+    "       qk-kld -m MODEL [--base MODEL_B] --hellaswag|--winogrande|--multiple-choice\n"
+    "              -f FILE|-bf FILE [--*-tasks N] [--min-score|--min-recovery|--min-agreement PCT]\n"
     "\n"
     "Perplexity and KL divergence as llama-perplexity computes them: the text is cut into\n"
     "windows of N_CTX tokens (BOS first), the second half of each window is scored.\n"
@@ -81,6 +82,17 @@ static const char usage_text[] =
     "                          the cache (f32, f16, bf16, fp8-e4m3, fp8-e5m2 [:tensor|:head], int8,\n"
     "                          int4, nvfp4); implies --kv-type f32\n"
     "      --kv-key-per-channel  keys per channel in groups of 32 tokens (KIVI)\n"
+    "      --hellaswag         HellaSwag acc_norm of the tasks in -f FILE (as llama-perplexity)\n"
+    "      --hellaswag-tasks N   N tasks drawn as llama-perplexity draws them (default 400)\n"
+    "      --winogrande        Winogrande score of the CSV in -f FILE\n"
+    "      --winogrande-tasks N  N tasks drawn as llama-perplexity does (default: all)\n"
+    "      --multiple-choice   multiple-choice score (mc1) of llama.cpp's binary file\n"
+    "      --multiple-choice-tasks N  N tasks drawn as llama-perplexity does (default: all)\n"
+    "  -bf, --binary-file FILE the task file read as it is (-f drops one trailing newline)\n"
+    "      --min-score PCT     exit 1 when the task score < PCT percent\n"
+    "      --min-recovery PCT  exit 1 when score / base score < PCT percent (needs --base)\n"
+    "      --min-agreement PCT exit 1 when the models agree on < PCT percent of the tasks\n"
+    "                          (task runs write their --json report with --partial-out FILE)\n"
     "  -t, --threads N         threads (0 = all CPUs; results do not depend on N)\n"
     "      --json              one JSON document on stdout instead of the text report\n"
     "  -q, --quiet             no progress or timing on stderr\n"
@@ -97,6 +109,7 @@ typedef struct {
     int n_ctx, n_chunks, n_batch, threads, kv_type;
     bool have_ctx, have_range, json, quiet, merge, kv_type_given;
     qk_study_opts st; /* --wire, --kv-cache on the model under test (lib/study/study_cmd.h) */
+    qk_tasks_opts tk; /* --hellaswag, --winogrande, --multiple-choice (lib/eval/tasks_cmd.h) */
     int range_a, range_b; /* range_b < 0: to the end */
     double max_kld_mean, max_kld_p99, max_ppl_ratio, min_same_top, max_kld_weights;
     bool has_max_kld_mean, has_max_kld_p99, has_max_ppl_ratio, has_min_same_top, has_max_kld_weights;
@@ -336,78 +349,21 @@ static int finish(const args *a, const study_view *sv, qk_kld_acc *acc, int n_ct
 
 /* ---- merge ------------------------------------------------------------------- */
 
-static int cmp_part(const void *x, const void *y)
-{
-    const qk_part_info *a = x, *b = y;
-    return (a->chunk_a > b->chunk_a) - (a->chunk_a < b->chunk_a);
-}
-
 static int merge(const args *a, char **paths, int n, qk_err *err)
 {
-    if (n < 1 || n > (1 << 20))
-        return qk_errf(err, QK_EINPUT, "--merge needs .qkpart files");
-    qk_part_info *info = calloc((size_t)n, sizeof *info);
-    int *order = calloc((size_t)n, sizeof *order);
     qk_kld_acc acc;
-    int rc = 0;
-    memset(&acc, 0, sizeof acc);
-    if (!info || !order) {
-        rc = qk_errf(err, QK_EIO, "out of memory");
-        goto done;
-    }
-    for (int i = 0; i < n; i++) {
-        if ((rc = qk_part_read_info(paths[i], &info[i], err)))
-            goto done;
-    }
-    /* sort a copy by first chunk, remembering each part's path */
-    qk_part_info *sorted = malloc((size_t)n * sizeof *sorted);
-    if (!sorted) {
-        rc = qk_errf(err, QK_EIO, "out of memory");
-        goto done;
-    }
-    memcpy(sorted, info, (size_t)n * sizeof *sorted);
-    qsort(sorted, (size_t)n, sizeof *sorted, cmp_part);
-    for (int i = 0; i < n; i++)
-        for (int k = 0; k < n; k++)
-            if (info[k].chunk_a == sorted[i].chunk_a && info[k].chunk_b == sorted[i].chunk_b &&
-                info[k].tokens_hash == sorted[i].tokens_hash) {
-                order[i] = k;
-                break;
-            }
-    for (int i = 0; i < n; i++) {
-        const qk_part_info *p = &sorted[i], *q = &sorted[0];
-        const char *path = paths[order[i]];
-        if (p->mode != q->mode || p->n_ctx != q->n_ctx || p->n_vocab != q->n_vocab ||
-            p->n_chunk != q->n_chunk || p->tokens_hash != q->tokens_hash) {
-            rc = qk_errf(err, QK_EINPUT, "%s: another run than %s (mode, n_ctx, vocabulary or tokens differ)",
-                         path, paths[order[0]]);
-            break;
-        }
-        if (i > 0 && p->chunk_a != sorted[i - 1].chunk_b) {
-            rc = qk_errf(err, QK_EINPUT, "%s: chunks %d..%d %s chunks %d..%d of %s", path,
-                         p->chunk_a, p->chunk_b - 1,
-                         p->chunk_a < sorted[i - 1].chunk_b ? "overlap" : "leave a gap after",
-                         sorted[i - 1].chunk_a, sorted[i - 1].chunk_b - 1, paths[order[i - 1]]);
-            break;
-        }
-    }
+    qk_part_info first;
+    int last;
+    print_ctx pc = {a, false};
+    int rc = qk_parts_merge(paths, n, &acc, &first, &last, on_chunk, &pc, err);
     if (!rc) {
-        qk_kld_acc_init(&acc, sorted[0].mode, false);
-        print_ctx pc = {a, false};
-        for (int i = 0; i < n && !rc; i++)
-            rc = qk_part_replay(paths[order[i]], &sorted[i], &acc, on_chunk, &pc, err);
-        if (!rc) {
-            if (acc.mode == QK_KLD_MODE_PPL && any_threshold(a))
-                rc = qk_errf(err, QK_EINPUT, "thresholds need a KL-divergence run (parts have no base)");
-            else
-                rc = -finish(a, NULL, &acc, sorted[0].n_ctx, sorted[0].n_vocab, sorted[0].chunk_a + 1,
-                             sorted[n - 1].chunk_b, sorted[0].n_chunk);
-        }
+        if (acc.mode == QK_KLD_MODE_PPL && any_threshold(a))
+            rc = qk_errf(err, QK_EINPUT, "thresholds need a KL-divergence run (parts have no base)");
+        else
+            rc = -finish(a, NULL, &acc, first.n_ctx, first.n_vocab, first.chunk_a + 1, last,
+                         first.n_chunk);
     }
-    free(sorted);
-done:
     qk_kld_acc_free(&acc);
-    free(info), free(order);
     return rc;
 }
 
@@ -522,6 +478,13 @@ static int run(const args *a, qk_err *err)
                      qk_tok_n_vocab(tok), nv);
         goto done;
     }
+    if (a->tk.kind) {
+        const qk_tasks_job tj = {a->prog, a->model, a->base_model, mq.m, a->base_model ? mb.m : NULL,
+                                 tok, a->text, a->n_ctx, a->n_batch, a->threads, a->kv_type, a->json,
+                                 a->quiet, a->part_out};
+        rc = qk_tasks_cmd(&a->tk, &tj, err);
+        goto done;
+    }
     if (a->text) {
         size_t n = 0;
         if ((rc = read_text(a->text, &text, &n, err)) ||
@@ -600,8 +563,10 @@ static int run(const args *a, qk_err *err)
         /* qk: the factored encoding when it is the smaller one */
         const uint64_t rows_total = (uint64_t)n_chunk * (uint64_t)(n_ctx - 1 - n_ctx / 2);
         const qk_kldb_head head = {&mq.m->output, mq.m->output_bias};
-        /* (whose reader recomputes the logits with default activations) */
-        const bool fact = a->base_format == QK_KLDB_QK && qk_kldb_factored_pays(rows_total, &mq.m->output) &&
+        /* (the factored file recomputes logits as the output layer gives
+         * them, with default activations: no final soft-capping) */
+        const bool fact = a->base_format == QK_KLDB_QK && mq.m->hp.final_softcap == 0.0f &&
+                          qk_kldb_factored_pays(rows_total, &mq.m->output) &&
                           (a->act_type == QK_ACT_DEFAULT || mq.m->output.type == QK_F32);
         if ((rc = qk_kldb_create(&bout, a->base_out, a->base_format, n_ctx, nv, n_chunk, tokens, 9,
                                  fact ? &head : NULL, err)))
@@ -715,7 +680,7 @@ int cmd_kld(int argc, char **argv)
         {"act-type", required_argument, 0, O_ACT}, {"split-error", no_argument, 0, O_SPLIT},
         {"noise-floor", no_argument, 0, O_FLOOR}, {"above-floor", no_argument, 0, O_ABOVE},
         {"max-kld-weights", required_argument, 0, O_MKW},
-        {"help", no_argument, 0, 'h'}, QK_STUDY_LONG_OPTIONS, {0, 0, 0, 0}};
+        {"help", no_argument, 0, 'h'}, QK_STUDY_LONG_OPTIONS, QK_TASKS_LONG_OPTIONS, {0, 0, 0, 0}};
     args a = {.prog = argv[0], .n_ctx = 512, .threads = 1, .kv_type = QK_F16,
               .base_format = QK_KLDB_LLAMA};
     qk_err err = {0};
@@ -723,8 +688,11 @@ int cmd_kld(int argc, char **argv)
     int c;
     optind = 1;
     opterr = 0;
+    qk_tasks_fix_argv(argc, argv);
     while ((c = getopt_long(argc, argv, "m:f:c:b:t:qh", opts, NULL)) != -1) {
         int rc = qk_study_opt(&a.st, c, optarg, &err);
+        if (!rc)
+            rc = qk_tasks_opt(&a.tk, c, optarg, &err);
         if (rc < 0)
             return qk_err_report(argv[0], &err);
         if (rc)
@@ -806,7 +774,7 @@ int cmd_kld(int argc, char **argv)
     qk_kld_extra_init(&x, a.split, a.floor, a.act_type);
     a.x = extra ? &x : NULL;
     if (a.logits || a.logits_base) {
-        if (!a.logits || !a.logits_base || optind < argc || a.merge || a.model || a.text ||
+        if (!a.logits || !a.logits_base || optind < argc || a.merge || a.model || a.text || a.tk.kind ||
             a.base_file || a.base_model || a.base_out || a.part_out || a.have_range ||
             a.st.has_wire || a.st.has_kvq) {
             fprintf(stderr, "%s: --logits FILE --logits-base FILE take only --json, -q and "
@@ -815,7 +783,7 @@ int cmd_kld(int argc, char **argv)
         }
         rc = compare_logits(&a, &err);
     } else if (a.merge) {
-        if (optind >= argc || a.model || a.text || a.base_file || a.base_model || a.base_out ||
+        if (optind >= argc || a.model || a.text || a.tk.kind || a.base_file || a.base_model || a.base_out ||
             a.part_out || a.have_range || a.st.has_wire || a.st.has_kvq) {
             fprintf(stderr, "%s: --merge takes only .qkpart files (and --json, thresholds); see --help\n",
                     argv[0]);
@@ -835,8 +803,15 @@ int cmd_kld(int argc, char **argv)
             fprintf(stderr, "%s: give --kld-base FILE or --base MODEL_B, not both\n", argv[0]);
             return 2;
         }
-        if (qk_study_check(&a.st, a.kv_type_given, &a.kv_type, &err))
+        if (qk_study_check(&a.st, a.kv_type_given, &a.kv_type, &err) ||
+            qk_tasks_check(&a.tk, a.text, a.base_model != NULL, &err))
             return qk_err_report(argv[0], &err);
+        if (a.tk.kind && (a.base_file || a.base_out || a.have_range || a.st.has_wire || a.st.has_kvq ||
+                          any_threshold(&a))) {
+            fprintf(stderr, "%s: --%s takes -m, --base, -f/-bf, -c, -b, -t, --kv-type, --json, "
+                            "--partial-out and its gates; see --help\n", argv[0], qk_task_kind_name(a.tk.kind));
+            return 2;
+        }
         if (a.part_out && !a.have_range) {
             a.have_range = true; /* the whole run is one part */
             a.range_a = 0;

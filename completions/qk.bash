@@ -13,6 +13,7 @@ _qk_words_after() { # print the words of a list-valued option
     --synthetic) echo "gaussian laplace student-t: outlier-channels";;
     --granularity) echo "tensor channel token group:32 group:64 group:128 block:128x128 none";;
     --kld-base-format) echo "llama qk";;
+    --outtype) echo "f32 f16 bf16 q8_0 auto";;
     -o|--output) echo "md csv json";;
     esac
 }
@@ -29,6 +30,10 @@ _qk()
     else
         sub=${prog#qk-}
     fi
+    if [ "$sub" = report ] && { [ "$prev" = -o ] || [ "$prev" = --output ] || [ "$prev" = --parts ] || [ "$prev" = --merge-dir ]; }; then
+        COMPREPLY=($(compgen -d -- "$cur"))
+        return
+    fi
     local vals
     vals=$(_qk_words_after "$prev")
     if [ -n "$vals" ]; then
@@ -41,4 +46,4 @@ _qk()
         COMPREPLY=($(compgen -f -- "$cur"))
     fi
 }
-complete -o filenames -F _qk qk qk-inspect qk-quant qk-run qk-kld qk-bench
+complete -o filenames -F _qk qk qk-inspect qk-quant qk-run qk-kld qk-bench qk-convert qk-report

@@ -477,6 +477,7 @@ Test(forward, greedy_stories4M_f16_cache) { check_greedy(MODEL4M, REF4M, QK_F16)
 /* ---- model files that differ from stories260K in one way ------------------ */
 
 typedef struct {
+    const char *src;    /* the model to vary (NULL: stories260K) */
     const char *skip;   /* leave this tensor out */
     const char *arch;   /* relabel general.architecture and the llama.* keys */
     bool to_neox;       /* q/k rows back in Hugging Face order (rope NEOX) */
@@ -500,7 +501,7 @@ static void *neox_rows(const qk_gguf_tensor *t, int hd)
 static void write_variant(const char *dst, const variant *v)
 {
     loaded l;
-    load(&l);
+    load_path(&l, v->src ? v->src : MODEL);
     const qk_gguf *g = l.g;
     qk_err err = {0};
     qk_gguf_writer *w = qk_gguf_writer_new(3);
@@ -579,6 +580,52 @@ Test(model, unsupported_architecture_is_named)
 Test(model, qwen3_needs_its_q_norm)
 {
     expect_load_error(&(variant){.arch = "qwen3"}, "blk.0.attn_q_norm.weight");
+}
+
+/* the families of lib/engine/arch.c: each asks for its own keys and tensors */
+#define ARCH "goldens/arch/"
+Test(model, family_traits_are_required)
+{
+    expect_load_error(&(variant){.arch = "qwen3moe"}, "qwen3moe.expert_count");
+    expect_load_error(&(variant){.arch = "gemma2"}, "blk.0.post_attention_norm.weight");
+    expect_load_error(&(variant){.arch = "gpt-oss"}, "gpt-oss.attention.sliding_window");
+    expect_load_error(&(variant){.src = ARCH "qwen3moe/qwen3moe-f32.gguf",
+                                 .skip = "blk.1.ffn_gate_inp.weight"}, "blk.1.ffn_gate_inp.weight");
+    expect_load_error(&(variant){.src = ARCH "mixtral/mixtral-f32.gguf",
+                                 .skip = "blk.0.ffn_down_exps.weight"}, "blk.0.ffn_down_exps.weight");
+    expect_load_error(&(variant){.src = ARCH "gpt-oss/gpt-oss-f32.gguf",
+                                 .skip = "blk.1.attn_sinks.weight"}, "blk.1.attn_sinks.weight");
+    expect_load_error(&(variant){.src = ARCH "phi3/phi3-f32.gguf",
+                                 .skip = "blk.0.attn_qkv.weight"}, "blk.0.attn_q.weight");
+}
+
+Test(model, experts_are_views_of_one_tensor)
+{
+    loaded l;
+    load_path(&l, ARCH "qwen3moe/qwen3moe-f32.gguf");
+    const qk_hparams *hp = &l.m.hp;
+    cr_expect_eq(hp->n_expert, 8);
+    cr_expect_eq(hp->n_expert_used, 2);
+    cr_expect_eq(hp->n_ff_exp, 32);
+    const qk_layer *L = &l.m.layers[1];
+    cr_assert(L->moe);
+    const qk_gguf_tensor *t = qk_gguf_find_tensor(l.g, "blk.1.ffn_up_exps.weight");
+    for (int e = 0; e < hp->n_expert; e++) {
+        cr_expect_eq(L->exps.up[e].rows, 32);
+        cr_expect_eq(L->exps.up[e].cols, 64);
+        cr_expect_eq(L->exps.up[e].data, t->data + (size_t)e * 32 * L->exps.up[e].row_size);
+    }
+    unload(&l);
+    /* phi3: q, k, v as row ranges of attn_qkv, gate and up as halves of ffn_up */
+    load_path(&l, ARCH "phi3/phi3-f32.gguf");
+    const qk_layer *P = &l.m.layers[0];
+    const qk_gguf_tensor *qkv = qk_gguf_find_tensor(l.g, "blk.0.attn_qkv.weight");
+    cr_expect_eq(P->wq.data, qkv->data);
+    cr_expect_eq(P->wk.data, qkv->data + 64 * P->wq.row_size);
+    cr_expect_eq(P->wv.data, qkv->data + 96 * P->wq.row_size);
+    cr_expect_eq(P->w_up.data, P->w_gate.data + 64 * P->w_gate.row_size);
+    cr_expect(l.m.rope_long && l.m.rope_short);
+    unload(&l);
 }
 
 Test(model, absent_output_is_tied_to_embeddings)

@@ -18,16 +18,26 @@ QK=$1 L=$2 W=$3 TEXT=$4 CTX=$5 CH=$6 BASE=$7
 shift 7
 mkdir -p "$W" || exit 3
 
-# lp LOG ARGS...: llama-perplexity into LOG; again when the statistics did not reach it
+# lp LOG ARGS...: a llama-perplexity --kl-divergence run into LOG; again when its final statistics
+# did not reach the file (its logger sometimes loses them at exit)
 lp() {
     lp_log=$1
     shift
     for _ in 1 2 3; do
         nice "$L/llama-perplexity" -t 2 "$@" >"$lp_log" 2>&1
-        grep -q "Same top p" "$lp_log" && return 0
-        grep -q "Final estimate" "$lp_log" && return 0
+        grep -q "^Same top p:" "$lp_log" && return 0
     done
     echo "llama-perplexity $*: no statistics (see $lp_log)" >&2
+    return 1
+}
+# lb LOG KLD ARGS...: llama-perplexity writing the base file KLD (kept, with KLD.done, for a rerun)
+lb() {
+    lb_log=$1 lb_kld=$2
+    shift 2
+    [ -f "$lb_kld.done" ] && return 0
+    nice "$L/llama-perplexity" -t 2 "$@" --kl-divergence-base "$lb_kld" >"$lb_log" 2>&1 &&
+        [ -s "$lb_kld" ] && touch "$lb_kld.done" && return 0
+    echo "llama-perplexity $*: failed (see $lb_log)" >&2
     return 1
 }
 # lstats LOG: "mean / p99 / top" from a llama-perplexity KL-divergence printout
@@ -50,17 +60,19 @@ EOF
 
 run="-f $TEXT -c $CTX --chunks $CH"
 # shellcheck disable=SC2086
-lp "$W/base.log" -m "$BASE" $run --kl-divergence-base "$W/base.kld" || exit 1
+lb "$W/base.log" "$W/base.kld" -m "$BASE" $run || exit 1
 echo "| file | llama FA on/off | llama Q vs deq | llama total | qk total | qk weights | qk activations | qk floor | qk vs llama | f32 gate (Mean KLD) |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
 for q in "$@"; do
     n=$(basename "$q" .gguf)
     # shellcheck disable=SC2086
-    lp "$W/$n.faon.log" -m "$q" $run -fa on --kl-divergence-base "$W/$n.faon.kld" || continue
+    lb "$W/$n.faon.log" "$W/$n.faon.kld" -m "$q" $run -fa on || continue
     lp "$W/$n.faoff.log" -m "$q" -fa off --kl-divergence-base "$W/$n.faon.kld" --kl-divergence || continue
-    nice "$L/llama-quantize" --allow-requantize "$q" "$W/$n.deq.gguf" F32 2 >"$W/$n.lq.log" 2>&1 || { echo "| $n | llama-quantize failed |"; continue; }
+    [ -f "$W/$n.deq.kld.done" ] ||
+        nice "$L/llama-quantize" --allow-requantize "$q" "$W/$n.deq.gguf" F32 2 >"$W/$n.lq.log" 2>&1 ||
+        { echo "| $n | llama-quantize failed |"; continue; }
     # shellcheck disable=SC2086
-    lp "$W/$n.deqbase.log" -m "$W/$n.deq.gguf" $run --kl-divergence-base "$W/$n.deq.kld" || continue
+    lb "$W/$n.deqbase.log" "$W/$n.deq.kld" -m "$W/$n.deq.gguf" $run || continue
     lp "$W/$n.vsdeq.log" -m "$q" --kl-divergence-base "$W/$n.deq.kld" --kl-divergence || continue
     lp "$W/$n.total.log" -m "$q" --kl-divergence-base "$W/base.kld" --kl-divergence || continue
     nice "$QK" kld -q -t 2 -m "$q" --kld-base "$W/base.kld" --split-error --noise-floor --json >"$W/$n.qk.json" || continue
@@ -71,5 +83,5 @@ for q in "$@"; do
     qk=$(qstats "$W/$n.qk.json" split.total split.weights split.activations noise_floor |
         tr '\n' '|' | sed 's/|$//; s/|/ | /g')
     echo "| $n | $(lstats "$W/$n.faoff.log") | $(lstats "$W/$n.vsdeq.log") | $(lstats "$W/$n.total.log") | $qk | $vs | $gate |"
-    rm -f "$W/$n.faon.kld" "$W/$n.deq.kld" "$W/$n.deq.gguf"
+    rm -f "$W/$n.faon.kld"* "$W/$n.deq.kld"* "$W/$n.deq.gguf"
 done

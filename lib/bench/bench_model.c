@@ -62,9 +62,16 @@ void qk_model_decode_bytes(const qk_model *m, int kv_type, int64_t n_past, doubl
         w += (double)hp->n_vocab * f;
     for (int il = 0; il < hp->n_layer; il++) {
         const qk_layer *l = &m->layers[il];
-        const qk_weight *mats[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down};
+        const qk_weight *mats[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down,
+                                   &l->gate_inp, &l->gate_inp_shexp, &l->gate_shexp, &l->up_shexp,
+                                   &l->down_shexp};
         for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
-            w += weight_bytes(mats[i]);
+            w += mats[i]->data ? weight_bytes(mats[i]) : 0.0;
+        /* a token reads the n_expert_used experts it is routed to (all experts
+         * of a layer have the same size and type) */
+        if (l->moe)
+            w += hp->n_expert_used * (weight_bytes(&l->exps.gate[0]) + weight_bytes(&l->exps.up[0]) +
+                                      weight_bytes(&l->exps.down[0]));
         w += 2 * e * f;                               /* attention and FFN norms */
         const double q = (double)hp->n_head * hp->head_dim, kvd = (double)hp->n_head_kv * hp->head_dim;
         if (l->bq)

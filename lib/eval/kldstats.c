@@ -461,3 +461,65 @@ done:
     free(buf), free(z);
     return rc;
 }
+
+static int cmp_part(const void *x, const void *y)
+{
+    const qk_part_info *a = x, *b = y;
+    return (a->chunk_a > b->chunk_a) - (a->chunk_a < b->chunk_a);
+}
+
+int qk_parts_merge(char *const *paths, int n, qk_kld_acc *acc, qk_part_info *first, int *chunk_b,
+                   void (*on_chunk)(void *ud, int chunk_no, const qk_kld_acc *a), void *ud,
+                   qk_err *err)
+{
+    memset(acc, 0, sizeof *acc);
+    if (n < 1 || n > (1 << 20))
+        return qk_errf(err, QK_EINPUT, "no .qkpart files to merge");
+    qk_part_info *info = calloc((size_t)n, sizeof *info), *sorted = calloc((size_t)n, sizeof *sorted);
+    int *order = calloc((size_t)n, sizeof *order);
+    int rc = 0;
+    if (!info || !order || !sorted) {
+        rc = qk_errf(err, QK_EIO, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n; i++)
+        if ((rc = qk_part_read_info(paths[i], &info[i], err)))
+            goto done;
+    /* sort a copy by first chunk, remembering each part's path */
+    memcpy(sorted, info, (size_t)n * sizeof *sorted);
+    qsort(sorted, (size_t)n, sizeof *sorted, cmp_part);
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < n; k++)
+            if (info[k].chunk_a == sorted[i].chunk_a && info[k].chunk_b == sorted[i].chunk_b &&
+                info[k].tokens_hash == sorted[i].tokens_hash) {
+                order[i] = k;
+                break;
+            }
+    for (int i = 0; i < n; i++) {
+        const qk_part_info *p = &sorted[i], *q = &sorted[0];
+        const char *path = paths[order[i]];
+        if (p->mode != q->mode || p->n_ctx != q->n_ctx || p->n_vocab != q->n_vocab ||
+            p->n_chunk != q->n_chunk || p->tokens_hash != q->tokens_hash) {
+            rc = qk_errf(err, QK_EINPUT, "%s: another run than %s (mode, n_ctx, vocabulary or tokens differ)",
+                         path, paths[order[0]]);
+            goto done;
+        }
+        if (i > 0 && p->chunk_a != sorted[i - 1].chunk_b) {
+            rc = qk_errf(err, QK_EINPUT, "%s: chunks %d..%d %s chunks %d..%d of %s", path,
+                         p->chunk_a, p->chunk_b - 1,
+                         p->chunk_a < sorted[i - 1].chunk_b ? "overlap" : "leave a gap after",
+                         sorted[i - 1].chunk_a, sorted[i - 1].chunk_b - 1, paths[order[i - 1]]);
+            goto done;
+        }
+    }
+    qk_kld_acc_init(acc, sorted[0].mode, false);
+    for (int i = 0; i < n && !rc; i++)
+        rc = qk_part_replay(paths[order[i]], &sorted[i], acc, on_chunk, ud, err);
+    if (!rc) {
+        *first = sorted[0];
+        *chunk_b = sorted[n - 1].chunk_b;
+    }
+done:
+    free(info), free(sorted), free(order);
+    return rc;
+}

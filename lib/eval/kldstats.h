@@ -109,5 +109,14 @@ int qk_part_read_info(const char *path, qk_part_info *info, qk_err *err);
 int qk_part_replay(const char *path, const qk_part_info *info, qk_kld_acc *a,
                    void (*on_chunk)(void *ud, int chunk_no, const qk_kld_acc *a), void *ud,
                    qk_err *err);
+/* Merge parts given in any order: read their headers, check they are one run
+ * (mode, n_ctx, vocabulary, tokens) cut into contiguous chunk ranges without
+ * overlap or gap, and replay their records in chunk order into acc
+ * (initialised here; free it with qk_kld_acc_free also on error).  first:
+ * the header of the part with the lowest chunks; chunk_b: where the last
+ * part ends. */
+int qk_parts_merge(char *const *paths, int n, qk_kld_acc *acc, qk_part_info *first, int *chunk_b,
+                   void (*on_chunk)(void *ud, int chunk_no, const qk_kld_acc *a), void *ud,
+                   qk_err *err);
 
 #endif

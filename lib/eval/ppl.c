@@ -153,7 +153,7 @@ static int logits_and_hidden(qk_ctx *c, const int32_t *tok, int n, float *hid, f
                              qk_matmul_ws *ws, qk_err *err)
 {
     const qk_model *m = c->m;
-    const int e = m->hp.n_embd, nv = m->hp.n_vocab;
+    const int e = m->hp.n_embd;
     if (qk_forward(c, tok, n, NULL, false, err))
         return err->code;
     for (int t = 0; t < n; t++) {
@@ -167,13 +167,7 @@ static int logits_and_hidden(qk_ctx *c, const int32_t *tok, int n, float *hid, f
         for (int i = 0; i < e; i++)
             y[i] = x[i] * scale * m->output_norm[i];
     }
-    if (qk_matmul(&m->output, hid, n, logits, ws, c->nthreads, err))
-        return err->code;
-    if (m->output_bias)
-        for (int t = 0; t < n; t++)
-            for (int i = 0; i < nv; i++)
-                logits[(size_t)t * nv + i] += m->output_bias[i];
-    return 0;
+    return qk_output_logits(m, hid, n, logits, ws, c->nthreads, err);
 }
 
 /* Score n rows of logits l against base log-probs blp into acc. */
