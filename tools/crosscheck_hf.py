@@ -181,6 +181,50 @@ def add_gidx(d):
     json.dump(cfg, open(os.path.join(d, "config.json"), "w"), indent=2)
 
 
+def gidx_model(d):
+    """The reference of an act-order (weight_g_idx) pack-quantized checkpoint.
+    compressed-tensors 0.19 no longer reads weight_g_idx (its actorder
+    "group" was removed; the config does not even validate), so the reference
+    is the float model with each quantized module's weight dequantized as
+    vLLM's GPTQ/Marlin act-order kernels and compressed-tensors <= 0.9's
+    dequantize(..., g_idx) did: W[n, k] = q[n, k] * scale[n, g_idx[k]]
+    (symmetric), the codes unpacked by compressed-tensors' own
+    unpack_from_int32.  On a checkpoint whose g_idx is k // group_size this
+    gives ct_model's weights bit for bit (checked below)."""
+    import glob
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+    from compressed_tensors.compressors.pack_quantized.helpers import unpack_from_int32
+    t = {}
+    for f in sorted(glob.glob(os.path.join(d, "*.safetensors"))):
+        t.update(load_file(f))
+    wa = json.load(open(os.path.join(d, "config.json")))["quantization_config"]["config_groups"]["group_0"]["weights"]
+    assert wa["symmetric"] and wa["strategy"] == "group", wa
+    m = AutoModelForCausalLM.from_pretrained(S4M, dtype=torch.float32)
+    mods = dict(m.named_modules())
+    n = 0
+    for k in [k for k in t if k.endswith(".weight_packed")]:
+        p = k[:-len(".weight_packed")]
+        shape = torch.Size([int(v) for v in t[p + ".weight_shape"]])
+        q = unpack_from_int32(t[k], wa["num_bits"], shape).to(torch.float32)
+        s = t[p + ".weight_scale"].to(torch.float32)
+        gi = t[p + ".weight_g_idx"].long() if p + ".weight_g_idx" in t else torch.arange(shape[1]) // wa["group_size"]
+        with torch.no_grad():
+            mods[p].weight.copy_(q * s[:, gi])
+        n += 1
+    assert n, f"{d}: no pack-quantized module"
+    m.eval()
+    return m
+
+
+def gidx_self_check(d):
+    """gidx_model's rule on a checkpoint without g_idx equals compressed-tensors' weights."""
+    import torch
+    a, b = dict(ct_model(d).named_parameters()), dict(gidx_model(d).named_parameters())
+    return all(torch.equal(a[k], b[k]) for k in b)
+
+
 def make_ct(name, preset, how, calib, out, ids):
     import torch
     from transformers import AutoModelForCausalLM
@@ -357,8 +401,25 @@ def bnb_logits(d, chunks, mode):
 
 
 def make_mlx(bits, out):
+    """mlx-lm's convert (affine, group 64).  It loads a tokenizer, which the
+    HF directory has none of (qk tokenizes with the GGUF file's vocabulary),
+    so it reads a copy with a placeholder word-level tokenizer of the same
+    size; the placeholder's files are not kept in out."""
     from mlx_lm import convert
-    convert(S4M, mlx_path=out, quantize=True, q_bits=bits, q_group_size=64)
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from transformers import PreTrainedTokenizerFast
+    with tempfile.TemporaryDirectory(prefix="qk-mlx-src-") as src:
+        for f in os.listdir(S4M):
+            os.symlink(os.path.abspath(os.path.join(S4M, f)), os.path.join(src, f))
+        n = json.load(open(os.path.join(S4M, "config.json")))["vocab_size"]
+        tk = Tokenizer(WordLevel({f"<{i}>": i for i in range(n)}, unk_token="<0>"))
+        PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="<0>").save_pretrained(src)
+        placeholder = set(os.listdir(src)) - set(os.listdir(S4M))
+        convert(src, mlx_path=out, quantize=True, q_bits=bits, q_group_size=64)
+    for f in placeholder:
+        if os.path.exists(os.path.join(out, f)):
+            os.remove(os.path.join(out, f))
 
 
 # ---- the references ------------------------------------------------------------------
@@ -438,8 +499,9 @@ def torch_logits(m, chunks, scale=None):
 
 def mlx_logits(d, chunks):
     import mlx.core as mx
-    from mlx_lm import load
-    model, _ = load(d)
+    from pathlib import Path
+    from mlx_lm.utils import load_model  # the model alone: make_mlx keeps no tokenizer
+    model = load_model(Path(d))[0]
     return [np.array(model(mx.array([c]))[0].astype(mx.float32)) for c in chunks]
 
 
@@ -500,7 +562,14 @@ def main():
                 continue
             ours = [qk_logits(qk, d, c, tmp) for c in chunks]
             int8 = name in ("W8A8", "W4A8")
-            m = ct_model(d, vllm_int8=int8)
+            if name.endswith("_GIDX"):  # compressed-tensors no longer reads g_idx: see gidx_model
+                src = os.path.join(work, name[:-len("_GIDX")])
+                if os.path.isdir(src):
+                    check(f"{name}: the reference's g_idx rule on {os.path.basename(src)} (no g_idx) equals "
+                          "compressed-tensors' weights", gidx_self_check(src))
+                m = gidx_model(d)
+            else:
+                m = ct_model(d, vllm_int8=int8)
             ref = torch_logits(m, chunks)
             kld, top, npos = compare(ref, ours)
             row = {"scheme": name, "kld": kld, "top": top, "n": npos, "act": act}
