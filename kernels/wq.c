@@ -242,30 +242,25 @@ static void wq_rows(const qk_wq *w, int64_t r0, int64_t nr, float *out)
 
 /* ---- the float products (kernels/fdot.h's order, wq.h) ------------------------- */
 
-#define CHUNK 256 /* weights decoded at a time (a multiple of 8) */
+typedef struct {
+    const qk_wq *w;
+    qk_wq_dec_fn dec;
+    int64_t r0;
+} wq_float_rows;
 
+static void wq_float_dec(const void *ctx, int r, int64_t k0, int64_t m, float *out)
+{
+    const wq_float_rows *c = ctx;
+    c->dec(c->w, c->r0 + r, k0, m, out);
+}
+
+/* The float activations (QK_F32 rows, or FP8/MX codes decoded to floats by
+ * the activation encoder): the decoded weights against them in fdot.h's order. */
 static void float_tile(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out,
                        size_t ldo)
 {
-    const qk_wq_dec_fn dec = qk_wq_decoder(w->type);
-    const int64_t n = w->cols;
-    float wb[CHUNK];
-    qk_fdot_acc acc[QK_WQ_MAX_NT];
-    for (int r = 0; r < nr; r++) {
-        for (int t0 = 0; t0 < nt; t0 += QK_WQ_MAX_NT) {
-            const int mt = nt - t0 < QK_WQ_MAX_NT ? nt - t0 : QK_WQ_MAX_NT;
-            for (int t = 0; t < mt; t++)
-                qk_fdot_begin(&acc[t], n);
-            for (int64_t k0 = 0; k0 < n; k0 += CHUNK) {
-                const int64_t m = n - k0 < CHUNK ? n - k0 : CHUNK;
-                dec(w, r0 + r, k0, m, wb);
-                for (int t = 0; t < mt; t++)
-                    qk_fdot_feed(&acc[t], k0, wb, (const float *)((const uint8_t *)y + (size_t)(t0 + t) * ys) + k0, m);
-            }
-            for (int t = 0; t < mt; t++)
-                out[(size_t)(t0 + t) * ldo + (size_t)r] = qk_fdot_end(&acc[t]);
-        }
-    }
+    const wq_float_rows c = {w, qk_wq_decoder(w->type), r0};
+    qk_fdot_rows(&c, wq_float_dec, w->cols, QK_FDOT_ROWS_CHUNK, nr, y, ys / sizeof(float), nt, out, ldo);
 }
 
 static void wq_tile(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out, size_t ldo)
