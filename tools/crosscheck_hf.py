@@ -400,8 +400,9 @@ def bnb_logits(d, chunks, mode):
     return out
 
 
-def make_mlx(bits, out):
-    """mlx-lm's convert (affine, group 64).  It loads a tokenizer, which the
+def make_mlx(bits, out, mode="affine", group=64):
+    """mlx-lm's convert (affine with group 64, or mode mxfp4/mxfp8/nvfp4 with
+    their own groups).  It loads a tokenizer, which the
     HF directory has none of (qk tokenizes with the GGUF file's vocabulary),
     so it reads a copy with a placeholder word-level tokenizer of the same
     size; the placeholder's files are not kept in out."""
@@ -416,7 +417,7 @@ def make_mlx(bits, out):
         tk = Tokenizer(WordLevel({f"<{i}>": i for i in range(n)}, unk_token="<0>"))
         PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="<0>").save_pretrained(src)
         placeholder = set(os.listdir(src)) - set(os.listdir(S4M))
-        convert(src, mlx_path=out, quantize=True, q_bits=bits, q_group_size=64)
+        convert(src, mlx_path=out, quantize=True, q_bits=bits, q_group_size=group, q_mode=mode)
     for f in placeholder:
         if os.path.exists(os.path.join(out, f)):
             os.remove(os.path.join(out, f))
@@ -678,13 +679,18 @@ def main():
         except ImportError:
             have_mlx = False
             print("note: mlx-lm not installed: the MLX checkpoints are covered by tests/test_ckpt.c's fixtures")
-        for bits in ((4, 8) if have_mlx else ()):
-            name = f"MLX_Q{bits}"
+        mlx_modes = [(f"MLX_Q{b}", b, "affine", 64) for b in (2, 3, 4, 5, 6, 8)] + [
+            ("MLX_MXFP4", 4, "mxfp4", 32), ("MLX_MXFP8", 8, "mxfp8", 32), ("MLX_NVFP4", 4, "nvfp4", 16)]
+        for name, bits, mode, group in (mlx_modes if have_mlx else ()):
             if only and name not in only:
                 continue
             d = os.path.join(work, name)
             if not os.path.isdir(d):
-                make_mlx(bits, d)
+                try:
+                    make_mlx(bits, d, mode, group)
+                except Exception as e:  # noqa: BLE001 - report what the producer raised
+                    check(f"{name}: mlx-lm writes it", False, f"{type(e).__name__}: {e}")
+                    continue
             if a.make_only:
                 continue
             ours = [qk_logits(qk, d, c, tmp) for c in chunks]
