@@ -153,6 +153,7 @@ CT_SCHEMES = [
     ("MXFP8", "MXFP8", "rtn", False, True),
     ("GPTQ_W4A16", "W4A16", "gptq", True, False),
     ("GPTQ_W4A16_GIDX", "W4A16", "gptq", True, False),  # GPTQ_W4A16 plus a weight_g_idx (see add_gidx)
+    ("GPTQ_W8A16", "W8A16", "gptq", True, False),
 ]
 
 
@@ -254,50 +255,63 @@ def _load(d):
     return t
 
 
-def _pack_n(vals, order=None):
-    """[R, N] 4-bit values -> [R, N/8] int32 words, field f of word p = column 8p + order[f]."""
+def _pack_n(vals, order=None, bits=4):
+    """[R, N] bits-wide values -> [R, N/per] int32 words (per = 32 / bits), field f of word p = column
+    per * p + order[f]."""
+    per = 32 // bits
     r, n = vals.shape
-    order = order or list(range(8))
-    v = vals.reshape(r, n // 8, 8)[:, :, order].astype(np.uint32)
-    w = np.zeros((r, n // 8), np.uint32)
-    for f in range(8):
-        w |= v[:, :, f] << np.uint32(4 * f)
+    order = order or list(range(per))
+    v = vals.reshape(r, n // per, per)[:, :, order].astype(np.uint32)
+    w = np.zeros((r, n // per), np.uint32)
+    for f in range(per):
+        w |= v[:, :, f] << np.uint32(bits * f)
     return w.view(np.int32)
 
 
-def _unpack_k(words, k):
-    """CT weight_packed [N, K/8] int32 -> unsigned 4-bit codes [N, K] (LSB first)."""
+def _unpack_k(words, k, bits=4):
+    """CT weight_packed [N, K/per] int32 -> unsigned codes [N, K] (LSB first)."""
+    per, mask = 32 // bits, np.uint32((1 << bits) - 1)
     w = words.view(np.uint32)
-    out = np.stack([(w >> np.uint32(4 * j)) & np.uint32(15) for j in range(8)], -1)
+    out = np.stack([(w >> np.uint32(bits * j)) & mask for j in range(per)], -1)
     return out.reshape(w.shape[0], -1)[:, :k].astype(np.uint8)
 
 
-def repack(src, out, kind):
-    """The weights of a compressed-tensors pack-quantized 4-bit checkpoint
-    (group g, symmetric for GPTQ, asymmetric for AWQ) in AutoGPTQ v1 or
-    AutoAWQ GEMM tensors: the same codes, scales and zero points, so the
-    reference is the compressed-tensors one (no GPTQ/AWQ runtime on CPU)."""
+def repack(src, out, kind, v2=False):
+    """The weights of a compressed-tensors pack-quantized checkpoint (group
+    g; symmetric 4 or 8 bits for GPTQ, its weight_g_idx as g_idx with
+    desc_act; asymmetric 4 bits for AWQ) in AutoGPTQ (v1, or v2 with
+    checkpoint_format gptq_v2) or AutoAWQ GEMM tensors: the same codes,
+    scales and zero points, so the reference is the source's (no GPTQ/AWQ
+    runtime on CPU)."""
     from safetensors.numpy import save_file
     t = _load(src)
     cfg = json.load(open(os.path.join(src, "config.json")))
-    g = cfg["quantization_config"]["config_groups"]["group_0"]["weights"]["group_size"]
-    res = {}
+    wa = cfg["quantization_config"]["config_groups"]["group_0"]["weights"]
+    g, bits = wa["group_size"], wa["num_bits"]
+    assert kind == "gptq" or bits == 4, "AutoAWQ GEMM is 4-bit"
+    per = 32 // bits
+    res, gidx = {}, False
     for name, v in t.items():
         if not name.endswith(".weight_packed"):
-            if not any(name.endswith(x) for x in (".weight_scale", ".weight_shape", ".weight_zero_point")):
+            if not any(name.endswith(x) for x in (".weight_scale", ".weight_shape", ".weight_zero_point",
+                                                  ".weight_g_idx")):
                 res[name] = v
             continue
         mod = name[:-len(".weight_packed")]
         n, k = (int(x) for x in t[mod + ".weight_shape"])
-        q = _unpack_k(v, k)                                  # [N, K] unsigned (value + 8)
+        q = _unpack_k(v, k, bits)                            # [N, K] unsigned (value + 2^(bits-1))
         sc = t[mod + ".weight_scale"].astype(np.float32)     # [N, K/g]
         if kind == "gptq":
-            words = np.zeros((k // 8, n), np.uint32)
-            for j in range(8):
-                words |= q[:, j::8].T.astype(np.uint32) << np.uint32(4 * j)
+            words = np.zeros((k // per, n), np.uint32)
+            for j in range(per):
+                words |= q[:, j::per].T.astype(np.uint32) << np.uint32(bits * j)
             res[mod + ".qweight"] = words.view(np.int32)
-            res[mod + ".qzeros"] = _pack_n(np.full((k // g, n), 7, np.uint8))   # v1: zero 8 stored minus one
+            zero = 1 << (bits - 1)                           # v1 stores zero - 1, v2 the zero itself
+            res[mod + ".qzeros"] = _pack_n(np.full((k // g, n), zero if v2 else zero - 1, np.uint8), bits=bits)
             res[mod + ".scales"] = np.ascontiguousarray(sc.T)
+            if mod + ".weight_g_idx" in t:
+                res[mod + ".g_idx"] = np.ascontiguousarray(t[mod + ".weight_g_idx"].astype(np.int32))
+                gidx = True
         else:
             zp = t[mod + ".weight_zero_point"].view(np.uint32)  # [N/8, K/g], field n % 8 of word n / 8
             z = np.stack([(zp >> np.uint32(4 * j)) & np.uint32(15) for j in range(8)], 1).reshape(-1, zp.shape[1])[:n]
@@ -308,8 +322,8 @@ def repack(src, out, kind):
     os.makedirs(out)
     save_file(res, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
     del cfg["quantization_config"]
-    cfg["quantization_config"] = ({"quant_method": "gptq", "bits": 4, "group_size": g, "desc_act": False, "sym": True,
-                                   "checkpoint_format": "gptq"} if kind == "gptq" else
+    cfg["quantization_config"] = ({"quant_method": "gptq", "bits": bits, "group_size": g, "desc_act": gidx, "sym": True,
+                                   "checkpoint_format": "gptq_v2" if v2 else "gptq"} if kind == "gptq" else
                                   {"quant_method": "awq", "bits": 4, "group_size": g, "zero_point": True,
                                    "version": "gemm"})
     json.dump(cfg, open(os.path.join(out, "config.json"), "w"), indent=2)
@@ -598,7 +612,12 @@ def main():
                       f"mean KLD {kld:.3g} (floor {floor:.3g}, gate {gate_k:.3g}), same top-1 {top:.3f} % "
                       f"(floor {ftop:.3f} %, gate {gate_t:.3f} %) over {npos} positions{extra}")
             rows.append(row)
-        for name, src, kind in (("GPTQ_V1", "W4A16", "gptq"), ("AWQ_GEMM", "W4A16_ASYM", "awq")):
+        for name, src, kind, v2 in (("GPTQ_V1", "W4A16", "gptq", False), ("AWQ_GEMM", "W4A16_ASYM", "awq", False),
+                                    ("GPTQ_V2", "W4A16", "gptq", True),
+                                    ("GPTQ_V1_ACTORDER", "GPTQ_W4A16_GIDX", "gptq", False),
+                                    ("GPTQ_V2_ACTORDER", "GPTQ_W4A16_GIDX", "gptq", True),
+                                    ("GPTQ_V1_8BIT", "GPTQ_W8A16", "gptq", False),
+                                    ("GPTQ_V2_8BIT", "GPTQ_W8A16", "gptq", True)):
             if only and name not in only:
                 continue
             sd, d = os.path.join(work, src), os.path.join(work, name)
@@ -606,11 +625,11 @@ def main():
                 print(f"note: {name} repacks {src}, which was not made in this run")
                 continue
             if not os.path.isdir(d):
-                repack(sd, d, kind)
+                repack(sd, d, kind, v2)
             if a.make_only:
                 continue
             ours = [qk_logits(qk, d, c, tmp) for c in chunks]
-            kld, top, npos = compare(torch_logits(ct_model(sd), chunks), ours)
+            kld, top, npos = compare(torch_logits(gidx_model(sd) if src.endswith("_GIDX") else ct_model(sd), chunks), ours)
             check(f"{name}: {src}'s codes as {kind.upper()} tensors, qk vs transformers+compressed-tensors on {src}",
                   kld <= 1e-6, f"mean KLD {kld:.3g} over {npos} positions (gate 1e-6), same top-1 {top:.3f} %")
             rows.append({"scheme": name, "kld": kld, "top": top, "n": npos, "act": False})
