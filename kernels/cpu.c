@@ -90,6 +90,18 @@ static void merge(int level, const qk_simd_ops *ops)
     }
 }
 
+static void merge_wq(int level, const qk_wq_ops *ops)
+{
+    for (; ops->id >= 0; ops++) {
+        qk_kernels *k = &kern[level][ops->id];
+        if (ops->wq_tile)
+            k->wq_tile = ops->wq_tile;
+        if (ops->wq_act)
+            k->wq_act = ops->wq_act;
+        k->level_wq = (signed char)level;
+    }
+}
+
 static void merge_pack(int level, const qk_pack_ops *ops)
 {
     for (; ops->id >= 0; ops++)
@@ -124,6 +136,9 @@ static void init(void)
             k->from_float = t->from_float;
             k->to_float = t->to_float;
             k->quantize = t->quantize;
+            k->wq_rows = t->wq_rows;
+            k->wq_tile = t->wq_tile;
+            k->wq_act = t->wq_act;
             if (t->to_float && qk_fdot_chunk(t->blck))
                 k->fdot_tile = qk_fdot_tile_ref;
         }
@@ -140,6 +155,7 @@ static void init(void)
             merge_pack(l, qk_x86_avx2_packed_k6);
             merge_pack(l, qk_x86_avx2_packed_sum);
             merge_pack(l, qk_x86_avx2_packed_f);
+            merge_wq(l, qk_x86_avx2_wq);
             merge(l, qk_x86_avx2_f32act);
             for (int id = 0; id < QK_TYPE_MAX; id++)
                 if (kern[l][id].fdot_tile) {

@@ -91,9 +91,14 @@ typedef struct qk_kernels {
     qk_packed_tile_fn packed_tile;
     int pack_decode;            /* packed_tile is also the faster one-token product */
     int pack_tile_rows;         /* rows per prompt-batch packed_tile call (a multiple of 8) */
+    /* parted checkpoint layouts (kernels/wq.h): QK_W_* decoder and products,
+     * QK_A_* activation encoder; NULL for the other types */
+    qk_wq_rows_fn wq_rows;
+    qk_wq_tile_fn wq_tile;
+    qk_wq_act_fn wq_act;
     /* level each came from (lower when a level has no kernel; level_pack:
      * packed_tile's, -1 when there is none) */
-    signed char level_dot, level_from, level_to, level_quantize, level_pack;
+    signed char level_dot, level_from, level_to, level_quantize, level_pack, level_wq;
     /* float-activation product; NULL for a type without a decoder or with
      * blocks of more than 256 elements.  Every level has one for every type
      * that has a decoder: a generic kernel over to_float unless the level

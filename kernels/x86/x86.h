@@ -49,6 +49,8 @@ extern const qk_pack_ops qk_x86_avx512_packed_f[];
 
 /* avx2_packed.c's Q8_0 packing with every quant byte XORed with flip. */
 void qk_x86_q8_0_pack_xor(int64_t n, const void *x, size_t xs, void *dst, uint8_t flip);
+
+extern const qk_wq_ops qk_x86_avx2_wq[]; /* parted layouts (wq.h): the table's bits */
 /* Float-activation products and the F32 x F32 tile (avx2_f32act.c): the
  * generic tile over any type's to_float at the AVX2 level. */
 extern const qk_simd_ops qk_x86_avx2_f32act[];

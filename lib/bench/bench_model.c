@@ -12,6 +12,7 @@
 #include "lib/bench/bench_stats.h"
 #include "kernels/cpu.h"
 #include "lib/engine/forward.h"
+#include "lib/engine/modelfile.h"
 #include "formats/ftype.h"
 #include "formats/gguf.h"
 #include "lib/core/progress.h"
@@ -46,14 +47,17 @@ static const qk_col model_cols[C_NCOLS] = {
 
 /* ---- what a model is and reads ---------------------------------------------------- */
 
-static double weight_bytes(const qk_weight *w) { return (double)w->rows * (double)w->row_size; }
+static double weight_bytes(const qk_weight *w)
+{
+    return w->wq ? (double)w->wq->bytes : (double)w->rows * (double)w->row_size;
+}
 
 void qk_model_decode_bytes(const qk_model *m, int kv_type, int64_t n_past, double *weights,
                            double *kv)
 {
     const qk_hparams *hp = &m->hp;
     const double e = hp->n_embd, f = sizeof(float);
-    double w = (double)m->tok_embd.row_size;          /* one embedding row */
+    double w = weight_bytes(&m->tok_embd) / (double)m->tok_embd.rows; /* one embedding row */
     w += weight_bytes(&m->output) + e * f;            /* lm head, output norm */
     if (m->output_bias)
         w += (double)hp->n_vocab * f;
@@ -97,13 +101,20 @@ static void describe(const qk_gguf *g, const qk_model *m, uint64_t params, char 
     else
         snprintf(size, sizeof size, "%.1fB", params / 1e9);
     uint64_t ft;
-    const char *name = qk_gguf_get_uint(g, "general.file_type", &ft) ? qk_ftype_name((long)ft) : NULL;
+    const char *name = g && qk_gguf_get_uint(g, "general.file_type", &ft) ? qk_ftype_name((long)ft) : NULL;
     if (name) {
         const char *u = strchr(name, '_'); /* drop "MOSTLY_" / "ALL_" */
         snprintf(type, sizeof type, "%s", u ? u + 1 : name);
     } else if (m->hp.n_layer > 0) {
-        const qk_type_traits *t = qk_type_get(m->layers[0].wq.type);
-        snprintf(type, sizeof type, "%s", t ? t->name : "?");
+        /* the first layer's query weight: its type, or a parted layout with its bits and activations */
+        const qk_weight *w = &m->layers[0].wq;
+        const qk_type_traits *t = qk_type_get(w->type);
+        if (w->wq)
+            snprintf(type, sizeof type, "%s%.0d/%s", t->name, w->wq->type == QK_W_PACK || w->wq->type == QK_W_MLX ||
+                     w->wq->type == QK_W_GPTQ || w->wq->type == QK_W_AWQ ? w->wq->bits : 0,
+                     w->wq->act == QK_F32 ? "a16" : qk_type_get(w->wq->act)->name);
+        else
+            snprintf(type, sizeof type, "%s", t ? t->name : "?");
         for (char *p = type; *p; p++)
             *p = (char)toupper((unsigned char)*p);
     }
@@ -296,29 +307,26 @@ static int max_of(const int *v, int n)
 static int bench_one(bench *b, const char *path, qk_err *err)
 {
     const qk_model_bench_opts *o = b->o;
-    qk_gguf *g = NULL;
-    qk_model m = {0};
-    int rc = qk_gguf_open(&g, path, 0, err);
+    qk_model_file mf;
+    int rc = qk_model_file_open(&mf, path, true, err);
     if (rc)
         return rc;
-    if ((rc = qk_model_load(&m, g, err))) {
-        qk_gguf_close(g);
-        return rc;
-    }
-    uint64_t bytes = 0, params = 0;
-    for (uint64_t i = 0; i < g->n_tensors; i++) {
-        const qk_gguf_tensor *t = &g->tensors[i];
-        bytes += t->nbytes;
-        params += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
-    }
+    const qk_gguf *g = mf.g;
+    const qk_model m = *mf.m;
+    const uint64_t bytes = mf.bytes, params = mf.params;
     char desc[96];
     describe(g, &m, params, desc, sizeof desc);
     uint64_t v;
     bool add_bos = true;
-    qk_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &add_bos);
     b->u = (runner){.m = &m, .bos = -1, .rng = o->seed};
-    if (add_bos && qk_gguf_get_uint(g, "tokenizer.ggml.bos_token_id", &v) && v < (uint64_t)m.hp.n_vocab)
-        b->u.bos = (int32_t)v;
+    if (g) {
+        qk_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &add_bos);
+        if (add_bos && qk_gguf_get_uint(g, "tokenizer.ggml.bos_token_id", &v) && v < (uint64_t)m.hp.n_vocab)
+            b->u.bos = (int32_t)v;
+    } else {
+        const int64_t bos = qk_jsonv_get_i64(mf.hf->hf->config, "bos_token_id", -1);
+        b->u.bos = bos >= 0 && bos < m.hp.n_vocab ? (int32_t)bos : -1;
+    }
     b->path = path;
     b->desc = desc;
     b->bytes = bytes;
@@ -344,8 +352,7 @@ static int bench_one(bench *b, const char *path, qk_err *err)
     free(b->u.logits);
     b->toks = NULL;
     b->m = NULL;
-    qk_model_free(&m);
-    qk_gguf_close(g);
+    qk_model_file_close(&mf);
     return rc;
 }
 
