@@ -155,8 +155,7 @@ int qk_logits_finish(qk_logits_writer *w, qk_err *err)
     if (!rc) {
         uint8_t h[QK_LOGITS_HEADER];
         header(h, (uint32_t)w->dtype, w->n_vocab, (uint32_t)w->n_tokens, w->data_size);
-        if (fseek(w->out.f, 0, SEEK_SET) != 0 || fwrite(h, 1, sizeof h, w->out.f) != sizeof h)
-            rc = qk_err_sys(err, w->out.dst, "cannot write the header");
+        rc = qk_out_pwrite(&w->out, 0, h, sizeof h, err);
     }
     if (!rc)
         rc = qk_out_commit(&w->out, err);
