@@ -91,3 +91,59 @@ if [ -d /proc/self/fd ]; then
     kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null; st=$?
     [ $st = 143 ] && [ -z "$(ls -A "$W")" ] && ok || bad "SIGTERM during --to (exit $st): left $(ls -A "$W")"
 fi
+
+# --- config lies: a quantization config is checked against the tensors it describes; a
+# directory whose config claims a scheme its tensors do not hold is refused (exit 2, one line
+# naming the layer, the claimed scheme and the missing or extra tensor) by every reader
+LH=goldens/models/stories4M/hf-f32
+# lie NAME FRAGMENT [HQC]: $T/lie/NAME = stories4M's float weights, config.json with FRAGMENT
+# ('"key": value') added (none when empty), and hf_quant_config.json = HQC when given
+lie() {
+    d="$T/lie/$1"; mkdir -p "$d"
+    ln -sf "$(pwd)/$LH/model.safetensors" "$d/model.safetensors"
+    if [ -n "$2" ]; then { sed '$d' "$LH/config.json"; printf ',\n  %s\n}\n' "$2"; } >"$d/config.json"
+    else cp "$LH/config.json" "$d/config.json"; fi
+    [ -z "$3" ] || printf '%s\n' "$3" >"$d/hf_quant_config.json"
+}
+# refused PATTERN DIR: qk-inspect and qk-quant --to refuse DIR with one line matching PATTERN
+refused() {
+    for c in "inspect" "quant -q --to ct-fp8"; do
+        rm -rf "$T/lie-out"
+        expect 2 "$QK" $c "$2" $([ "$c" = inspect ] || echo "$T/lie-out")
+        grep -q -- "$1" "$T/err" && ok || bad "qk $c $2: not refused as '$1': $(cat "$T/err")"
+        [ ! -e "$T/lie-out" ] && ok || bad "qk $c $2 wrote an output"
+    done
+}
+CT='"quantization_config": {"quant_method": "compressed-tensors", "format": "%s", "ignore": ["lm_head"], "config_groups": {"group_0": {"targets": ["Linear"], "weights": %s}}}'
+W4='{"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": true}'
+F8='{"num_bits": 8, "type": "float", "strategy": "channel", "symmetric": true}'
+L0=model.layers.0.mlp.down_proj
+lie ct-pack "$(printf "$CT" pack-quantized "$W4")"
+refused "config.json: quantization_config at offset [0-9]*: claims pack-quantized for $L0 (.*), but $L0 has a float weight (F32) and no weight_packed$" "$T/lie/ct-pack"
+lie ct-fp8 "$(printf "$CT" float-quantized "$F8")"
+refused "claims float-quantized for $L0 .* no weight_scale$" "$T/lie/ct-fp8"
+lie ct-nvfp4 "$(printf "$CT" nvfp4-pack-quantized '{"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16}')"
+refused "claims nvfp4-pack-quantized for $L0 .* no weight_packed$" "$T/lie/ct-nvfp4"
+lie fp8 '"quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128], "activation_scheme": "dynamic"}'
+refused "claims fp8 e4m3 for $L0 .* no weight_scale_inv$" "$T/lie/fp8"
+lie awq '"quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": true, "version": "gemm"}'
+refused "claims awq gemm for $L0 .* no qweight$" "$T/lie/awq"
+lie gptq '"quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": false, "sym": true}'
+refused "claims gptq for $L0 .* no qweight$" "$T/lie/gptq"
+lie bnb4 '"quantization_config": {"quant_method": "bitsandbytes", "load_in_4bit": true, "bnb_4bit_quant_type": "nf4"}'
+refused "claims bitsandbytes nf4 for $L0 .* no weight.absmax$" "$T/lie/bnb4"
+lie bnb8 '"quantization_config": {"quant_method": "bitsandbytes", "load_in_8bit": true}'
+refused "claims bitsandbytes llm.int8 for $L0 .* no SCB$" "$T/lie/bnb8"
+lie mo-nvfp4 "" '{"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "NVFP4", "group_size": 16, "exclude_modules": ["lm_head"]}}'
+refused "hf_quant_config.json: quantization at offset [0-9]*: claims modelopt NVFP4 for $L0 .* no weight_scale_2$" "$T/lie/mo-nvfp4"
+lie mo-fp8 '"quantization_config": {"quant_method": "modelopt", "quant_algo": "FP8"}'
+refused "claims modelopt FP8 for $L0 .* no weight_scale$" "$T/lie/mo-fp8"
+# MLX: the defaults claim nothing (mlx_lm quantizes what has scales); a per-module entry does
+lie mlx '"quantization": {"group_size": 64, "bits": 4, "model.layers.1.self_attn.q_proj": {"group_size": 32, "bits": 8}}'
+refused "config.json: quantization at offset [0-9]*: claims mlx affine for model.layers.1.self_attn.q_proj .* no scales$" "$T/lie/mlx"
+lie mlx-ok '"quantization": {"group_size": 64, "bits": 4}'
+expect 0 "$QK" inspect "$T/lie/mlx-ok"
+# extra: a quantized module the config says it leaves alone
+"$QK" quant -q --to ct-w4a16 "$LH" "$T/lie/ct-extra" >/dev/null 2>&1
+sed -i 's/"lm_head"/"lm_head", "model.layers.0.self_attn.q_proj"/' "$T/lie/ct-extra/config.json"
+refused "quantization_config at offset [0-9]*: leaves model.layers.0.self_attn.q_proj unquantized (ignored), but model.layers.0.self_attn.q_proj has weight_packed (stored as pack)$" "$T/lie/ct-extra"

@@ -743,3 +743,34 @@ Test(ckpt, bad_parts)
     cr_assert_not_null(strstr(err.msg, "bad JSON"), "%s", err.msg);
     qk_hf_close(hf);
 }
+
+/* A quantized module that also keeps a float weight: the extra tensor is named
+ * (and without any config, since no layout has both). */
+Test(ckpt, extra_float_weight_beside_qweight)
+{
+    int32_t qw[16 * 2] = {0}, qz[2 * 2] = {0};
+    uint16_t s[2 * 16] = {0};
+    float w[16 * 16] = {0};
+    const char *const configs[] = {
+        "{\"quantization_config\": {\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 8}}", "{}"};
+    for (int c = 0; c < 2; c++) {
+        fx f;
+        char name[16];
+        snprintf(name, sizeof name, "extra%d", c);
+        fx_begin(&f, name, configs[c]);
+        fx_add(&f, "m.qweight", "I32", 2, 16, 2, qw);
+        fx_add(&f, "m.qzeros", "I32", 2, 2, 2, qz);
+        fx_add(&f, "m.scales", "F16", 2, 2, 16, s);
+        fx_add(&f, "m.weight", "F32", 2, 16, 16, w);
+        fx_end(&f);
+        qk_hfdir *hf;
+        qk_ckpt *ck;
+        qk_err err = {0};
+        cr_assert_eq(qk_hf_open(&hf, f.dir, &err), 0, "%s", err.msg);
+        cr_assert_eq(qk_ckpt_open(&ck, hf, &err), QK_EINPUT);
+        cr_assert_not_null(strstr(err.msg, "m.weight at offset "), "%s", err.msg);
+        cr_assert_not_null(strstr(err.msg, "extra tensor: m is stored as awq (qweight), and also has a F32 weight"),
+                           "%s", err.msg);
+        qk_hf_close(hf);
+    }
+}
