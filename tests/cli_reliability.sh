@@ -147,3 +147,38 @@ expect 0 "$QK" inspect "$T/lie/mlx-ok"
 "$QK" quant -q --to ct-w4a16 "$LH" "$T/lie/ct-extra" >/dev/null 2>&1
 sed -i 's/"lm_head"/"lm_head", "model.layers.0.self_attn.q_proj"/' "$T/lie/ct-extra/config.json"
 refused "quantization_config at offset [0-9]*: leaves model.layers.0.self_attn.q_proj unquantized (ignored), but model.layers.0.self_attn.q_proj has weight_packed (stored as pack)$" "$T/lie/ct-extra"
+
+# --- self-comparison is exactly zero: the model's log-probabilities are computed as the base's
+# (lib/eval: QK_KLDB_LOGPROB), so a model against itself gives 0 for every KLD and Δp statistic
+# and 100 % same top, in every mode whose base is exact (not llama.cpp's 16-bit base file)
+# allzero WHAT: the --json report in $T/out has the 30 statistics of kld, delta_p_pct and
+# rms_delta_p_pct all exactly 0, and same_top_p_pct 100
+allzero() {
+    r=$(awk '/"(kld|delta_p_pct|rms_delta_p_pct)": \{/ {f = 1; next} f && /}/ {f = 0}
+             f {n++; if ($2 != "0," && $2 != "0") nz++} /"same_top_p_pct"/ {s = 1}
+             s && /"value"/ {top = $2; s = 0} END {print n + 0, nz + 0, top}' "$T/out")
+    [ "$r" = "30 0 100," ] && ok || bad "self-comparison $1 not exactly zero (statistics, non-zero, same top: $r)"
+}
+S4=goldens/models/stories4M/stories4M-f32.gguf
+"$QK" quant -q "$S4" "$T/s4q.gguf" Q4_K_M >/dev/null 2>&1
+"$QK" quant -q "$RM" "$T/s260q.gguf" Q4_K_M >/dev/null 2>&1
+for m in "$S4" "$T/s4q.gguf"; do
+    expect 0 "$QK" kld -q -m "$m" --base "$m" -f "$RT" -c 128 --chunks 2 --json --max-kld-mean 0 --min-same-top 100
+    allzero "--base ($m)"
+    expect 0 "$QK" kld -q -m "$m" --base "$m" -f "$RT" -c 128 --chunks 2 --json --wire fp32 --stages 2
+    allzero "--wire fp32 ($m)"
+    "$QK" run -q -m "$m" -p "Once upon a time, there was a little girl who liked to play" -n 0 --logits-out "$T/self.qkl" >/dev/null 2>&1
+    expect 0 "$QK" kld --logits "$T/self.qkl" --logits-base "$T/self.qkl" --json
+    allzero "--logits ($m)"
+done
+# a base file qk wrote and reads back: exact in qk's factored encoding (chosen when it is the
+# smaller: stories260K over 8 chunks)
+for m in "$RM" "$T/s260q.gguf"; do
+    "$QK" kld -q -m "$m" -f "$RT" -c 256 --chunks 8 --kld-base-out "$T/self.qkb" --kld-base-format qk >/dev/null 2>&1
+    expect 0 "$QK" kld -q -m "$m" --kld-base "$T/self.qkb" --json
+    allzero "--kld-base factored qk file ($m)"
+done
+# the text report of one: zeros without a sign, no nan
+expect 0 "$QK" kld -q -m "$S4" --base "$S4" -f "$RT" -c 128 --chunks 2
+! grep -q -e '-0\.0*\( \|%\|$\)' -e 'nan' "$T/out" && grep -q '^Mean    KLD:   0\.000000 ±   0\.000000$' "$T/out" &&
+    grep -q '^Same top p: 100\.000 ± 0\.000 %$' "$T/out" && ok || bad "self-comparison text report: $(grep -e nan -e '-0\.0' "$T/out" | head -3)"

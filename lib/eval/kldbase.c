@@ -56,8 +56,7 @@ void qk_kldb_quantize_row(const float *logits, int n_vocab, float *scale_out, fl
     }
 }
 
-/* Exact log-probabilities in float: logit - max - (float)log(sum expf(logit - max)). */
-void qk_kldb_logprobs(const float *logits, int n_vocab, float *lp)
+float qk_kldb_lse(const float *logits, int n_vocab, float *max_out)
 {
     float max = logits[0];
     for (int i = 1; i < n_vocab; i++)
@@ -65,9 +64,16 @@ void qk_kldb_logprobs(const float *logits, int n_vocab, float *lp)
     double sum = 0.0;
     for (int i = 0; i < n_vocab; i++)
         sum += expf(logits[i] - max);
-    const float lse = (float)log(sum);
+    *max_out = max;
+    return (float)log(sum);
+}
+
+void qk_kldb_logprobs(const float *logits, int n_vocab, float *lp)
+{
+    float max;
+    const float lse = qk_kldb_lse(logits, n_vocab, &max);
     for (int i = 0; i < n_vocab; i++)
-        lp[i] = logits[i] - max - lse;
+        lp[i] = QK_KLDB_LOGPROB(logits[i], max, lse);
 }
 
 static size_t llama_nv(int n_vocab) { return 2 * (((size_t)n_vocab + 1) / 2) + 4; }
