@@ -774,3 +774,26 @@ Test(ckpt, extra_float_weight_beside_qweight)
         qk_hf_close(hf);
     }
 }
+
+/* NVFP4 and MXFP4 scales are FP8 / E8M0 codes whatever the model's dtype: a
+ * BF16 model quantizes (it failed with "scale type 30 is not available") and
+ * its quantized modules read back finite. */
+Test(ckpt, fp4_schemes_of_a_bf16_model)
+{
+    static const char *const s[] = {"ct-nvfp4", "modelopt-nvfp4", "ct-mxfp4"};
+    for (int i = 0; i < 3; i++) {
+        char out[300];
+        snprintf(out, sizeof out, "%s/bf16-%s", tmproot, s[i]);
+        qk_err err = {0};
+        cr_assert_eq(qk_ckpt_quantize("goldens/models/stories260K/hf-bf16", out, s[i],
+                                      &(qk_ckpt_opts){.ignore = "mlp"}, &err), 0, "%s: %s", s[i], err.msg);
+        opened o = open_dir(out);
+        const qk_ck_tensor *t = qk_ckpt_find(o.ck, "model.layers.0.self_attn.q_proj.weight");
+        cr_assert(t && t->layout != QK_CK_DENSE, "%s", s[i]);
+        float *x = read_all(&o, t);
+        for (uint64_t k = 0; k < t->nelem; k++)
+            cr_assert(isfinite(x[k]));
+        free(x);
+        close_dir(&o);
+    }
+}

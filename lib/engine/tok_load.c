@@ -329,6 +329,12 @@ static qk_tokenizer *hf_from_root(const qk_jsonv *root, const char *name, qk_err
         }
         n = id + 1 > n ? id + 1 : n;
     }
+    /* every id below n needs a token: more ids than entries is a hole (and no allocation for it) */
+    if (n > qk_jsonv_len(vocab) + qk_jsonv_len(added)) {
+        qk_err_at(err, name, "model.vocab", vocab->off, "ids up to %llu, but only %zu tokens",
+                  (unsigned long long)n - 1, qk_jsonv_len(vocab) + qk_jsonv_len(added));
+        return NULL;
+    }
     hf_build b = {0};
     qk_tokenizer *t = NULL;
     b.n = (uint32_t)n;

@@ -437,7 +437,7 @@ int qk_part_replay(const char *path, const qk_part_info *info, qk_kld_acc *a,
     const uint64_t raw = info->n_records * REC_SIZE;
     const unsigned long long fsz = ZSTD_getFrameContentSize(z, zn);
     uint8_t *buf = NULL;
-    if (fsz != raw) {
+    if (fsz != raw || !qk_ckd_zstd_fits(raw, zn)) {
         rc = qk_err_at(err, path, "records", PART_HDR, "truncated or corrupt record data");
         goto done;
     }

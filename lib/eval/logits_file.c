@@ -222,8 +222,8 @@ static int read_header(qk_logits_reader *r, uint64_t file_size, qk_err *err)
                          dtype);
     r->dtype = (int)dtype;
     r->n_vocab = get_u32(h + 16);
-    if (r->n_vocab < 1 || (uint64_t)r->n_vocab * 4 > SIZE_MAX / 2)
-        return bad(r, "n_vocab", 16, "must be at least 1", err);
+    if (r->n_vocab < 1 || r->n_vocab > (1u << 24)) /* the largest vocabularies are near 2^18 */
+        return qk_err_at(err, r->rd->path, "n_vocab", 16, "%u is not between 1 and 2^24", r->n_vocab);
     r->n_tokens = get_u32(h + 20);
     r->data_size = get_u64(h + 24);
     uint64_t end;

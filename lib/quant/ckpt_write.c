@@ -49,6 +49,7 @@
 #include "kernels/scaled.h"
 #include "kernels/types.h"
 #include "lib/core/ckd.h"
+#include "lib/core/ere.h"
 #include "lib/core/files.h"
 #include "lib/core/jsonp.h"
 #include "lib/core/outfile.h"
@@ -333,6 +334,8 @@ static void scheme_of(const wctx *w, const qk_scheme **s, qk_scheme_opts *so)
     case K_CT_MXFP4: *s = qk_scheme_by_name("mxfp4"); break;
     default: *s = NULL;
     }
+    if (t->k == K_CT_NVFP4 || t->k == K_MO_NVFP4 || t->k == K_CT_MXFP4)
+        so->scale_type = QK_F32; /* FP8 / E8M0 scale codes whatever the model's dtype (BF16 models failed) */
 }
 
 static void put_u32(uint8_t *p, uint64_t i, uint32_t v) { memcpy(p + i * 4, &v, 4); }
@@ -785,12 +788,9 @@ int qk_ckpt_quantize(const char *src_dir, const char *out_dir, const char *schem
     if (rc)
         return rc;
     if (w.o->ignore) {
-        int e = regcomp(&w.ignore_re, w.o->ignore, REG_EXTENDED | REG_NOSUB);
-        if (e) {
-            char msg[128];
-            regerror(e, &w.ignore_re, msg, sizeof msg);
+        char msg[128];
+        if (qk_ere_compile(&w.ignore_re, w.o->ignore, REG_EXTENDED | REG_NOSUB, msg, sizeof msg))
             return qk_errf(err, QK_EINPUT, "--ignore: bad regular expression '%s': %s", w.o->ignore, msg);
-        }
         w.has_ignore = true;
     }
     /* the output: must not exist, or be an empty directory; built beside it */
