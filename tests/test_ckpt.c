@@ -755,7 +755,7 @@ Test(ckpt, extra_float_weight_beside_qweight)
         "{\"quantization_config\": {\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 8}}", "{}"};
     for (int c = 0; c < 2; c++) {
         fx f;
-        char name[16];
+        char name[32];
         snprintf(name, sizeof name, "extra%d", c);
         fx_begin(&f, name, configs[c]);
         fx_add(&f, "m.qweight", "I32", 2, 16, 2, qw);

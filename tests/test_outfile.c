@@ -68,6 +68,16 @@ static void check_content(const char *path, const char *want)
     free(got);
 }
 
+/* path has mode bits & ~umask, as open and mkdir give */
+static void expect_mode(const char *path, mode_t bits)
+{
+    mode_t u = umask(022);
+    umask(u);
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0);
+    cr_assert_eq(st.st_mode & 0777, bits & ~u, "%s: mode %o", path, (unsigned)(st.st_mode & 0777));
+}
+
 static void both_ways(void (*fn)(void))
 {
     unsetenv("QK_OUT_NAMED");
@@ -109,12 +119,7 @@ static void new_and_replace(void)
     cr_assert_eq(qk_out_write_file(at("b"), "bb", 2, &err), 0);
     check_content(at("b"), "bb");
     cr_assert_str_eq(listing(), "a b");
-    /* the mode is 0666 & ~umask, as for any created file */
-    mode_t u = umask(022);
-    umask(u);
-    struct stat st;
-    cr_assert_eq(stat(at("b"), &st), 0);
-    cr_assert_eq(st.st_mode & 0777, 0666 & ~u);
+    expect_mode(at("b"), 0666); /* as for any created file */
     /* a missing directory is an I/O error naming DST */
     cr_assert_eq(qk_out_open(&o, at("no/such"), &err), QK_EIO);
     cr_assert_not_null(strstr(err.msg, "no/such"), "%s", err.msg);
@@ -217,12 +222,12 @@ Test(outfile, exit_removes_named)
     mkroot();
     setenv("QK_OUT_NAMED", "1", 1);
     qk_err err;
-    qk_out parent;
+    static qk_out parent; /* static: reachable from the forked child at its exit */
     cr_assert_eq(qk_out_open(&parent, at("p"), &err), 0);
     pid_t pid = fork();
     if (pid == 0) {
-        qk_out o;
-        qk_outdir d;
+        static qk_out o; /* static: still reachable at exit (no leak report) */
+        static qk_outdir d;
         if (qk_out_open(&o, at("c"), &err) || qk_outdir_open(&d, at("d"), &err))
             _exit(1);
         exit(0);
@@ -257,11 +262,7 @@ Test(outfile, directories)
     cr_assert_eq(qk_outdir_commit(&d, &err), 0, "%s", err.msg);
     check_content(at("out/x.json"), "{}");
     cr_assert_str_eq(listing(), "out");
-    mode_t u = umask(022);
-    umask(u);
-    struct stat st;
-    cr_assert_eq(stat(at("out"), &st), 0);
-    cr_assert_eq(st.st_mode & 0777, 0777 & ~u);
+    expect_mode(at("out"), 0777);
     /* a non-empty directory is refused; an empty one replaced; abort leaves nothing */
     cr_assert_eq(qk_outdir_open(&d, at("out"), &err), QK_EINPUT);
     cr_assert_eq(mkdir(at("empty"), 0755), 0);

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,22 +45,28 @@ void qk_tmpreg_remove_tree(const char *dir)
         close(fd);
 }
 
-static void remove_all(void)
+/* Remove every live temporary of this process; release: free the paths too
+ * (at exit; a signal handler may not call free). */
+static void remove_all(bool release)
 {
     const pid_t me = getpid();
     for (int i = 0; i < SLOTS; i++) {
         if (atomic_load(&slot_pid[i]) != me)
             continue;
         char *p = atomic_exchange(&slot_path[i], NULL);
-        if (p) /* not freed: this runs in a signal handler, or at exit */
+        if (p)
             qk_tmpreg_remove_tree(p);
+        if (release)
+            free(p);
     }
 }
+
+static void at_exit(void) { remove_all(true); }
 
 static void on_signal(int sig)
 {
     const int saved = errno;
-    remove_all();
+    remove_all(false);
     for (int i = 0; i < NSIGS; i++)
         if (sigs[i] == sig)
             sigaction(sig, &old_act[i], NULL);
@@ -70,7 +77,7 @@ static void on_signal(int sig)
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static void install(void)
 {
-    atexit(remove_all);
+    atexit(at_exit);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
