@@ -39,14 +39,29 @@ static size_t interval(const char *s, size_t *len)
     return k ? k : 1;
 }
 
-/* The expanded size of ere (CAP when over the bound); *backref when it has one. */
-static size_t ere_size(const char *s, bool *backref)
+/* The cost of ere as glibc compiles it (CAP when over the bound): its nodes
+ * once X+ is expanded to XX* and X{n,m} to m copies, where repeating (+ or
+ * {}) an operand that matches the empty string costs the square of the
+ * copies (the epsilon closures of such stacks are quadratic: 10 nested
+ * "(b*)+" took 2 s).  *backref when it has a back-reference; *bad_repeat when a
+ * repetition has nothing to repeat: at the start of the pattern, a group or
+ * an alternative, or after another repetition (one lazy '?' aside), which
+ * ECMAScript and Python refuse too ("b+++*++++" took 0.3 s). */
+static size_t ere_size(const char *s, bool *backref, bool *bad_repeat)
 {
-    struct { size_t alt, seq, last; } st[64] = {{0, 0, 0}};
+    struct {
+        size_t alt, seq, last;  /* nodes: finished alternatives, this one, its last atom */
+        bool alt_null, seq_null, last_null; /* whether each can match the empty string */
+        bool seq_null_prev_ok; /* the sequence before its last atom matches the empty string */
+    } st[64];
     int d = 0;
-    *backref = false;
+    st[0].alt = st[0].seq = st[0].last = 0;
+    st[0].alt_null = false, st[0].seq_null = true, st[0].last_null = false, st[0].seq_null_prev_ok = true;
+    int after = 0; /* 0: nothing to repeat, 1: an atom, 2: a repetition, 3: a repetition and '?' */
+    *backref = *bad_repeat = false;
     for (size_t i = 0; s[i];) {
         size_t atom = 0, len;
+        bool atom_null = false;
         const char c = s[i];
         if (c == '\\') {
             if (s[i + 1] >= '1' && s[i + 1] <= '9')
@@ -71,32 +86,57 @@ static size_t ere_size(const char *s, bool *backref)
             if (++d == 64)
                 return CAP;
             st[d].alt = st[d].seq = st[d].last = 0;
+            st[d].alt_null = false, st[d].seq_null = true, st[d].last_null = false, st[d].seq_null_prev_ok = true;
+            after = 0;
             i++;
             continue;
         } else if (c == ')' && d > 0) {
             atom = add(add(st[d].alt, st[d].seq), 1);
+            atom_null = st[d].alt_null || st[d].seq_null;
             d--, i++;
         } else if (c == '|') {
             st[d].alt = add(add(st[d].alt, st[d].seq), 1);
+            st[d].alt_null = st[d].alt_null || st[d].seq_null;
             st[d].seq = st[d].last = 0;
+            st[d].seq_null = true, st[d].last_null = false, st[d].seq_null_prev_ok = true;
+            after = 0;
             i++;
             continue;
-        } else if (c == '*' || c == '?') {
-            st[d].seq = add(st[d].seq, 1);
+        } else if (c == '?' && after == 2) { /* lazy: the same match for a search */
+            after = 3;
             i++;
             continue;
-        } else if (c == '+' || (c == '{' && interval(s + i, &len))) {
-            const size_t k = c == '+' ? 2 : interval(s + i, &len);
-            st[d].seq = add(st[d].seq, mul(st[d].last, k - 1));
-            st[d].last = mul(st[d].last, k);
-            i += c == '+' ? 1 : len;
+        } else if (c == '*' || c == '?' || c == '+' || (c == '{' && interval(s + i, &len))) {
+            if (after != 1)
+                *bad_repeat = true;
+            after = 2;
+            size_t k = 1;
+            bool min_zero = c != '+';
+            if (c == '{') {
+                k = interval(s + i, &len);
+                min_zero = s[i + 1] == '0' || s[i + 1] == ',';
+            } else if (c == '+')
+                k = 2;
+            /* the operand, made k copies (squared when it matches empty and is copied) */
+            size_t grown = mul(st[d].last, k);
+            if (st[d].last_null && (c == '+' || k > 1))
+                grown = mul(grown, grown);
+            st[d].seq = add(add(st[d].seq, grown - (grown < st[d].last ? grown : st[d].last)), 1);
+            st[d].last = grown;
+            st[d].last_null = st[d].last_null || min_zero;
+            st[d].seq_null = st[d].seq_null_prev_ok && st[d].last_null;
+            i += c == '{' ? len : 1;
             if (st[d].seq >= CAP)
                 return CAP;
             continue;
         } else
             atom = 1, i++;
+        after = 1;
         st[d].seq = add(st[d].seq, atom);
         st[d].last = atom;
+        st[d].last_null = atom_null;
+        st[d].seq_null_prev_ok = st[d].seq_null;
+        st[d].seq_null = st[d].seq_null && atom_null;
         if (st[d].seq >= CAP)
             return CAP;
     }
@@ -108,8 +148,12 @@ static size_t ere_size(const char *s, bool *backref)
 
 int qk_ere_compile(regex_t *re, const char *ere, int cflags, char *msg, size_t cap)
 {
-    bool backref;
-    const size_t n = ere_size(ere, &backref);
+    bool backref, bad_repeat;
+    const size_t n = ere_size(ere, &backref, &bad_repeat);
+    if (bad_repeat) {
+        snprintf(msg, cap, "a repetition with nothing to repeat");
+        return REG_BADRPT;
+    }
     if (backref) {
         snprintf(msg, cap, "back-references are not supported");
         return REG_BADPAT;
