@@ -195,7 +195,7 @@ int qk_ckpt_open(qk_ckpt **out, const qk_hfdir *hf, qk_err *err)
         goto done;
     }
     c->hf = hf;
-    if ((rc = qk_quantcfg_open_hf(&c->cfg, hf, err)))
+    if ((rc = qk_quantcfg_open_hf(&c->cfg, hf, err)) || (rc = ck_check_mxfp4(hf, err)))
         goto done;
     size_t ne = 0;
     for (size_t i = 0; i < n; i++) {

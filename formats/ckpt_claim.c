@@ -12,8 +12,12 @@
  * entries. */
 #include "formats/ckpt_impl.h"
 
+#include <regex.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <strings.h>
+
+#include "lib/core/ere.h"
 
 #define L(x) (1u << (x))
 
@@ -139,4 +143,108 @@ int ck_check_claim(ck_ctx *c, const qk_ck_tensor *t, int main_leaf, const ck_par
     claim_site(c, path, sizeof path, &field, &off);
     return qk_err_at(c->err, path, field, off, "claims %s for %.*s (%s), but %s", desc, mlen, module,
                      s->desc, what);
+}
+
+/* ---- gpt-oss's quantization_config {"quant_method": "mxfp4"} --------------
+ * transformers' Mxfp4HfQuantizer stores the experts of every layer as
+ * PROJ_blocks (U8 [E, rows, groups, 16]) and PROJ_scales (E8M0), PROJ =
+ * gate_up_proj and down_proj, unless modules_to_not_convert names the
+ * experts module (should_convert_module: a pattern matching the start of
+ * the name as a regular expression, or its end).  Checked here: a module
+ * claimed MXFP4 with a float PROJ and no PROJ_blocks, blocks without
+ * scales, blocks in a module the config leaves alone, and blocks beside a
+ * float PROJ (any config). */
+
+/* The modules_to_not_convert pattern that excludes module, NULL when none;
+ * code 2 in *rc for a pattern that is not a string or not a valid regex. */
+static const char *mx_excluded(const qk_jsonv *pats, const char *path, const char *module, int *rc, qk_err *err)
+{
+    for (size_t i = 0; i < qk_jsonv_len(pats); i++) {
+        const qk_jsonv *v = qk_jsonv_at(pats, i);
+        const char *k = qk_jsonv_str(v);
+        if (!k) {
+            *rc = qk_err_at(err, path, "modules_to_not_convert", v->off, "item %zu is not a string", i);
+            return NULL;
+        }
+        const size_t nk = strlen(k), nm = strlen(module);
+        if (nk <= nm && !strcmp(module + nm - nk, k))
+            return k;
+        char *re_s = malloc(nk + 4), msg[160];
+        if (!re_s) {
+            *rc = qk_errf(err, QK_EIO, "out of memory");
+            return NULL;
+        }
+        snprintf(re_s, nk + 4, "^(%s)", k);
+        regex_t re;
+        int e = qk_ere_compile(&re, re_s, REG_EXTENDED | REG_NOSUB, msg, sizeof msg);
+        free(re_s);
+        if (e) {
+            *rc = qk_err_at(err, path, "modules_to_not_convert", v->off, "'%s': %s", k, msg);
+            return NULL;
+        }
+        const bool hit = regexec(&re, module, 0, NULL, 0) == 0;
+        regfree(&re);
+        if (hit)
+            return k;
+    }
+    return NULL;
+}
+
+int ck_check_mxfp4(const qk_hfdir *hf, qk_err *err)
+{
+    const qk_jsonv *qc = qk_jsonv_get(hf->config, "quantization_config");
+    const char *qm = qk_jsonv_get_str(qc, "quant_method", NULL);
+    const bool claim = qm && !strcmp(qm, "mxfp4");
+    const qk_jsonv *pats = claim ? qk_jsonv_get(qc, "modules_to_not_convert") : NULL;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", hf->dir);
+    if (pats && pats->type != QK_JARR && pats->type != QK_JNULL)
+        return qk_err_at(err, path, "modules_to_not_convert", pats->off, "not an array");
+    static const char *const projs[] = {"gate_up_proj", "down_proj"};
+    for (size_t i = 0; i < hf->n_tensors; i++) {
+        const qk_hf_tensor *t = &hf->tensors[i];
+        int layer = -1, end = 0;
+        if (sscanf(t->name, "model.layers.%d.mlp.experts.%n", &layer, &end) != 1 || end == 0)
+            continue;
+        const char *leaf = t->name + end;
+        for (int pj = 0; pj < 2; pj++) {
+            const size_t np = strlen(projs[pj]);
+            if (strncmp(leaf, projs[pj], np) != 0)
+                continue;
+            const char *suffix = leaf + np;
+            const bool is_float = !*suffix, is_blocks = !strcmp(suffix, "_blocks");
+            if (!is_float && !is_blocks)
+                continue;
+            char module[64], other[300];
+            snprintf(module, sizeof module, "model.layers.%d.mlp.experts", layer);
+            snprintf(other, sizeof other, "%s.%s%s", module, projs[pj], is_float ? "_blocks" : "");
+            const qk_hf_tensor *blocks = is_blocks ? t : qk_hf_find(hf, other);
+            const qk_hf_tensor *flt = is_float ? t : qk_hf_find(hf, other);
+            if (is_blocks && flt)
+                continue; /* reported at the float tensor */
+            if (flt && blocks)
+                return qk_err_at(err, hf->file_paths[flt->file], flt->name, flt->st ? flt->st->info_offset : 0,
+                                 "extra tensor: %s is stored as MXFP4 (%s_blocks), and also has a float %s (%s)",
+                                 module, projs[pj], projs[pj], flt->dtype);
+            int rc = 0;
+            const char *ex = claim ? mx_excluded(pats, path, module, &rc, err) : NULL;
+            if (rc)
+                return rc;
+            if (claim && !ex && flt)
+                return qk_err_at(err, path, "quantization_config", qc->off,
+                                 "claims mxfp4 for %s (gpt-oss experts), but %s has a float %s (%s) and no %s_blocks",
+                                 module, module, projs[pj], flt->dtype, projs[pj]);
+            if (claim && ex && blocks)
+                return qk_err_at(err, path, "quantization_config", qc->off,
+                                 "leaves %s unquantized (modules_to_not_convert '%s'), but %s has %s_blocks",
+                                 module, ex, module, projs[pj]);
+            if (blocks) {
+                snprintf(other, sizeof other, "%s.%s_scales", module, projs[pj]);
+                if (!qk_hf_find(hf, other))
+                    return qk_err_at(err, hf->file_paths[blocks->file], blocks->name, blocks->st ? blocks->st->info_offset : 0,
+                                     "MXFP4 blocks without their scales: no %s", other);
+            }
+        }
+    }
+    return QK_OK;
 }

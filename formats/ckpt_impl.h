@@ -39,6 +39,9 @@ typedef struct ck_ctx {
  * naming the layer, the claimed scheme and the tensor missing or extra. */
 int ck_check_claim(ck_ctx *c, const qk_ck_tensor *t, int main_leaf, const ck_parts *p, const char *module,
                    int mlen);
+/* gpt-oss's experts (PROJ_blocks, PROJ_scales: not modules of the table
+ * above) against a quantization_config {"quant_method": "mxfp4"}. */
+int ck_check_mxfp4(const qk_hfdir *hf, qk_err *err);
 
 /* ---- element access (little-endian host, as the rest of qk) ------------- */
 

@@ -105,11 +105,13 @@ lie() {
     else cp "$LH/config.json" "$d/config.json"; fi
     [ -z "$3" ] || printf '%s\n' "$3" >"$d/hf_quant_config.json"
 }
-# refused PATTERN DIR: qk-inspect and qk-quant --to refuse DIR with one line matching PATTERN
+# refused PATTERN DIR: qk-inspect, qk-quant --to and qk-run (which reads the tensors by name)
+# refuse DIR with one line matching PATTERN
+LT=goldens/models/stories4M/stories4M-f32.gguf
 refused() {
-    for c in "inspect" "quant -q --to ct-fp8"; do
+    for c in "inspect" "quant -q --to ct-fp8" "run -q -n 1 -p Once --tokenizer $LT -m"; do
         rm -rf "$T/lie-out"
-        expect 2 "$QK" $c "$2" $([ "$c" = inspect ] || echo "$T/lie-out")
+        expect 2 "$QK" $c "$2" $([ "${c%% *}" != quant ] || echo "$T/lie-out")
         grep -q -- "$1" "$T/err" && ok || bad "qk $c $2: not refused as '$1': $(cat "$T/err")"
         [ ! -e "$T/lie-out" ] && ok || bad "qk $c $2 wrote an output"
     done
@@ -147,6 +149,25 @@ expect 0 "$QK" inspect "$T/lie/mlx-ok"
 "$QK" quant -q --to ct-w4a16 "$LH" "$T/lie/ct-extra" >/dev/null 2>&1
 sed -i 's/"lm_head"/"lm_head", "model.layers.0.self_attn.q_proj"/' "$T/lie/ct-extra/config.json"
 refused "quantization_config at offset [0-9]*: leaves model.layers.0.self_attn.q_proj unquantized (ignored), but model.layers.0.self_attn.q_proj has weight_packed (stored as pack)$" "$T/lie/ct-extra"
+
+# gpt-oss's {"quant_method": "mxfp4"} (transformers' Mxfp4HfQuantizer: the experts as
+# PROJ_blocks + PROJ_scales unless modules_to_not_convert names them): over float experts, and
+# over MXFP4 experts it says it leaves alone
+GO=goldens/arch/gpt-oss/hf GM=goldens/arch/gpt-oss-mxfp4/hf
+mxlie() { # NAME SRC CONFIG-SED
+    d="$T/lie/$1"; mkdir -p "$d"
+    for f in "$2"/*; do ln -sf "$(pwd)/$f" "$d/"; done
+    rm -f "$d/config.json"; sed "$3" "$2/config.json" >"$d/config.json"
+}
+MX='"quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn", "lm_head"]},'
+mxlie mx-float "$GO" "s/^  \"use_cache\"/  $MX\n&/"
+grep -q mxfp4 "$T/lie/mx-float/config.json" && ok || bad "mxlie: no quantization_config written"
+refused "config.json: quantization_config at offset [0-9]*: claims mxfp4 for model.layers.0.mlp.experts (gpt-oss experts), but model.layers.0.mlp.experts has a float down_proj (F32) and no down_proj_blocks$" "$T/lie/mx-float"
+mxlie mx-left "$GM" 's/"lm_head"/"lm_head", "mlp.experts"/'
+refused "quantization_config at offset [0-9]*: leaves model.layers.0.mlp.experts unquantized (modules_to_not_convert 'mlp.experts'), but model.layers.0.mlp.experts has down_proj_blocks$" "$T/lie/mx-left"
+mxlie mx-regex "$GM" 's/"lm_head"/"lm_head", "model\\\\.layers\\\\.1\\\\.mlp"/'
+refused "leaves model.layers.1.mlp.experts unquantized (modules_to_not_convert 'model\\\\.layers\\\\.1\\\\.mlp'), but" "$T/lie/mx-regex"
+expect 0 "$QK" run -q -m "$GM" -p Once -n 1
 
 # --- self-comparison is exactly zero: the model's log-probabilities are computed as the base's
 # (lib/eval: QK_KLDB_LOGPROB), so a model against itself gives 0 for every KLD and Δp statistic

@@ -155,3 +155,33 @@ put("tensor_type", "simple.txt", "attn_q=q8_0 ffn_down=q6_k\n")
 put("tensor_type", "regex.txt", "blk\\.[0-1]\\.attn_(q|k)\\.weight=Q5_K\n(?:ffn_(up|gate))=iq4_nl\n\\d+\\.ffn_down=q4_0\n")
 put("tensor_type", "case.txt", "OUTPUT=F16\ttoken_embd=bf16\nblk.1.ATTN_V.weight=q8_0 ^blk\\.0\\.=Q2_K\n")
 put("tensor_type", "bad.txt", "attn_q=q9_9 =q4_0\n")
+
+# ---- tasks: one byte (kind = byte % 3: HellaSwag, Winogrande, multiple choice; count =
+# byte / 3 % 8, see fuzz_tasks.c), then the task file: prefixes of goldens/tasks ------------
+G = ROOT + "/goldens/tasks"
+hs = open(f"{G}/hellaswag-stories.txt", "rb").read().split(b"\n")
+put("tasks", "hellaswag-4.txt", bytes([0]) + b"\n".join(hs[:24]))
+put("tasks", "hellaswag-4-draw-2.txt", bytes([0 + 3 * 2]) + b"\n".join(hs[:24]) + b"\n")
+wg = open(f"{G}/winogrande-stories.csv", "rb").read().split(b"\n")
+put("tasks", "winogrande-5.csv", bytes([1]) + b"\n".join(wg[:5]) + b"\n")
+put("tasks", "winogrande-header-draw-3.csv", bytes([1 + 3 * 3]) +
+    b"index,sentence,option1,option2,answer\n" + b"\n".join(wg[:6]) + b"\n" +
+    b'9,"A, b and _ went home, then.",Tom,Sue,1\n')
+mc = open(f"{G}/mc-stories.bin", "rb").read()
+n_mc = struct.unpack_from("<I", mc, 0)[0]
+offs = struct.unpack_from(f"<{n_mc}I", mc, 4) + (len(mc),)
+
+
+def mcfile(tasks):
+    """tasks: byte strings of whole tasks -> n, offsets, tasks"""
+    head = 4 + 4 * len(tasks)
+    o, out = [], b""
+    for t in tasks:
+        o.append(head + len(out))
+        out += t
+    return struct.pack(f"<I{len(tasks)}I", len(tasks), *o) + out
+
+
+three = [mc[offs[i]:offs[i + 1]] for i in range(3)]
+put("tasks", "mc-3.bin", bytes([2]) + mcfile(three))
+put("tasks", "mc-3-draw-2.bin", bytes([2 + 3 * 2]) + mcfile(three))
