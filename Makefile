@@ -68,7 +68,7 @@ $(B)/tests/%: tests/%.c $(B)/libqk.a
 
 TEST_BINS = $(TEST_SRC:tests/%.c=$(B)/tests/%)
 
-test: all $(TEST_BINS)
+test: all $(TEST_BINS) $(B)/tools/conv-synth
 	@fail=0; for t in $(TEST_BINS); do QK_BIN=$(CURDIR)/$(B)/qk $$t --jobs 2 || fail=1; done; \
 	  echo "test_golden again at QK_CPU=scalar (the encoders' scalar searches)"; \
 	  QK_CPU=scalar $(B)/tests/test_golden --jobs 2 || fail=1; \

@@ -36,6 +36,40 @@ wfail 2 l.qkl "$QK" run -q -m "$RM" -p "Once upon a time, there was a little gir
 wfail 0 p.qkpart "$QK" kld -q -m "$RM" --kld-base "$RB" --chunks 1 --chunk-range 0:1 --partial-out "$W/p.qkpart"
 wfail 0 r.json "$QK" bench model -m "$RM" -p 8 -n 0 -r 1 -t 1 --no-warmup -q --json --out "$W/r.json"
 
+# qk-convert (a synthetic Llama directory from tools/conv-synth): a write failure; a kill -9
+# while a split set is being written (its shards stay temporaries until all are written:
+# two of them open at once) leaves no file of the set; an --outfile naming an input is refused
+CS=$(dirname "$QK")/tools/conv-synth
+if [ -x "$CS" ] && "$CS" goldens/convert/llama-f16 "$T/cvsrc" >/dev/null 2>&1; then
+    wfail 8 c.gguf "$QK" convert -q --outfile "$W/c.gguf" "$T/cvsrc"
+    wfail 0 "c-00001-of-[0-9]*\.gguf" "$QK" convert -q --split-max-size 1M --outfile "$W/c.gguf" "$T/cvsrc"
+    if [ -d /proc/self/fd ]; then
+        rm -rf "$W"; mkdir "$W"
+        "$QK" convert -q -t 1 --split-max-size 1M --outfile "$W/c.gguf" "$T/cvsrc" >/dev/null 2>&1 &
+        pid=$! i=0 n=0
+        while [ $i -lt 20000 ] && kill -0 $pid 2>/dev/null; do
+            n=$(ls -l /proc/$pid/fd 2>/dev/null | grep -c -F -- "-> $W/")
+            [ "$n" -ge 2 ] && break
+            i=$((i + 1))
+        done
+        kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+        if [ "$n" -ge 2 ]; then [ -z "$(ls -A "$W")" ] && ok || bad "kill -9 during a split qk-convert left $(ls -A "$W")"
+        else bad "qk-convert --split-max-size never had two shards open (committed one by one?): $(ls -A "$W")"; fi
+    fi
+    sum=$(cksum <"$T/cvsrc/model.safetensors")
+    for f in model.safetensors tokenizer.json config.json; do
+        expect 2 "$QK" convert -q --outfile "$T/cvsrc/$f" "$T/cvsrc"
+        grep -q "$T/cvsrc/$f: output would overwrite an input" "$T/err" && ok || bad "convert over $f: $(cat "$T/err")"
+    done
+    [ "$(cksum <"$T/cvsrc/model.safetensors")" = "$sum" ] && ok || bad "qk-convert overwrote its input"
+else
+    bad "tools/conv-synth did not make the qk-convert test directory"
+fi
+# qk-report's directory and a task run's JSON report
+"$QK" quant -q "$RM" "$T/r16w.gguf" F16 >/dev/null 2>&1
+wfail 0 rep/report.md "$QK" report -q --base "$RM" -f "$RT" -c 128 --chunks 1 -o "$W/rep" "$T/r16w.gguf"
+wfail 0 h.json "$QK" kld -q -m "$RM" --hellaswag -f goldens/tasks/hellaswag-stories.txt --hellaswag-tasks 4 --partial-out "$W/h.json"
+
 # an existing output is replaced whole, by a rename: no temporary beside it afterwards
 rm -rf "$W"; mkdir "$W"
 "$QK" quant -q "$RM" "$W/o.gguf" F16 && "$QK" quant -q "$RM" "$W/ref.gguf" Q4_K_M &&
