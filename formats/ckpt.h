@@ -46,7 +46,9 @@
  * quantized whose tensors are not, one stored in another layout, one the
  * config leaves unquantized holding quantized parts, or a quantized module
  * that also keeps a float weight, is code 2 naming the layer, the scheme and
- * the tensor missing or extra.  Every part's dtype and shape is checked
+ * the tensor missing or extra; gpt-oss's {"quant_method": "mxfp4"} is
+ * checked against its experts (PROJ_blocks and PROJ_scales, or a float PROJ
+ * in a module modules_to_not_convert names).  Every part's dtype and shape is checked
  * against the logical shape at open time, so dequantization cannot read out
  * of bounds; bad input is code 2 "FILE: TENSOR at offset N: what".
  */

@@ -185,3 +185,15 @@ def mcfile(tasks):
 three = [mc[offs[i]:offs[i + 1]] for i in range(3)]
 put("tasks", "mc-3.bin", bytes([2]) + mcfile(three))
 put("tasks", "mc-3-draw-2.bin", bytes([2 + 3 * 2]) + mcfile(three))
+
+# ---- hfconfig: gpt-oss's quant_method mxfp4, the experts as PROJ_blocks + PROJ_scales, and
+# the same config over float experts (a lie) ---------------------------------------------------
+GOSS = {"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss",
+        "quantization_config": {"quant_method": "mxfp4",
+                                "modules_to_not_convert": ["model.layers.*.self_attn", "lm_head"]}}
+EX = L + "mlp.experts."
+u8 = lambda *s: rng.integers(0, 256, size=s, dtype=np.int64).astype(np.uint8)
+NW = {"model.norm.weight": dense["model.norm.weight"]}
+hfseed("gpt-oss-mxfp4", GOSS, save({EX + "gate_up_proj_blocks": u8(2, 64, 1, 16), EX + "gate_up_proj_scales": u8(2, 64, 1),
+                                    EX + "down_proj_blocks": u8(2, 32, 1, 16), EX + "down_proj_scales": u8(2, 32, 1), **NW}))
+hfseed("gpt-oss-mxfp4-float-lie", GOSS, save({EX + "down_proj": f16(2, 32, 32), **NW}))
