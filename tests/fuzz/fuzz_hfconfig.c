@@ -3,7 +3,8 @@
  * method, MLX "quantization"), hf_quant_config.json and model.safetensors,
  * one input holding the three separated by NUL bytes (an empty part is an
  * absent file).  Exercises qk_hf_open_mem, the quantization-config parser
- * (quantcfg.c), the scheme look-up, qk_ckpt_open's grouping, layout setup and
+ * (quantcfg.c), the model's hyper-parameters and family (lib/engine/hfmodel.c
+ * qk_hf_config_hparams, hfarch.c), the scheme look-up, qk_ckpt_open's grouping, layout setup and
  * claim checks (ckpt*.c) and the dequantization of a first and last row of
  * every logical tensor.  A refusal must be code 2 in one line naming the
  * directory; an opened checkpoint must read back. */
@@ -12,6 +13,8 @@
 #include "formats/ckpt.h"
 #include "formats/hfdir.h"
 #include "formats/quantcfg.h"
+#include "lib/engine/hfarch.h"
+#include "lib/engine/hfmodel.h"
 #include "tests/fuzz/fuzz_util.h"
 
 static volatile float sink;
@@ -30,6 +33,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rc) {
         fuzz_refused(rc, &err, "fuzz");
         return 0;
+    }
+    if (hf->config) { /* the model's reading of config.json (lib/engine/hfmodel.c, hfarch.c) */
+        qk_hparams hp;
+        bool tied;
+        qk_hf_rope_tables rt = {0};
+        const qk_hf_family *fam = NULL;
+        if ((rc = qk_hf_config_hparams(hf->config, "fuzz/config.json", &hp, &tied, &rt, &err)))
+            fuzz_refused(rc, &err, "fuzz");
+        free(rt.freqs), free(rt.lng), free(rt.shrt);
+        err = (qk_err){0};
+        if ((rc = qk_hf_family_find(hf->config, "fuzz/config.json", &fam, &err)))
+            fuzz_refused(rc, &err, "fuzz");
+        err = (qk_err){0};
     }
     qk_quantcfg *qc = NULL;
     if ((rc = qk_quantcfg_open_hf(&qc, hf, &err))) {

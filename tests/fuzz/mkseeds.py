@@ -207,3 +207,8 @@ for case in ["Qwen2-Test-0.5B-Instruct", "qwen3-tiny"]:
     put("convert", case, b"\0".join([rd(f"{CV}/{case}/config.json"), rd(f"{tk}/tokenizer.json"),
                                      rd(f"{tk}/tokenizer_config.json"), rd(f"{CV}/{case}/generation_config.json")]))
 put("convert", "llama-no-tokenizer", rd(f"{CV}/llama-f32/config.json") + b"\0\0\0")
+
+# ---- hfconfig: the model families' config.json (goldens/arch) over two small tensors, for the
+# hyper-parameter and family readers ----------------------------------------------------------
+for fam in ["gemma2", "gemma3", "phi3", "gpt-oss", "qwen2moe", "qwen3moe", "mixtral"]:
+    hfseed(f"arch-{fam}", rd(f"{ROOT}/goldens/arch/{fam}/hf/config.json"), save(mini))
