@@ -1,28 +1,28 @@
 /* fuzz_convert.c - libFuzzer harness for what qk-convert reads from a
- * Hugging Face directory before any tensor (lib/convert): config.json's
- * hyper-parameters and architecture (conv_arch.c), the vocabulary from
- * tokenizer.json and tokenizer_config.json with the converter's
- * pre-tokenizer check hash (conv_vocab.c), and the general.* metadata from
- * config.json and generation_config.json (conv_meta.c).  Input: config.json
- * NUL tokenizer.json NUL tokenizer_config.json NUL generation_config.json
- * (an empty part: no such file), written to a scratch directory.  A
- * refusal must be code 2 in one line naming a file of the directory. */
+ * Hugging Face directory besides the tensor data (lib/convert, through its
+ * public entry point qk_convert with --vocab-only --dry-run): config.json's
+ * architecture and hyper-parameters, the vocabulary from tokenizer.json and
+ * tokenizer_config.json with the converter's pre-tokenizer check hash, the
+ * general.* metadata from config.json and generation_config.json, the output
+ * name, and the safetensors header.  Input: config.json NUL tokenizer.json
+ * NUL tokenizer_config.json NUL generation_config.json NUL model.safetensors
+ * (an empty part: no such file; the safetensors part last, since it holds
+ * NUL bytes), written to a scratch directory.  A refusal must be code 2 in
+ * one line naming the directory or a file in it. */
 #include <stdlib.h>
 
-#include "formats/hfdir.h"
-#include "lib/convert/conv_impl.h"
-#include "lib/convert/conv_meta.h"
-#include "lib/convert/conv_vocab.h"
+#include "lib/convert/convert.h"
 #include "tests/fuzz/fuzz_util.h"
 
 static char dir[64];
+static const char *const names[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
+                                    "generation_config.json", "model.safetensors"};
+enum { N_PARTS = sizeof names / sizeof names[0] };
 
 static void cleanup(void)
 {
-    static const char *const names[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
-                                        "generation_config.json"};
     char p[128];
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < N_PARTS; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
         unlink(p);
     }
@@ -49,51 +49,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         atexit(cleanup);
     }
-    const uint8_t *p[4];
-    size_t n[4] = {0};
-    int k = fuzz_split(data, size, 4, p, n);
-    if (n[0] == 0)
-        return 0; /* no config.json: qk_convert refuses the directory before reading it */
-    static const char *const names[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
-                                        "generation_config.json"};
-    for (int i = 0; i < 4; i++)
+    const uint8_t *p[N_PARTS];
+    size_t n[N_PARTS] = {0};
+    int k = fuzz_split(data, size, N_PARTS, p, n);
+    for (int i = 0; i < N_PARTS; i++)
         put(names[i], p[i], i < k ? n[i] : 0);
-    char cfg_path[128];
-    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir);
+    qk_conv_opts o = {.model_dir = dir, .outtype = QK_CONV_AUTO, .vocab_only = true, .dry_run = true, .threads = 1};
+    qk_conv_result r;
     qk_err err = {0};
-    qk_jsonv *config = NULL;
-    int rc = qk_hf_json_load(&config, cfg_path, 0, &err);
-    if (rc) {
-        fuzz_refused(rc, &err, dir);
-        return 0;
-    }
-    const char *hf_arch = qk_jsonv_str(qk_jsonv_at(qk_jsonv_get(config, "architectures"), 0));
-    const qk_conv_arch *a = hf_arch ? qk_conv_arch_find(hf_arch) : NULL;
-    qk_conv_hp hp;
-    rc = qk_conv_hparams(config, cfg_path, &hp, &err);
+    int rc = qk_convert(&o, &r, &err);
     if (rc)
         fuzz_refused(rc, &err, dir);
-    else if (hp.vocab_size < 1 || hp.n_layer < 0 || hp.n_embd < 1 || hp.n_head < 1)
-        abort(); /* the converter needs them: refused, not returned */
-    if (!rc) {
-        qk_conv_vocab v;
-        err = (qk_err){0};
-        rc = qk_conv_vocab_load(&v, dir, config, (uint32_t)hp.vocab_size, a ? a->llama_class : true, &err);
-        if (rc)
-            fuzz_refused(rc, &err, dir);
-        else
-            qk_conv_vocab_free(&v);
-    }
-    qk_conv_meta m = {0};
-    err = (qk_err){0};
-    rc = qk_conv_meta_load(&m, dir, config, 123456789, &err);
-    if (rc) {
-        fuzz_refused(rc, &err, dir);
-    } else {
-        char *name = qk_conv_default_name(&m, m.size_label ? m.size_label : "124M", "F16", NULL);
-        free(name);
-        qk_conv_meta_free(&m);
-    }
-    qk_jsonv_free(config);
+    else if (r.n_files != 1 || !r.files || !r.files[0] || !r.pre[0])
+        abort(); /* a vocabulary-only dry run names one file and the pre-tokenizer */
+    qk_conv_result_free(&r);
     return 0;
 }

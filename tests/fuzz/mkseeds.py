@@ -198,15 +198,18 @@ hfseed("gpt-oss-mxfp4", GOSS, save({EX + "gate_up_proj_blocks": u8(2, 64, 1, 16)
                                     EX + "down_proj_blocks": u8(2, 32, 1, 16), EX + "down_proj_scales": u8(2, 32, 1), **NW}))
 hfseed("gpt-oss-mxfp4-float-lie", GOSS, save({EX + "down_proj": f16(2, 32, 32), **NW}))
 
-# ---- convert: config.json \0 tokenizer.json \0 tokenizer_config.json \0 generation_config.json,
-# the qk-convert cases of goldens/convert that carry their own (compact Qwen2) tokenizer ---------
+# ---- convert: config.json \0 tokenizer.json \0 tokenizer_config.json \0 generation_config.json \0
+# model.safetensors (last: it holds NUL bytes; here one without tensors, as --vocab-only reads it),
+# the qk-convert cases of goldens/convert that carry their own (compact Qwen2) tokenizer -----------
 CV = ROOT + "/goldens/convert"
 rd = lambda p: open(p, "rb").read() if os.path.exists(p) else b""
+EMPTY_ST = struct.pack("<Q", 2) + b"{}"
 for case in ["Qwen2-Test-0.5B-Instruct", "qwen3-tiny"]:
     tk = f"{CV}/qwen2-tokenizer"
     put("convert", case, b"\0".join([rd(f"{CV}/{case}/config.json"), rd(f"{tk}/tokenizer.json"),
-                                     rd(f"{tk}/tokenizer_config.json"), rd(f"{CV}/{case}/generation_config.json")]))
-put("convert", "llama-no-tokenizer", rd(f"{CV}/llama-f32/config.json") + b"\0\0\0")
+                                     rd(f"{tk}/tokenizer_config.json"), rd(f"{CV}/{case}/generation_config.json"),
+                                     EMPTY_ST]))
+put("convert", "llama-no-tokenizer", rd(f"{CV}/llama-f32/config.json") + b"\0\0\0\0" + EMPTY_ST)
 
 # ---- hfconfig: the model families' config.json (goldens/arch) over two small tensors, for the
 # hyper-parameter and family readers ----------------------------------------------------------
