@@ -115,7 +115,7 @@ bench-kernels: $(B)/tools/bench-kernels
 	$(B)/tools/bench-kernels
 .PHONY: bench-kernels
 
-# a short fixed suite -> $(B)/bench.md (LLAMA_BENCH=/path/llama-bench adds a side-by-side table)
+# a short fixed suite -> $(B)/bench.md (LLAMA_BENCH=/path/llama-bench, IK_BENCH=/path/ik-llama-bench add a side-by-side table)
 bench: all $(B)/tools/conv-synth
 	sh tools/bench-suite.sh $(B)/qk $(B)/bench.md
 	sh tools/bench-convert.sh

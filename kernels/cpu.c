@@ -94,9 +94,12 @@ static void merge_pack(int level, const qk_pack_ops *ops)
 {
     for (; ops->id >= 0; ops++)
         if (ops->id < QK_TYPE_MAX) {
-            kern[level][ops->id].pack_size = ops->pack_size;
-            kern[level][ops->id].pack = ops->pack;
+            if (ops->pack) { /* else the level below's packing */
+                kern[level][ops->id].pack_size = ops->pack_size;
+                kern[level][ops->id].pack = ops->pack;
+            }
             kern[level][ops->id].packed_tile = ops->packed_tile;
+            kern[level][ops->id].level_pack = (signed char)level;
             kern[level][ops->id].pack_decode = ops->decode;
             kern[level][ops->id].pack_tile_rows = ops->tile_rows;
         }
@@ -115,6 +118,7 @@ static void init(void)
         const qk_type_traits *t = qk_type_get(id);
         qk_kernels *k = &kern[QK_CPU_SCALAR][id];
         k->id = id;
+        k->level_pack = -1;
         if (t) {
             k->vec_dot = t->vec_dot;
             k->from_float = t->from_float;
@@ -144,6 +148,11 @@ static void init(void)
                 }
         } else if (l == QK_CPU_AVX512) {
             merge(l, qk_x86_avx512);
+            merge_pack(l, qk_x86_avx512_packed_f);
+            if (has_vnni) {
+                merge_pack(l, qk_x86_avx512_packed);
+                merge_pack(l, qk_x86_avx512_packed_k);
+            }
         }
 #endif
     }
