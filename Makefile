@@ -4,7 +4,7 @@
 #   make check      Criterion tests, then the same tests under ASan+UBSan
 #   make demo       the main job on the bundled tiny model
 #   make install PREFIX=/usr/local
-#   make fuzz       libFuzzer harnesses (clang)
+#   make fuzz       libFuzzer harnesses (clang); make fuzz-smoke runs each 30 s (part of check)
 #   make report-demo  qk-report on stories4M with the GGUF presets
 
 CC      ?= cc
@@ -68,7 +68,7 @@ $(B)/tests/%: tests/%.c $(B)/libqk.a
 
 TEST_BINS = $(TEST_SRC:tests/%.c=$(B)/tests/%)
 
-test: all $(TEST_BINS)
+test: all $(TEST_BINS) $(B)/tools/conv-synth
 	@fail=0; for t in $(TEST_BINS); do QK_BIN=$(CURDIR)/$(B)/qk $$t --jobs 2 || fail=1; done; \
 	  echo "test_golden again at QK_CPU=scalar (the encoders' scalar searches)"; \
 	  QK_CPU=scalar $(B)/tests/test_golden --jobs 2 || fail=1; \
@@ -79,6 +79,17 @@ asan-test:
 
 check: test
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(MAKE) asan-test
+	$(MAKE) fuzz-smoke
+
+# ThreadSanitizer: qk built with -fsanitize=thread in build-tsan/, and tests/tsan.sh's threaded
+# command lines (the pool under matmul and attention in qk-run, qk-kld and qk-bench, quantization
+# with several threads, sharded KLD and a factored base read with threads).  The Criterion tests
+# cannot run under TSan (Criterion's fixed-address arena collides with TSan's shadow memory).
+# Part of crosscheck, not of check (the build and the slowed-down runs take minutes).
+tsan:
+	$(MAKE) BUILD=build-tsan OPT="-O1 -g -fsanitize=thread" all
+	sh tests/tsan.sh build-tsan/qk
+.PHONY: tsan
 
 demo: all
 	@sh tests/demo.sh $(B)
@@ -131,10 +142,11 @@ report-demo: all
 
 # reference Python packages (ml_dtypes, safetensors, compressed-tensors, torch, transformers) in a venv,
 # llama.cpp for the model families (tools/archmodels.py) and qk-convert, and qk-report's HTML in
-# headless Chromium (docs/report-demo.png); not part of check
+# headless Chromium (docs/report-demo.png), then the ThreadSanitizer runs (make tsan); not part of check
 crosscheck: all $(B)/tools/ckpt-tool $(B)/tools/conv-synth report-demo
 	sh tools/report-shot.sh $(B)
 	sh tools/crosscheck.sh $(B)
+	$(MAKE) tsan
 .PHONY: crosscheck
 
 # docs/cross-format.md: stories4M's GGUF types and quantized HF checkpoints against its F32 HF base (Python producers)
@@ -143,17 +155,34 @@ cross-format: all
 .PHONY: cross-format
 
 # --- fuzzing: libFuzzer harnesses, one per parser --------------------------
+# The library once with fuzzer coverage and ASan+UBSan (UB aborts, so libFuzzer sees it), each
+# harness linked against it.  fuzz-smoke (part of check when clang is there): 30 s each, new
+# inputs in a scratch directory (the committed seeds stay as they are).
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS = $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
-build-fuzz/%: tests/fuzz/%.c $(LIB_SRC)
-	@mkdir -p build-fuzz
-	clang $(CSTD) -ffp-contract=off -O1 -g $(INC) -pthread -fsanitize=fuzzer,address,undefined -o $@ $< $(LIB_SRC) $(LDLIBS)
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_CFLAGS = $(CSTD) -ffp-contract=off -O1 -g -fno-omit-frame-pointer $(WARN) $(INC) -pthread $(FUZZ_SAN)
+FUZZ_TIME ?= 30
+build-fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+build-fuzz/libqk.a: $(LIB_SRC:%.c=build-fuzz/obj/%.o)
+	@rm -f $@
+	ar rcs $@ $^
+build-fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_util.h build-fuzz/libqk.a
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -MMD -MP -o $@ $< build-fuzz/libqk.a $(LDLIBS)
 fuzz:
 	@command -v clang >/dev/null || { if [ "$$(id -u)" = 0 ]; then apt-get install -y -qq clang >/dev/null; else echo "missing clang; run: sudo apt-get install -y clang" >&2; exit 1; fi; }
 	$(MAKE) $(FUZZ_BINS)
-	@echo "run e.g.: build-fuzz/fuzz_gguf -max_total_time=600 tests/fuzz/corpus/gguf"
+	@echo "run e.g.: sh tests/fuzz/run.sh fuzz_gguf 600   (or build-fuzz/fuzz_gguf -max_total_time=600 DIR tests/fuzz/corpus/gguf)"
+fuzz-smoke:
+	@if ! command -v clang >/dev/null; then echo "fuzz-smoke: skipped (no clang; sudo apt-get install -y clang)"; exit 0; fi; \
+	  $(MAKE) --no-print-directory $(FUZZ_BINS) && \
+	  fail=0; for h in $(FUZZ_SRC:tests/fuzz/%.c=%); do sh tests/fuzz/run.sh $$h $(FUZZ_TIME) || fail=1; done; exit $$fail
+.PHONY: fuzz fuzz-smoke
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-fuzz build-tsan
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
+-include $(shell find build-fuzz -name '*.d' 2>/dev/null)

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cmd/commands.h"
+#include "lib/core/outfile.h"
 
 #ifndef QK_VERSION
 #define QK_VERSION "0.1.0"
@@ -53,6 +54,7 @@ static int run(const char *name, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    qk_out_init(); /* past `ulimit -f` a write fails with EFBIG instead of a silent SIGXFSZ */
     const char *base = strrchr(argv[0], '/');
     base = base ? base + 1 : argv[0];
     if (strncmp(base, "qk-", 3) == 0)

@@ -154,16 +154,12 @@ static int push_tt(model_args *a, const char *s, qk_err *err)
 
 static int read_tt_file(model_args *a, const char *path, qk_err *err)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return qk_err_sys(err, path, "cannot open --tensor-type-file");
-    char tok[1024];
-    int rc = 0;
-    while (!rc && fscanf(f, "%1023s", tok) == 1)
-        rc = push_tt(a, tok, err);
-    if (!rc && ferror(f))
-        rc = qk_err_sys(err, path, "read failed");
-    fclose(f);
+    char *text;
+    size_t n;
+    int rc = qk_read_file(path, false, &text, &n, err);
+    if (!rc)
+        rc = qk_quant_parse_tt_list(text, n, &a->tt, &a->o.n_tt, err);
+    free(text);
     return rc;
 }
 

@@ -197,7 +197,7 @@ int qk_ckpt_open(qk_ckpt **out, const qk_hfdir *hf, qk_err *err)
         goto done;
     }
     c->hf = hf;
-    if ((rc = qk_quantcfg_open_hf(&c->cfg, hf, err)))
+    if ((rc = qk_quantcfg_open_hf(&c->cfg, hf, err)) || (rc = ck_check_mxfp4(hf, err)))
         goto done;
     size_t ne = 0;
     for (size_t i = 0; i < n; i++) {
@@ -228,7 +228,7 @@ int qk_ckpt_open(qk_ckpt **out, const qk_hfdir *hf, qk_err *err)
             qk_ck_tensor *t = &main_t[wi];
             qk_quantcfg_scheme_for(c->cfg, p.p[ml]->name, p.p[ml]->n_dims, &cx.sc);
             t->scale_elem = -1;
-            if ((rc = classify(&cx, t, ml, &p)))
+            if ((rc = classify(&cx, t, ml, &p)) || (rc = ck_check_claim(&cx, t, ml, &p, e[k].name, (int)e[k].mlen)))
                 goto done;
             is_main[wi] = true;
             if (t->layout != QK_CK_DENSE) {

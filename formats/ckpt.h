@@ -41,7 +41,14 @@
  *
  * Input activation companions of a quantized module (input_scale,
  * input_global_scale, input_zero_point, output_scale) are grouped with it
- * and not listed separately.  Every part's dtype and shape is checked
+ * and not listed separately.  The quantization config's claim for each
+ * module is checked against its parts (ckpt_claim.c): a module claimed
+ * quantized whose tensors are not, one stored in another layout, one the
+ * config leaves unquantized holding quantized parts, or a quantized module
+ * that also keeps a float weight, is code 2 naming the layer, the scheme and
+ * the tensor missing or extra; gpt-oss's {"quant_method": "mxfp4"} is
+ * checked against its experts (PROJ_blocks and PROJ_scales, or a float PROJ
+ * in a module modules_to_not_convert names).  Every part's dtype and shape is checked
  * against the logical shape at open time, so dequantization cannot read out
  * of bounds; bad input is code 2 "FILE: TENSOR at offset N: what".
  */

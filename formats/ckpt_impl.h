@@ -34,6 +34,15 @@ typedef struct ck_ctx {
     qk_err *err;
 } ck_ctx;
 
+/* The config's claim for the module (c->sc) against its layout t, read from
+ * its parts p (main_leaf: CK_WEIGHT, CK_WEIGHT_PACKED or CK_QWEIGHT); code 2
+ * naming the layer, the claimed scheme and the tensor missing or extra. */
+int ck_check_claim(ck_ctx *c, const qk_ck_tensor *t, int main_leaf, const ck_parts *p, const char *module,
+                   int mlen);
+/* gpt-oss's experts (PROJ_blocks, PROJ_scales: not modules of the table
+ * above) against a quantization_config {"quant_method": "mxfp4"}. */
+int ck_check_mxfp4(const qk_hfdir *hf, qk_err *err);
+
 /* ---- element access (little-endian host, as the rest of qk) ------------- */
 
 static inline bool ck_is_float(const qk_hf_tensor *t)

@@ -33,6 +33,14 @@ static int ends_with(const char *s, const char *suf)
     return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
+static int parse_json(qk_jsonv **out, const char *path, const char *buf, size_t n, qk_err *err)
+{
+    qk_jsonp_err je;
+    if (qk_jsonp_parse(buf, n, 0, out, &je))
+        return qk_err_at(err, path, "JSON", je.off, "%s", je.msg);
+    return QK_OK;
+}
+
 int qk_hf_json_load(qk_jsonv **out, const char *path, int optional, qk_err *err)
 {
     *out = NULL;
@@ -42,9 +50,7 @@ int qk_hf_json_load(qk_jsonv **out, const char *path, int optional, qk_err *err)
     int rc = qk_map_open(&m, path, err);
     if (rc)
         return rc;
-    qk_jsonp_err je;
-    if (qk_jsonp_parse((const char *)m.data, m.size, 0, out, &je))
-        rc = qk_err_at(err, path, "JSON", je.off, "%s", je.msg);
+    rc = parse_json(out, path, (const char *)m.data, m.size, err);
     qk_map_close(&m);
     return rc;
 }
@@ -248,6 +254,43 @@ int qk_hf_open(qk_hfdir **out, const char *path, qk_err *err)
     if (!hf)
         return qk_errf(err, QK_EIO, "%s: out of memory", path);
     int rc = open_path(hf, path, err);
+    if (rc) {
+        qk_hf_close(hf);
+        return rc;
+    }
+    *out = hf;
+    return QK_OK;
+}
+
+int qk_hf_open_mem(qk_hfdir **out, const char *dir, const void *st, size_t st_n, const char *config,
+                   size_t config_n, const char *hqc, size_t hqc_n, qk_err *err)
+{
+    *out = NULL;
+    qk_hfdir *hf = calloc(1, sizeof *hf);
+    char *st_path = join(dir, "model.safetensors"), *cp = join(dir, "config.json"),
+         *hp = join(dir, "hf_quant_config.json");
+    int rc = hf && st_path && cp && hp && (hf->dir = strdup(dir)) ? QK_OK : qk_errf(err, QK_EIO, "%s: out of memory", dir);
+    char **np = rc ? NULL : malloc(sizeof *np);
+    qk_st **nf = rc ? NULL : malloc(sizeof *nf);
+    if (!rc && (!np || !nf))
+        rc = qk_errf(err, QK_EIO, "%s: out of memory", dir);
+    if (!rc) {
+        hf->file_paths = np;
+        hf->files = nf;
+        np = NULL, nf = NULL;
+        hf->file_paths[0] = st_path;
+        hf->files[0] = NULL;
+        hf->n_files = 1;
+        st_path = NULL;
+        rc = qk_st_open_mem(&hf->files[0], st, st_n, hf->file_paths[0], err);
+    }
+    if (!rc)
+        rc = unify(hf, err);
+    if (!rc && config)
+        rc = parse_json(&hf->config, cp, config, config_n, err);
+    if (!rc && hqc)
+        rc = parse_json(&hf->hf_quant_config, hp, hqc, hqc_n, err);
+    free(np), free(nf), free(st_path), free(cp), free(hp);
     if (rc) {
         qk_hf_close(hf);
         return rc;

@@ -54,6 +54,12 @@ typedef struct qk_hfdir {
 } qk_hfdir;
 
 int qk_hf_open(qk_hfdir **out, const char *path, qk_err *err);
+/* A directory DIR held in memory (the fuzz harnesses): model.safetensors is
+ * st[0..st_n), config.json and hf_quant_config.json the given texts (NULL:
+ * absent); messages name DIR/... as if the files were there.  The buffers
+ * must outlive the handle. */
+int qk_hf_open_mem(qk_hfdir **out, const char *dir, const void *st, size_t st_n, const char *config,
+                   size_t config_n, const char *hqc, size_t hqc_n, qk_err *err);
 void qk_hf_close(qk_hfdir *hf);
 const qk_hf_tensor *qk_hf_find(const qk_hfdir *hf, const char *name);
 /* Read and parse a JSON file (any keys; duplicates allowed, last wins).

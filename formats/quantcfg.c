@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/core/ere.h"
+
 typedef enum { PAT_EXACT, PAT_REGEX, PAT_CLASS, PAT_SUBSTR, PAT_GLOB } patkind;
 
 typedef struct pat {
@@ -94,13 +96,11 @@ static int add_pat(bctx *b, pat **arr, size_t *n, patkind kind, const char *s, c
         char *ere = py_to_ere(s);
         if (!ere)
             return oom(b);
-        int rc = regcomp(&p->re, ere, REG_EXTENDED | REG_NOSUB);
+        char m[128];
+        int rc = qk_ere_compile(&p->re, ere, REG_EXTENDED | REG_NOSUB, m, sizeof m);
         free(ere);
-        if (rc != 0) {
-            char m[128];
-            regerror(rc, &p->re, m, sizeof m);
+        if (rc != 0)
             return qk_err_at(b->err, b->path, field, where ? where->off : 0, "bad regex \"%.80s\": %s", s, m);
-        }
         p->re_ok = true;
     }
     return QK_OK;

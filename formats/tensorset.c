@@ -74,13 +74,14 @@ static void deq_free(deq_view *d)
     free(d);
 }
 
-/* 1: listed the logical tensors; 0: not quantized (or not recognised:
- * the caller lists the stored tensors); < 0: error (rc in *rc). */
+/* 1: listed the logical tensors; 0: not quantized (the caller lists the
+ * stored tensors); < 0: error (rc in *rc). */
 static int from_ckpt(qk_tensorset *s, qk_hfdir *h, int *rc, qk_err *err)
 {
     qk_ckpt *ck = NULL;
-    qk_err e2 = {0};
-    if (qk_ckpt_open(&ck, h, &e2) || !ck->quantized) {
+    if ((*rc = qk_ckpt_open(&ck, h, err)))
+        return -1;
+    if (!ck->quantized) {
         qk_ckpt_close(ck);
         return 0;
     }

@@ -6,8 +6,9 @@
 #   qk-quant --allow-requantize, byte for byte.
 # - qk-kld --split-error / --noise-floor: on a float model the weight-only
 #   figure is the total and the activation share and the floor are zero
-#   (the runs' logits are the model's own bits; the KLD of identical
-#   distributions is what qk-kld's self-comparison gives, below 1e-7);
+#   (the runs' logits are the model's own bits, and identical distributions
+#   give exactly 0 for every statistic: the self-comparison of #23); a
+#   float model against itself (--base) is zero in all three figures;
 #   on Q8_0 the three figures and the floor are positive; the gates exit 1.
 F_M=goldens/models/stories4M/stories4M-f32.gguf
 F_IM=goldens/quant/stories4M.imatrix.gguf
@@ -46,10 +47,25 @@ import json, sys
 d = json.load(open(sys.argv[1])); s = d["split"]; f = d["noise_floor"]
 assert s["weights"] == dict(s["total"], above_floor=None), "weights != total"
 assert s["total"]["mean"]["value"] == d["kld"]["mean"]
-assert abs(s["activations"]["mean"]["value"]) < 1e-7 and s["activations"]["same_top_pct"]["value"] == 100
-assert f["passes"] == 2 and f["tokens"] == 254 and abs(f["mean"]["value"]) < 1e-7 and f["p99"]["value"] < 1e-6
-assert f["same_top_pct"]["value"] == 100
-' "$T/out" && ok || bad "float model: split or floor not zero: $(head -c 600 "$T/out")"
+# the activation figure and the floor compare identical runs: every statistic exactly 0
+for x in (s["activations"], f):
+    assert all(x[k]["value"] == 0 and x[k]["error"] == 0 for k in ("mean", "p99")), x
+    assert x["same_top_pct"] == {"value": 100, "error": 0}, x
+assert f["passes"] == 2 and f["tokens"] == 254
+' "$T/out" && ok || bad "float model: split or floor not exactly zero: $(head -c 600 "$T/out")"
+fi
+# ... and a float model against itself (--base): the total and weight figures too
+F_S4=goldens/models/stories4M/stories4M-f32.gguf
+expect 0 "$QK" kld -q -m "$F_S4" --base "$F_S4" -f goldens/stories260K-eval/eval-64k.txt -c 128 --chunks 2 -t 2 \
+    --split-error --noise-floor --json --max-kld-mean 0 --max-kld-weights 0
+if command -v python3 >/dev/null; then
+    python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+for x in list(d["split"].values()) + [d["noise_floor"]]:
+    assert all(x[k]["value"] == 0 and x[k]["error"] == 0 for k in ("mean", "p99")), x
+    assert x["same_top_pct"] == {"value": 100, "error": 0}, x
+' "$T/out" && ok || bad "float model against itself: split or floor not exactly zero: $(head -c 600 "$T/out")"
 fi
 expect 0 "$QK" kld -q -m "$F_KM" --kld-base "$F_KB" --chunks 1 -t 2 --split-error --noise-floor
 grep -q '^====== Error split and noise floor ======$' "$T/out" && ok || bad "split block: $(tail -6 "$T/out")"

@@ -34,17 +34,17 @@ expect 0 "$QK" kld -q -m "$KM" -f "$KT" -c 256 --chunks 2 --kld-base-out "$T/b.q
 [ "$(wc -c <"$T/b.qkb")" -lt $(( $(wc -c <"$T/b.kld") / 2 )) ] && ok || bad "qk base file not under half the llama size"
 expect 0 "$QK" kld -q -m "$KM" --kld-base "$T/b.qkb" -f "$KT" --max-kld-mean 1e-6 --min-same-top 100
 expect 0 "$QK" kld -q -m "$KM" --kld-base "$T/b.kld" --max-kld-mean 1e-6 --min-same-top 100
-# --base: the model against itself in one pass is exactly zero
-expect 0 "$QK" kld -q -m "$KM" --base "$KM" -f "$KT" -c 256 --chunks 1 --max-kld-mean 1e-9 --max-ppl-ratio 1.000001
+# --base: the model against itself in one pass is exactly zero (and its PPL ratio exactly 1)
+expect 0 "$QK" kld -q -m "$KM" --base "$KM" -f "$KT" -c 256 --chunks 1 --max-kld-mean 0 --max-ppl-ratio 1 --min-same-top 100
 # --logits/--logits-base: two qk-run --logits-out files of one token sequence
 LP="Once upon a time, there was a little girl who liked to play in the park with her dog."
 "$QK" run -q -m "$KM" -p "$LP" -n 0 --logits-out "$T/la.qkl" >/dev/null 2>&1
 "$QK" quant -q "$KM" "$T/k8.gguf" F16 >/dev/null 2>&1
 "$QK" run -q -m "$T/k8.gguf" -p "$LP" -n 0 --logits-out "$T/lq.qkl" >/dev/null 2>&1
-# (the PPL ratio of identical logits is 1 to float rounding: nll and nll_base take llama's two
-# formulas; 1.0000001 on these logits since F32 products sum in kernels/fdot.h's order)
-expect 0 "$QK" kld --logits "$T/la.qkl" --logits-base "$T/la.qkl" --max-kld-mean 0 --min-same-top 100 --max-ppl-ratio 1.000001
-grep -q '^Mean    KLD:  *-\{0,1\}0\.000000 ±   0\.000000$' "$T/out" && ok || bad "logits against themselves: $(grep 'Mean    KLD' "$T/out")"
+# (identical logits: exactly 0 and a PPL ratio of exactly 1, the model's log-probabilities
+# computed as the base's, lib/eval QK_KLDB_LOGPROB)
+expect 0 "$QK" kld --logits "$T/la.qkl" --logits-base "$T/la.qkl" --max-kld-mean 0 --min-same-top 100 --max-ppl-ratio 1
+grep -q '^Mean    KLD:   0\.000000 ±   0\.000000$' "$T/out" && ok || bad "logits against themselves: $(grep 'Mean    KLD' "$T/out")"
 expect 0 "$QK" kld --logits "$T/lq.qkl" --logits-base "$T/la.qkl" --json --max-kld-mean 0.01
 if command -v python3 >/dev/null; then
     n=$(( $("$QK" run --tokenize -m "$KM" -p "$LP" | tr ',' '\n' | wc -l) - 1 ))
@@ -94,8 +94,8 @@ expect 2 "$QK" kld --merge
 expect 2 "$QK" kld --bogus
 expect 3 "$QK" kld -q -m "$KM" --kld-base "$T/missing.kld"
 expect 0 "$QK" kld --help
-# a Hugging Face directory against its GGUF conversion: the same logits
-expect 0 "$QK" kld -q -m goldens/models/stories260K/hf-f32 --base "$KM" -f "$KT" -c 256 --chunks 1 --max-kld-mean 1e-7 --max-ppl-ratio 1.000001 --min-same-top 100
+# a Hugging Face directory against its GGUF conversion: the same logits, so exactly zero
+expect 0 "$QK" kld -q -m goldens/models/stories260K/hf-f32 --base "$KM" -f "$KT" -c 256 --chunks 1 --max-kld-mean 0 --max-ppl-ratio 1 --min-same-top 100
 expect 2 "$QK" kld -q -m goldens/models/stories260K/hf-f32 --base goldens/models/stories260K/hf-bf16 -f "$KT"
 # the F16 model qk-quant makes, against llama.cpp's F32 base (when qk-quant writes GGUF models)
 if "$QK" quant "$KM" "$T/f16.gguf" F16 >/dev/null 2>&1; then

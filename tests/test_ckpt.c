@@ -366,6 +366,19 @@ static void fx_end(fx *f)
         free(f->keep[i]);
 }
 
+/* The directory of f is refused by qk_ckpt_open (code 2) with each of the needles in the message. */
+static void fx_refused(const fx *f, const char *needle, const char *needle2)
+{
+    qk_hfdir *hf;
+    qk_ckpt *ck;
+    qk_err err = {0};
+    cr_assert_eq(qk_hf_open(&hf, f->dir, &err), 0, "%s", err.msg);
+    cr_assert_eq(qk_ckpt_open(&ck, hf, &err), QK_EINPUT);
+    cr_assert_not_null(strstr(err.msg, needle), "%s", err.msg);
+    cr_assert(!needle2 || strstr(err.msg, needle2), "%s", err.msg);
+    qk_hf_close(hf);
+}
+
 /* Compare the logical tensor name of dir with expected [n, k] values. */
 static void expect_tensor(const char *dir, const char *name, qk_ck_layout layout, int64_t n, int64_t k,
                           const float *e)
@@ -722,13 +735,7 @@ Test(ckpt, bad_parts)
     fx_add(&f, "m.qzeros", "I32", 2, 1, 2, qz);
     fx_add(&f, "m.scales", "F16", 2, 3, 16, s); /* 16 / 8 = 2 groups, not 3 */
     fx_end(&f);
-    qk_hfdir *hf;
-    qk_ckpt *ck;
-    qk_err err = {0};
-    cr_assert_eq(qk_hf_open(&hf, f.dir, &err), 0, "%s", err.msg);
-    cr_assert_eq(qk_ckpt_open(&ck, hf, &err), QK_EINPUT);
-    cr_assert_not_null(strstr(err.msg, "m.scales"), "%s", err.msg);
-    qk_hf_close(hf);
+    fx_refused(&f, "m.scales", NULL);
 
     uint8_t w[8] = {0}, bad[3] = {'{', 'x', '}'};
     float qm[16] = {0}, am[1] = {1};
@@ -738,8 +745,94 @@ Test(ckpt, bad_parts)
     fx_add(&f, "m.weight.quant_map", "F32", 1, 16, 0, qm);
     fx_add(&f, "m.weight.quant_state.bitsandbytes__nf4", "U8", 1, 3, 0, bad);
     fx_end(&f);
+    fx_refused(&f, "bad JSON", NULL);
+}
+
+/* A quantized module that also keeps a float weight: the extra tensor is named
+ * (and without any config, since no layout has both). */
+Test(ckpt, extra_float_weight_beside_qweight)
+{
+    int32_t qw[16 * 2] = {0}, qz[2 * 2] = {0};
+    uint16_t s[2 * 16] = {0};
+    float w[16 * 16] = {0};
+    const char *const configs[] = {
+        "{\"quantization_config\": {\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 8}}", "{}"};
+    for (int c = 0; c < 2; c++) {
+        fx f;
+        char name[32];
+        snprintf(name, sizeof name, "extra%d", c);
+        fx_begin(&f, name, configs[c]);
+        fx_add(&f, "m.qweight", "I32", 2, 16, 2, qw);
+        fx_add(&f, "m.qzeros", "I32", 2, 2, 2, qz);
+        fx_add(&f, "m.scales", "F16", 2, 2, 16, s);
+        fx_add(&f, "m.weight", "F32", 2, 16, 16, w);
+        fx_end(&f);
+        fx_refused(&f, "m.weight at offset ", "extra tensor: m is stored as awq (qweight), and also has a F32 weight");
+    }
+}
+
+/* NVFP4 and MXFP4 scales are FP8 / E8M0 codes whatever the model's dtype: a
+ * BF16 model quantizes (it failed with "scale type 30 is not available") and
+ * its quantized modules read back finite. */
+Test(ckpt, fp4_schemes_of_a_bf16_model)
+{
+    static const char *const s[] = {"ct-nvfp4", "modelopt-nvfp4", "ct-mxfp4"};
+    for (int i = 0; i < 3; i++) {
+        char out[300];
+        snprintf(out, sizeof out, "%s/bf16-%s", tmproot, s[i]);
+        qk_err err = {0};
+        cr_assert_eq(qk_ckpt_quantize("goldens/models/stories260K/hf-bf16", out, s[i],
+                                      &(qk_ckpt_opts){.ignore = "mlp"}, &err), 0, "%s: %s", s[i], err.msg);
+        opened o = open_dir(out);
+        const qk_ck_tensor *t = qk_ckpt_find(o.ck, "model.layers.0.self_attn.q_proj.weight");
+        cr_assert(t && t->layout != QK_CK_DENSE, "%s", s[i]);
+        float *x = read_all(&o, t);
+        for (uint64_t k = 0; k < t->nelem; k++)
+            cr_assert(isfinite(x[k]));
+        free(x);
+        close_dir(&o);
+    }
+}
+
+/* gpt-oss's experts against {"quant_method": "mxfp4"} (ckpt_claim.c): blocks need their
+ * scales, and blocks beside a float PROJ is an extra tensor under any config; the
+ * claim over float experts and modules_to_not_convert are tests/cli_reliability.sh's. */
+Test(ckpt, gpt_oss_mxfp4_experts)
+{
+    static const uint8_t blocks[4 * 16] = {0}, scales[4] = {127, 127, 127, 127};
+    static const float w[4 * 4] = {0};
+    const char *mx = "{\"quantization_config\": {\"quant_method\": \"mxfp4\"}}";
+    const char *E = "model.layers.0.mlp.experts.";
+    char b[96], s[96], d[96];
+    snprintf(b, sizeof b, "%sdown_proj_blocks", E);
+    snprintf(s, sizeof s, "%sdown_proj_scales", E);
+    snprintf(d, sizeof d, "%sdown_proj", E);
+    fx f;
+    fx_begin(&f, "mx-noscales", mx);
+    fx_add(&f, b, "U8", 2, 4, 16, blocks);
+    fx_end(&f);
+    fx_refused(&f, "down_proj_blocks at offset ", "MXFP4 blocks without their scales: no model.layers.0.mlp.experts.down_proj_scales");
+    const char *const configs[] = {mx, "{}"};
+    for (int c = 0; c < 2; c++) {
+        char name[32];
+        snprintf(name, sizeof name, "mx-extra%d", c);
+        fx_begin(&f, name, configs[c]);
+        fx_add(&f, b, "U8", 2, 4, 16, blocks);
+        fx_add(&f, s, "U8", 1, 4, 0, scales);
+        fx_add(&f, d, "F32", 2, 4, 4, w);
+        fx_end(&f);
+        fx_refused(&f, "down_proj at offset ", "extra tensor: model.layers.0.mlp.experts is stored as MXFP4 "
+                   "(down_proj_blocks), and also has a float down_proj (F32)");
+    }
+    fx_begin(&f, "mx-ok", mx);
+    fx_add(&f, b, "U8", 2, 4, 16, blocks);
+    fx_add(&f, s, "U8", 1, 4, 0, scales);
+    fx_end(&f);
+    qk_hfdir *hf;
+    qk_ckpt *ck;
+    qk_err err = {0};
     cr_assert_eq(qk_hf_open(&hf, f.dir, &err), 0, "%s", err.msg);
-    cr_assert_eq(qk_ckpt_open(&ck, hf, &err), QK_EINPUT);
-    cr_assert_not_null(strstr(err.msg, "bad JSON"), "%s", err.msg);
+    cr_assert_eq(qk_ckpt_open(&ck, hf, &err), 0, "%s", err.msg);
+    qk_ckpt_close(ck);
     qk_hf_close(hf);
 }

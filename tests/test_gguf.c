@@ -376,7 +376,7 @@ Test(gguf, writer_freed_without_finish_leaves_nothing)
     int64_t ne[1] = {4};
     cr_assert_eq(qk_gguf_w_tensor(w, "t", QK_F32, 1, ne, &e), 0);
     cr_assert_eq(qk_gguf_w_begin(w, out, &e), 0, "%s", e.msg);
-    cr_assert_eq(count_entries(d), 1); /* the temp file */
+    cr_assert_leq(count_entries(d), 1); /* the temporary: unnamed (O_TMPFILE) where it can be */
     float x[4] = {1, 2, 3, 4};
     cr_assert_eq(qk_gguf_w_data(w, x, sizeof x, &e), 0);
     qk_gguf_writer_free(w);

@@ -322,6 +322,21 @@ Test(tokenizer_hf_json, gpt_2_suite)
                       "\"pre_tokenizer\": {\"type\": \"Whitespace\"}}";
     cr_assert_null(qk_tok_from_hf_json_mem(bad, strlen(bad), "bad.json", &err));
     cr_assert_eq(err.code, QK_EINPUT);
+    /* ids with holes are placeholders (compact vocabularies), but an id far past any real
+     * vocabulary is refused before its arrays are allocated */
+    const char *holes = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 9}, \"merges\": []}, "
+                        "\"pre_tokenizer\": {\"type\": \"ByteLevel\"}}";
+    qk_tokenizer *th = qk_tok_from_hf_json_mem(holes, strlen(holes), "holes.json", &err);
+    cr_assert(th, "%s", err.msg);
+    cr_assert_eq(qk_tok_n_vocab(th), 10);
+    qk_tok_free(th);
+    const char *far = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 2147483646}, \"merges\": []}, "
+                      "\"pre_tokenizer\": {\"type\": \"ByteLevel\"}}";
+    err = (qk_err){0};
+    cr_assert_null(qk_tok_from_hf_json_mem(far, strlen(far), "far.json", &err));
+    cr_assert_eq(err.code, QK_EINPUT);
+    cr_assert(strstr(err.msg, "far.json: model.vocab at offset ") && strstr(err.msg, "ids up to 2147483646: more than 4194304 ids"),
+              "%s", err.msg);
     free(json);
     free(vocab);
     free(merges);

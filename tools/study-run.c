@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "lib/core/err.h"
+#include "lib/core/outfile.h"
 #include "lib/study/study_cmd.h"
 
 typedef struct {
@@ -36,12 +37,13 @@ static int emit_all(void *p, qk_sweep_emit emit, void *ud, qk_err *err)
     for (int i = 0; i < 3; i++) {
         char path[4096];
         snprintf(path, sizeof path, "%s.%s", s->prefix, exts[i]);
-        FILE *f = fopen(path, "w");
-        if (!f)
-            return qk_err_sys(err, path, "create");
-        emit(f, exts[i], ud);
-        if (fclose(f))
-            return qk_err_sys(err, path, "write");
+        qk_out o;
+        int rc = qk_out_open(&o, path, err);
+        if (rc)
+            return rc;
+        emit(o.f, exts[i], ud);
+        if ((rc = qk_out_commit(&o, err)))
+            return rc;
     }
     return 0;
 }

@@ -1,11 +1,9 @@
 /* conv_synth.c - synthetic Hugging Face directories (conv_synth.h). */
 #include "lib/convert/conv_synth.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "formats/safetensors.h"
 #include "kernels/half.h"
@@ -186,13 +184,17 @@ static int write_shard(const char *out_dir, const char *file, const synth_t *t, 
 }
 
 int qk_conv_synth_dir(const char *case_dir, const char *vocab_json, const char *merges_txt, uint64_t seed,
-                      const char *out_dir, qk_err *err)
+                      const char *dst, qk_err *err)
 {
-    if (mkdir(out_dir, 0755) && errno != EEXIST)
-        return qk_err_sys(err, out_dir, "mkdir");
+    /* built as a temporary beside DST, renamed into place when complete */
+    qk_outdir d;
+    int rc = qk_outdir_open(&d, dst, err);
+    if (rc)
+        return rc;
+    const char *out_dir = d.tmp;
     synth_t *t = NULL;
     size_t n = 0;
-    int rc = read_manifest(case_dir, &t, &n, err);
+    rc = read_manifest(case_dir, &t, &n, err);
     if (!rc)
         rc = copy_in(case_dir, out_dir, "config.json", false, err);
     if (!rc)
@@ -246,5 +248,10 @@ int qk_conv_synth_dir(const char *case_dir, const char *vocab_json, const char *
         free(b.s);
     }
     free(t);
+    if (!rc)
+        rc = qk_outdir_commit(&d, err);
+    if (rc)
+        qk_outdir_name_err(&d, err);
+    qk_outdir_abort(&d);
     return rc;
 }

@@ -7,7 +7,7 @@
  * "FILE NAME DTYPE DIM0 DIM1 ..." (outermost first), FILE the safetensors
  * file holding it (model.safetensors, or model-00001-of-00002.safetensors
  * and so on: several files get model.safetensors.index.json).  The output
- * folder gets those files with pseudo-random weights (a fixed 64-bit
+ * folder (complete or absent: built beside it and renamed into place) gets those files with pseudo-random weights (a fixed 64-bit
  * generator; norms near 1, the rest uniform in [-0.05, 0.05]), plus the
  * GPT-2 tokenizer (tokenizer.json assembled from vocab_json and merges_txt
  * as the tokenizers library lays it out, tokenizer_config.json), or, when

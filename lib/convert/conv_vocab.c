@@ -603,8 +603,11 @@ static int load_gpt2(qk_conv_vocab *v, const char *dir, const qk_jsonv *config, 
         else if (id >= vocab_size)
             rc = qk_errf(err, QK_EINPUT, "%s: token id %llu is not below the model's vocab_size %u", path,
                          (unsigned long long)id, vocab_size);
-        else if (!(v->tokens[id] = strndup(m->key, m->key_len)))
-            rc = oom(err);
+        else {
+            free(v->tokens[id]); /* two tokens with one id: the last wins, as the converter's reverse map */
+            if (!(v->tokens[id] = strndup(m->key, m->key_len)))
+                rc = oom(err);
+        }
     }
     for (size_t i = 0; i < qk_jsonv_len(added) && !rc; i++) {
         const qk_jsonv *a = qk_jsonv_at(added, i);

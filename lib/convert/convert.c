@@ -295,11 +295,18 @@ static int write_files(const conv *c, qk_conv_result *r, qk_err *err)
     uint64_t total = 0;
     for (size_t i = 0; i < p->n; i++)
         total += p->t[i].nbytes;
+    /* every shard stays a temporary until all are written, then all are put in place (as
+     * qk-quant's split outputs): a failed or killed run leaves no part of the set */
+    qk_gguf_writer **ws = calloc((size_t)p->n_shards, sizeof *ws);
+    if (!ws)
+        return qk_errf(err, QK_EIO, "qk-convert: out of memory");
     qk_progress_init(&pr, "qk-convert", total, !c->o->progress);
     for (int s = 0; s < p->n_shards && !rc; s++) {
-        qk_gguf_writer *w = qk_gguf_writer_new(3);
-        if (!w)
-            return qk_errf(err, QK_EIO, "qk-convert: out of memory");
+        qk_gguf_writer *w = ws[s] = qk_gguf_writer_new(3);
+        if (!w) {
+            rc = qk_errf(err, QK_EIO, "qk-convert: out of memory");
+            break;
+        }
         if (!p->n)
             qk_gguf_writer_no_pad_empty(w);
         if (s == 0)
@@ -325,12 +332,35 @@ static int write_files(const conv *c, qk_conv_result *r, qk_err *err)
             r->n_bytes += p->t[i].nbytes;
             qk_progress_add(&pr, p->t[i].nbytes);
         }
-        if (!rc)
-            rc = qk_gguf_writer_finish(w, err);
-        qk_gguf_writer_free(w);
     }
+    for (int s = 0; s < p->n_shards && !rc; s++)
+        rc = qk_gguf_writer_finish(ws[s], err);
+    for (int s = 0; s < p->n_shards; s++)
+        qk_gguf_writer_free(ws[s]);
+    free(ws);
     qk_progress_end(&pr);
     return rc;
+}
+
+/* out is the model directory, one of its weight files or a file the converter reads there. */
+static bool overwrites_input(const char *out, const char *model_dir, const qk_hfdir *hf)
+{
+    if (qk_same_file(out, model_dir))
+        return true;
+    for (int k = 0; hf && k < hf->n_files; k++)
+        if (qk_same_file(out, hf->file_paths[k]))
+            return true;
+    if (hf && hf->index_path && qk_same_file(out, hf->index_path))
+        return true;
+    static const char *const read[] = {"config.json", "generation_config.json", "tokenizer.json",
+                                       "tokenizer.model", "tokenizer_config.json", "chat_template.json"};
+    bool hit = false;
+    for (size_t i = 0; i < sizeof read / sizeof read[0] && !hit; i++) {
+        char *p = qk_path_join(model_dir, read[i]);
+        hit = p && qk_same_file(out, p);
+        free(p);
+    }
+    return hit;
 }
 
 int qk_convert(const qk_conv_opts *o, qk_conv_result *r, qk_err *err)
@@ -359,7 +389,7 @@ int qk_convert(const qk_conv_opts *o, qk_conv_result *r, qk_err *err)
         if (!r->files)
             rc = qk_errf(err, QK_EIO, "qk-convert: out of memory");
         for (size_t s = 0; s < r->n_files && !rc; s++)
-            if (qk_same_file(r->files[s], o->model_dir))
+            if (overwrites_input(r->files[s], o->model_dir, c.hf))
                 rc = qk_errf(err, QK_EINPUT, "%s: output would overwrite an input", r->files[s]);
     }
     if (!rc && !o->dry_run)

@@ -19,4 +19,9 @@ static inline bool qk_ckd_align(uint64_t *r, uint64_t a, uint64_t align)
     return false;
 }
 
+/* Whether a zstd frame of n bytes can decompress to raw bytes: at most 32768 n
+ * (each block of at most 128 KiB costs a 3-byte header and a 1-byte RLE
+ * body).  Check a size read from a header with it before allocating. */
+static inline bool qk_ckd_zstd_fits(uint64_t raw, uint64_t n) { return n && raw / 32768 <= n; }
+
 #endif

@@ -5,6 +5,14 @@
 #include <stdio.h>
 #include <string.h>
 
+/* One line whatever a file put in the names it quotes: control bytes become '?'. */
+static void one_line(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            *s = '?';
+}
+
 int qk_errf(qk_err *e, int code, const char *fmt, ...)
 {
     if (!e)
@@ -13,6 +21,7 @@ int qk_errf(qk_err *e, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(e->msg, sizeof e->msg, fmt, ap);
     va_end(ap);
+    one_line(e->msg);
     e->code = code;
     return code;
 }
@@ -30,6 +39,7 @@ int qk_err_at(qk_err *e, const char *file, const char *field, uint64_t off,
     va_start(ap, fmt);
     vsnprintf(e->msg + n, sizeof e->msg - (size_t)n, fmt, ap);
     va_end(ap);
+    one_line(e->msg);
     e->code = QK_EINPUT;
     return QK_EINPUT;
 }

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/core/outfile.h"
+
 int qk_read_file(const char *path, bool missing_ok, char **out, size_t *n, qk_err *err)
 {
     *out = NULL;
@@ -53,19 +55,20 @@ char *qk_path_join(const char *dir, const char *name)
 
 int qk_copy_file_if_exists(const char *src, const char *dst, qk_err *err)
 {
-    FILE *in = fopen(src, "rb"), *out = NULL;
+    FILE *in = fopen(src, "rb");
     if (!in)
         return errno == ENOENT ? QK_OK : qk_err_sys(err, src, "cannot open");
-    int rc = (out = fopen(dst, "wb")) ? QK_OK : qk_err_sys(err, dst, "cannot create");
+    qk_out out;
+    int rc = qk_out_open(&out, dst, err);
     char buf[65536];
     size_t k;
     while (!rc && (k = fread(buf, 1, sizeof buf, in)) > 0)
-        if (fwrite(buf, 1, k, out) != k)
-            rc = qk_err_sys(err, dst, "write failed");
+        rc = qk_out_write(&out, buf, k, err);
     if (!rc && ferror(in))
         rc = qk_err_sys(err, src, "read failed");
     fclose(in);
-    if (out && fclose(out) && !rc)
-        rc = qk_err_sys(err, dst, "write failed");
+    if (!rc)
+        rc = qk_out_commit(&out, err);
+    qk_out_abort(&out);
     return rc;
 }

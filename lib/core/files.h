@@ -16,8 +16,8 @@ int qk_read_file(const char *path, bool missing_ok, char **out, size_t *n, qk_er
 /* "dir/name", malloc'd; NULL when out of memory. */
 char *qk_path_join(const char *dir, const char *name);
 
-/* Copy src to dst (created or truncated; not atomic: for files inside an
- * atomic output directory).  A missing src is QK_OK with nothing written. */
+/* Copy src to dst (atomically, through outfile.h).  A missing src is QK_OK
+ * with nothing written. */
 int qk_copy_file_if_exists(const char *src, const char *dst, qk_err *err);
 
 #endif

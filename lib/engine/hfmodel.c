@@ -373,6 +373,12 @@ int qk_hfmodel_open(qk_hfmodel **out, const char *path, qk_err *err)
         return qk_errf(err, QK_EIO, "out of memory");
     if (qk_hf_open(&h->hf, path, err))
         goto fail;
+    /* a quantization config is checked against the tensors here too (formats/ckpt_claim.c),
+     * though the model reads its tensors by name: a config that lies is refused, not run */
+    qk_ckpt *ck = NULL;
+    if (qk_ckpt_open(&ck, h->hf, err))
+        goto fail;
+    qk_ckpt_close(ck);
     size_t n = strlen(h->hf->dir) + sizeof "/config.json";
     h->config_path = malloc(n);
     if (!h->config_path) {

@@ -302,6 +302,9 @@ static int64_t hf_find(const hf_build *b, const char *text)
     return -2;
 }
 
+/* The most token ids a tokenizer.json may span (holes included). */
+#define QK_TOK_MAX_HF_IDS (1u << 22)
+
 qk_tokenizer *qk_tok_from_hf_root(const qk_jsonv *root, const char *name, const char *pre_override, qk_err *err)
 {
     const qk_jsonv *model = qk_jsonv_get(root, "model");
@@ -337,6 +340,14 @@ qk_tokenizer *qk_tok_from_hf_root(const qk_jsonv *root, const char *name, const 
             return NULL;
         }
         n = id + 1 > n ? id + 1 : n;
+    }
+    /* ids without a token are holes (placeholders below), but the arrays are allocated for
+     * every id: a bound far above any real vocabulary (the largest, ~262k) keeps an id of
+     * 2^31 in a small file from asking for gigabytes */
+    if (n > QK_TOK_MAX_HF_IDS) {
+        qk_err_at(err, name, "model.vocab", vocab->off, "ids up to %llu: more than %u ids (%zu tokens)",
+                  (unsigned long long)n - 1, QK_TOK_MAX_HF_IDS, qk_jsonv_len(vocab) + qk_jsonv_len(added));
+        return NULL;
     }
     hf_build b = {0};
     qk_tokenizer *t = NULL;

@@ -56,8 +56,7 @@ void qk_kldb_quantize_row(const float *logits, int n_vocab, float *scale_out, fl
     }
 }
 
-/* Exact log-probabilities in float: logit - max - (float)log(sum expf(logit - max)). */
-void qk_kldb_logprobs(const float *logits, int n_vocab, float *lp)
+float qk_kldb_lse(const float *logits, int n_vocab, float *max_out)
 {
     float max = logits[0];
     for (int i = 1; i < n_vocab; i++)
@@ -65,9 +64,16 @@ void qk_kldb_logprobs(const float *logits, int n_vocab, float *lp)
     double sum = 0.0;
     for (int i = 0; i < n_vocab; i++)
         sum += expf(logits[i] - max);
-    const float lse = (float)log(sum);
+    *max_out = max;
+    return (float)log(sum);
+}
+
+void qk_kldb_logprobs(const float *logits, int n_vocab, float *lp)
+{
+    float max;
+    const float lse = qk_kldb_lse(logits, n_vocab, &max);
     for (int i = 0; i < n_vocab; i++)
-        lp[i] = logits[i] - max - lse;
+        lp[i] = QK_KLDB_LOGPROB(logits[i], max, lse);
 }
 
 static size_t llama_nv(int n_vocab) { return 2 * (((size_t)n_vocab + 1) / 2) + 4; }
@@ -135,7 +141,7 @@ static int read_at(qk_kldb_reader *r, uint64_t off, void *buf, size_t n, const c
 static int check_dims(qk_kldb_reader *r, uint64_t off, qk_err *err)
 {
     qk_kldb_info *in = &r->info;
-    if (in->n_ctx < 4 || in->n_ctx > (1 << 24) || in->n_vocab < 2 || in->n_vocab > (1 << 26) ||
+    if (in->n_ctx < 4 || in->n_ctx > (1 << 24) || in->n_vocab < 2 || in->n_vocab > (1 << 24) ||
         in->n_chunk < 1 || in->n_chunk > (1 << 28))
         return qk_err_at(err, r->path, "header", off, "implausible n_ctx %d, n_vocab %d, n_chunk %d",
                          in->n_ctx, in->n_vocab, in->n_chunk);
@@ -198,7 +204,7 @@ static int read_head(qk_kldb_reader *r, uint64_t off, uint64_t zsize, qk_err *er
     int rc = read_at(r, off, z, (size_t)zsize, "output layer", err);
     const unsigned long long n = rc ? 0 : ZSTD_getFrameContentSize(z, (size_t)zsize);
     if (!rc && (n == ZSTD_CONTENTSIZE_ERROR || n == ZSTD_CONTENTSIZE_UNKNOWN || n < 24 ||
-                n > ((uint64_t)1 << 40)))
+                !qk_ckd_zstd_fits(n, zsize)))
         rc = qk_err_at(err, r->path, "output layer", off, "corrupt data");
     if (!rc && !(r->head_buf = malloc((size_t)n)))
         rc = qk_errf(err, QK_EIO, "out of memory (%llu bytes)", n);
@@ -271,10 +277,13 @@ static int open_qk(qk_kldb_reader *r, uint64_t size, qk_err *err)
     const uint64_t idx = get64(t);
     if (memcmp(t + 8, QK_END, 8) != 0 || idx != size - 16 - idx_bytes)
         return qk_err_at(err, r->path, "trailer", size - 16, "truncated or damaged (no index)");
-    r->frames = malloc((size_t)idx_bytes);
     const uint64_t ntok = (uint64_t)in->n_ctx * (uint64_t)in->n_chunk;
-    in->tokens = malloc((size_t)ntok * 4);
     const uint64_t tsize = get64(h + QK_HDR);
+    if (tsize > size || !qk_ckd_zstd_fits(ntok * 4, tsize))
+        return qk_err_at(err, r->path, "tokens", QK_HDR, "%llu bytes cannot hold %llu tokens",
+                         (unsigned long long)tsize, (unsigned long long)ntok);
+    r->frames = malloc((size_t)idx_bytes);
+    in->tokens = malloc((size_t)ntok * 4);
     if (!r->frames || !in->tokens)
         return qk_errf(err, QK_EIO, "out of memory");
     if ((rc = read_at(r, idx, r->frames, (size_t)idx_bytes, "index", err)))
@@ -420,6 +429,17 @@ static void dequant(const uint8_t *hdr, const uint8_t *hi, const uint8_t *lo, si
     }
 }
 
+/* A decoded row must be log-probabilities: no NaN, none above 0 (1e-3: the
+ * float rounding of a 16-bit row's top value, -log-sum-exp, stays far below). */
+static int check_row(const qk_kldb_reader *r, const float *lp, uint64_t off, qk_err *err)
+{
+    for (int i = 0; i < r->info.n_vocab; i++)
+        if (!(lp[i] <= 1e-3f))
+            return qk_err_at(err, r->path, "log-probs", off, "chunk %d row %d: token %d has log-probability %g",
+                             r->chunk + 1, r->row_in_chunk, i, (double)lp[i]);
+    return 0;
+}
+
 int qk_kldb_read_row(qk_kldb_reader *r, float *lp, qk_err *err)
 {
     const qk_kldb_info *in = &r->info;
@@ -431,9 +451,12 @@ int qk_kldb_read_row(qk_kldb_reader *r, float *lp, qk_err *err)
     const int nv = in->n_vocab;
     if (in->format == QK_KLDB_LLAMA) {
         const size_t n = llama_nv(nv) * 2;
+        const uint64_t off = (uint64_t)ftello(r->f);
         if (fread(r->row, 1, n, r->f) != n)
-            return qk_err_at(err, r->path, "log-probs", (uint64_t)ftello(r->f), "truncated");
+            return qk_err_at(err, r->path, "log-probs", off, "truncated");
         dequant(r->row, NULL, r->row + 8, 1, nv, lp);
+        if ((rc = check_row(r, lp, off, err)))
+            return rc;
         r->row_in_chunk++;
         return 0;
     }
@@ -461,6 +484,8 @@ int qk_kldb_read_row(qk_kldb_reader *r, float *lp, qk_err *err)
                              "chunk %d: top token id %u is outside the vocabulary", r->chunk + 1, id);
         memcpy(&lp[id], vals + 4 * j, 4);
     }
+    if ((rc = check_row(r, lp, r->frames[r->chunk], err)))
+        return rc;
     r->row_in_chunk++;
     return 0;
 }
@@ -501,6 +526,8 @@ int qk_kldb_read_rows(qk_kldb_reader *r, int n, float *lp, qk_err *err)
             for (size_t i = 0; i < nv; i++)
                 l[i] += r->bias[i];
         qk_kldb_logprobs(l, (int)nv, l);
+        if ((rc = check_row(r, l, r->frames[r->chunk], err)))
+            return rc;
     }
     return 0;
 }

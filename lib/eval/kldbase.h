@@ -67,7 +67,13 @@ typedef struct qk_kldb_info {
 void qk_kldb_quantize_row(const float *logits, int n_vocab, float *scale, float *min_log_prob,
                           uint16_t *q);
 
-/* Exact log-probabilities in float: logit - max - (float)log(sum exp). */
+/* Exact log-probabilities in float: logit - max - (float)log(sum exp).  The
+ * one computation of a log-probability from logits: base rows, in-process
+ * bases and the model under test all go through these, so a model compared
+ * with itself is exactly 0. */
+#define QK_KLDB_LOGPROB(logit, max, lse) ((logit) - (max) - (lse))
+/* (float)log(sum expf(logit - max)) in double, and *max the largest logit. */
+float qk_kldb_lse(const float *logits, int n_vocab, float *max);
 void qk_kldb_logprobs(const float *logits, int n_vocab, float *lp);
 
 typedef struct qk_kldb_reader qk_kldb_reader;

@@ -146,9 +146,9 @@ void qk_kld_print_chunk(FILE *f, const qk_kld_acc *a, int chunk_no)
     const double top = 1. * (double)a->n_same_top / (double)a->count;
     fprintf(f, "%4d", chunk_no);
     fprintf(f, "    %9.4f \xc2\xb1 %9.4f", ppl, ppl * lp.e);
-    fprintf(f, "    %10.5f \xc2\xb1 %10.5f", lp.v - lb.v, sqrt(lp.e * lp.e + lb.e * lb.e - 2.0 * cov));
+    fprintf(f, "    %10.5f \xc2\xb1 %10.5f", lp.v - lb.v, sqrt(fmax(0.0, lp.e * lp.e + lb.e * lb.e - 2.0 * cov)));
     fprintf(f, "    %10.5f \xc2\xb1 %10.5f", kl.v, kl.e);
-    fprintf(f, "    %6.3f \xc2\xb1 %6.3f %%", 100.0 * rms, 100.0 * (0.5 / rms * mse.e));
+    fprintf(f, "    %6.3f \xc2\xb1 %6.3f %%", 100.0 * rms, rms > 0 ? 100.0 * (0.5 / rms * mse.e) : 0.0);
     fprintf(f, "    %6.3f \xc2\xb1 %6.3f %%", 100.0 * top,
             100.0 * sqrt(top * (1 - top) / (double)(a->count - 1)));
     fputc('\n', f);
@@ -196,14 +196,16 @@ void qk_kld_summarize(qk_kld_acc *a, qk_kld_summary *s)
     s->ppl_base.v = exp(lb.v);
     s->ppl_base.e = s->ppl_base.v * lb.e;
     const double cov = covariance(a->sum_nll, a->sum_nll_base, a->sum_nll_nll_base, n);
-    s->cor = cov / (lp.e * lb.e);
+    /* llama.cpp's formulas, kept inside their ranges: for equal inputs they
+     * would give 100.00000000000003 % and square roots of -1e-20 (nan) */
+    s->cor = fmax(-1.0, fmin(1.0, cov / (lp.e * lb.e)));
     s->ln_ratio.v = lp.v - lb.v;
-    s->ln_ratio.e = sqrt(lp.e * lp.e + lb.e * lb.e - 2.0 * cov);
+    s->ln_ratio.e = sqrt(fmax(0.0, lp.e * lp.e + lb.e * lb.e - 2.0 * cov));
     s->ratio.v = exp(s->ln_ratio.v);
     s->ratio.e = s->ratio.v * s->ln_ratio.e;
     const double ppl_cov = s->ppl.v * s->ppl_base.v * cov;
     s->diff.v = s->ppl.v - s->ppl_base.v;
-    s->diff.e = sqrt(s->ppl.e * s->ppl.e + s->ppl_base.e * s->ppl_base.e - 2.0 * ppl_cov);
+    s->diff.e = sqrt(fmax(0.0, s->ppl.e * s->ppl.e + s->ppl_base.e * s->ppl_base.e - 2.0 * ppl_cov));
 
     s->kld = mean_unc(a->sum_kld, a->sum_kld2, n);
     const float *kv = a->kld_values;
@@ -227,7 +229,7 @@ void qk_kld_summarize(qk_kld_acc *a, qk_kld_summary *s)
     const qk_kld_ve mse = mean_unc(a->sum_p_diff2, a->sum_p_diff4, n);
     const double rms = sqrt(mse.v);
     s->rms_dp.v = 100.0 * rms;
-    s->rms_dp.e = 100.0 * (0.5 / rms * mse.e);
+    s->rms_dp.e = rms > 0 ? 100.0 * (0.5 / rms * mse.e) : 0.0; /* llama.cpp: 0/0 */
     const double top = 1.0 * (double)a->n_same_top / (double)n;
     s->same_top.v = 100.0 * top;
     s->same_top.e = 100.0 * sqrt(top * (1.0 - top) / (double)(n - 1));
@@ -435,7 +437,7 @@ int qk_part_replay(const char *path, const qk_part_info *info, qk_kld_acc *a,
     const uint64_t raw = info->n_records * REC_SIZE;
     const unsigned long long fsz = ZSTD_getFrameContentSize(z, zn);
     uint8_t *buf = NULL;
-    if (fsz != raw) {
+    if (fsz != raw || !qk_ckd_zstd_fits(raw, zn)) {
         rc = qk_err_at(err, path, "records", PART_HDR, "truncated or corrupt record data");
         goto done;
     }

@@ -155,8 +155,7 @@ int qk_logits_finish(qk_logits_writer *w, qk_err *err)
     if (!rc) {
         uint8_t h[QK_LOGITS_HEADER];
         header(h, (uint32_t)w->dtype, w->n_vocab, (uint32_t)w->n_tokens, w->data_size);
-        if (fseek(w->out.f, 0, SEEK_SET) != 0 || fwrite(h, 1, sizeof h, w->out.f) != sizeof h)
-            rc = qk_err_sys(err, w->out.dst, "cannot write the header");
+        rc = qk_out_pwrite(&w->out, 0, h, sizeof h, err);
     }
     if (!rc)
         rc = qk_out_commit(&w->out, err);
@@ -223,8 +222,8 @@ static int read_header(qk_logits_reader *r, uint64_t file_size, qk_err *err)
                          dtype);
     r->dtype = (int)dtype;
     r->n_vocab = get_u32(h + 16);
-    if (r->n_vocab < 1 || (uint64_t)r->n_vocab * 4 > SIZE_MAX / 2)
-        return bad(r, "n_vocab", 16, "must be at least 1", err);
+    if (r->n_vocab < 1 || r->n_vocab > (1u << 24)) /* the largest vocabularies are near 2^18 */
+        return qk_err_at(err, r->rd->path, "n_vocab", 16, "%u is not between 1 and 2^24", r->n_vocab);
     r->n_tokens = get_u32(h + 20);
     r->data_size = get_u64(h + 24);
     uint64_t end;

@@ -58,26 +58,31 @@ void qk_ppl_logprobs(const float *logits, int n_vocab, float *lp)
 
 void qk_kld_score(const float *logits, const float *base_lp, int n_vocab, int tok, qk_kld_tok *out)
 {
-    int imax;
-    float max_logit = row_max(logits, n_vocab, &imax);
-    const float log_sum_exp = (float)log(row_sum_exp(logits, n_vocab, max_logit));
-    const float nll = max_logit + log_sum_exp - logits[tok];
-    const float nll_base = -base_lp[tok];
-    max_logit += log_sum_exp;
+    /* llama's log_softmax(..., kl_divergence_result &) with the model's
+     * log-probabilities computed exactly as the base's are (qk_kldb_logprobs),
+     * so that identical logits give exactly 0: same nll, same top token, and
+     * every term of the sum p_base * (lp_base - lp) zero. */
+    float max;
+    const float lse = qk_kldb_lse(logits, n_vocab, &max);
     double sum = 0;
-    int imax_base = -1;
-    float lp_max = 0;
+    int imax = -1, imax_base = -1;
+    float lp_max = 0, lpb_max = 0;
     for (int i = 0; i < n_vocab; i++) {
-        const float lpb = base_lp[i];
-        if (i == 0 || lpb > lp_max) {
-            lp_max = lpb;
+        const float lp = QK_KLDB_LOGPROB(logits[i], max, lse), lpb = base_lp[i];
+        if (i == 0 || lp > lp_max) {
+            lp_max = lp;
+            imax = i;
+        }
+        if (i == 0 || lpb > lpb_max) {
+            lpb_max = lpb;
             imax_base = i;
         }
         if (lpb > -16.f) {
             const float p_base = expf(lpb);
-            sum += p_base * (lpb - logits[i] + max_logit);
+            sum += p_base * (lpb - lp);
         }
     }
+    const float nll = -QK_KLDB_LOGPROB(logits[tok], max, lse), nll_base = -base_lp[tok];
     out->nll = nll;
     out->nll_base = nll_base;
     out->kld = sum;

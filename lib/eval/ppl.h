@@ -40,7 +40,8 @@ double qk_ppl_nll(const float *logits, int n_vocab, int tok, bool file_formula);
 /* Exact log-probabilities in float: logit - max - (float)log(sum exp). */
 void qk_ppl_logprobs(const float *logits, int n_vocab, float *lp);
 /* One token of a KL-divergence run against base log-probs base_lp (llama's
- * log_softmax(..., kl_divergence_result &)). */
+ * log_softmax(..., kl_divergence_result &), the model's log-probs computed
+ * as qk_ppl_logprobs computes the base's: identical logits score exactly 0). */
 void qk_kld_score(const float *logits, const float *base_lp, int n_vocab, int tok,
                   qk_kld_tok *out);
 

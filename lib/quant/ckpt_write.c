@@ -49,6 +49,7 @@
 #include "kernels/scaled.h"
 #include "kernels/types.h"
 #include "lib/core/ckd.h"
+#include "lib/core/ere.h"
 #include "lib/core/files.h"
 #include "lib/core/jsonp.h"
 #include "lib/core/outfile.h"
@@ -579,19 +580,16 @@ static int write_json(const wctx *w, const char *name, qk_pyj_member *m, size_t 
     char *path = qk_outdir_path(&w->out, name);
     if (!path)
         return oom(w->err);
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        int rc = qk_err_sys(w->err, path, "cannot create");
-        free(path);
-        return rc;
-    }
-    qk_pyjson_object(f, m, n, indent, sort);
-    if (newline)
-        fputc('\n', f);
-    int bad = ferror(f);
-    bad |= fclose(f);
-    int rc = bad ? qk_err_sys(w->err, path, "write failed") : QK_OK;
+    qk_out o;
+    int rc = qk_out_open(&o, path, w->err);
     free(path);
+    if (rc)
+        return rc;
+    qk_pyjson_object(o.f, m, n, indent, sort);
+    if (newline)
+        fputc('\n', o.f);
+    if ((rc = qk_out_commit(&o, w->err)))
+        qk_out_abort(&o);
     return rc;
 }
 
@@ -790,12 +788,9 @@ int qk_ckpt_quantize(const char *src_dir, const char *out_dir, const char *schem
     if (rc)
         return rc;
     if (w.o->ignore) {
-        int e = regcomp(&w.ignore_re, w.o->ignore, REG_EXTENDED | REG_NOSUB);
-        if (e) {
-            char msg[128];
-            regerror(e, &w.ignore_re, msg, sizeof msg);
+        char msg[128];
+        if (qk_ere_compile(&w.ignore_re, w.o->ignore, REG_EXTENDED | REG_NOSUB, msg, sizeof msg))
             return qk_errf(err, QK_EINPUT, "--ignore: bad regular expression '%s': %s", w.o->ignore, msg);
-        }
         w.has_ignore = true;
     }
     /* the output: must not exist, or be an empty directory; built beside it */
@@ -840,6 +835,8 @@ int qk_ckpt_quantize(const char *src_dir, const char *out_dir, const char *schem
     if (!rc)
         rc = qk_outdir_commit(&w.out, err);
 done:
+    if (rc)
+        qk_outdir_name_err(&w.out, err);
     qk_outdir_abort(&w.out);
     for (size_t i = 0; w.m && i < w.ck->n; i++)
         for (int j = 0; j < w.m[i].np; j++)

@@ -14,6 +14,7 @@
 #include "lib/quant/quant_plan.h"
 #include "lib/quant/quant_rules.h"
 #include "kernels/types.h"
+#include "lib/core/ere.h"
 
 #define FTYPE_GUESSED 1024   /* LLAMA_FTYPE_GUESSED */
 
@@ -162,13 +163,11 @@ static int compile_pattern(regex_t *re, const char *pattern, qk_err *err)
     char *px = to_posix_regex(pattern);
     if (!px)
         return qk_errf(err, QK_EIO, "out of memory");
-    int rc = regcomp(re, px, REG_EXTENDED | REG_NOSUB);
+    char msg[128];
+    int rc = qk_ere_compile(re, px, REG_EXTENDED | REG_NOSUB, msg, sizeof msg);
     free(px);
-    if (rc) {
-        char msg[128];
-        regerror(rc, re, msg, sizeof msg);
-        return qk_errf(err, QK_EINPUT, "--tensor-type: pattern '%s': %s", pattern, msg);
-    }
+    if (rc)
+        return qk_errf(err, QK_EINPUT, "--tensor-type: pattern '%.200s': %s", pattern, msg);
     return 0;
 }
 
@@ -199,6 +198,34 @@ int qk_quant_parse_tt(const char *s, qk_quant_tt *o, qk_err *err)
         return rc;
     }
     regfree(&re);
+    return 0;
+}
+
+int qk_quant_parse_tt_list(const char *text, size_t n, qk_quant_tt **tt, size_t *n_tt, qk_err *err)
+{
+    for (size_t i = 0; i < n;) {
+        while (i < n && isspace((unsigned char)text[i]))
+            i++;
+        size_t j = i;
+        while (j < n && !isspace((unsigned char)text[j]))
+            j++;
+        if (j == i)
+            break;
+        qk_quant_tt *p = realloc(*tt, (*n_tt + 1) * sizeof *p);
+        char *entry = strndup(text + i, j - i); /* a NUL ends it, as c_str() does */
+        if (p)
+            *tt = p;
+        if (!p || !entry) {
+            free(entry);
+            return qk_errf(err, QK_EIO, "out of memory");
+        }
+        int rc = qk_quant_parse_tt(entry, &p[*n_tt], err);
+        free(entry);
+        if (rc)
+            return rc;
+        (*n_tt)++;
+        i = j;
+    }
     return 0;
 }
 

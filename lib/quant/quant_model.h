@@ -68,6 +68,10 @@ typedef struct qk_quant_tt {
 /* Parse "PATTERN=TYPE" into *o (pattern malloc'd); code 2 when malformed or
  * the type is unknown or the pattern is not a valid regular expression. */
 int qk_quant_parse_tt(const char *s, qk_quant_tt *o, qk_err *err);
+/* --tensor-type-file: PATTERN=TYPE entries separated by white space (as
+ * llama-quantize reads them with >>), appended to *tt (*n_tt entries,
+ * realloc'd); code 2 at the first bad entry (those before it are kept). */
+int qk_quant_parse_tt_list(const char *text, size_t n, qk_quant_tt **tt, size_t *n_tt, qk_err *err);
 
 typedef struct qk_quant_opts {
     int ftype;                  /* a preset's file type */

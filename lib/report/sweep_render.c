@@ -316,7 +316,8 @@ int qk_rep_write_dir(const char *dir, const qk_rep *r, qk_err *err)
     }
     if (!rc)
         rc = qk_outdir_commit(&d, err);
-    else
-        qk_outdir_abort(&d);
+    if (rc)
+        qk_outdir_name_err(&d, err); /* name the output, not its temporary */
+    qk_outdir_abort(&d);
     return rc;
 }

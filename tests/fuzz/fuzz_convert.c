@@ -1,0 +1,67 @@
+/* fuzz_convert.c - libFuzzer harness for what qk-convert reads from a
+ * Hugging Face directory besides the tensor data (lib/convert, through its
+ * public entry point qk_convert with --vocab-only --dry-run): config.json's
+ * architecture and hyper-parameters, the vocabulary from tokenizer.json and
+ * tokenizer_config.json with the converter's pre-tokenizer check hash, the
+ * general.* metadata from config.json and generation_config.json, the output
+ * name, and the safetensors header.  Input: config.json NUL tokenizer.json
+ * NUL tokenizer_config.json NUL generation_config.json NUL model.safetensors
+ * (an empty part: no such file; the safetensors part last, since it holds
+ * NUL bytes), written to a scratch directory.  A refusal must be code 2 in
+ * one line naming the directory or a file in it. */
+#include <stdlib.h>
+
+#include "lib/convert/convert.h"
+#include "tests/fuzz/fuzz_util.h"
+
+static char dir[64];
+static const char *const names[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
+                                    "generation_config.json", "model.safetensors"};
+enum { N_PARTS = sizeof names / sizeof names[0] };
+
+static void cleanup(void)
+{
+    char p[128];
+    for (int i = 0; i < N_PARTS; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        unlink(p);
+    }
+    rmdir(dir);
+}
+
+static void put(const char *name, const uint8_t *data, size_t n)
+{
+    char p[128];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    unlink(p);
+    if (!n)
+        return;
+    FILE *f = fopen(p, "wb");
+    if (!f || fwrite(data, 1, n, f) != n || fclose(f))
+        abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (!dir[0]) {
+        snprintf(dir, sizeof dir, "%s/qk-fuzz-convert-XXXXXX", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+        if (!mkdtemp(dir))
+            abort();
+        atexit(cleanup);
+    }
+    const uint8_t *p[N_PARTS];
+    size_t n[N_PARTS] = {0};
+    int k = fuzz_split(data, size, N_PARTS, p, n);
+    for (int i = 0; i < N_PARTS; i++)
+        put(names[i], p[i], i < k ? n[i] : 0);
+    qk_conv_opts o = {.model_dir = dir, .outtype = QK_CONV_AUTO, .vocab_only = true, .dry_run = true, .threads = 1};
+    qk_conv_result r;
+    qk_err err = {0};
+    int rc = qk_convert(&o, &r, &err);
+    if (rc)
+        fuzz_refused(rc, &err, dir);
+    else if (r.n_files != 1 || !r.files || !r.files[0] || !r.pre[0])
+        abort(); /* a vocabulary-only dry run names one file and the pre-tokenizer */
+    qk_conv_result_free(&r);
+    return 0;
+}
