@@ -14,5 +14,6 @@ QK_COMMAND(quant);
 QK_COMMAND(run);
 QK_COMMAND(kld);
 QK_COMMAND(bench);
+QK_COMMAND(imatrix);
 
 #endif

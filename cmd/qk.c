@@ -19,6 +19,7 @@ static const struct command {
     {"run", cmd_run, "run a model: generate text, write logits, tokenize"},
     {"kld", cmd_kld, "perplexity and KL-divergence against a reference"},
     {"bench", cmd_bench, "speed and numerics benchmarks"},
+    {"imatrix", cmd_imatrix, "importance matrices from calibration text, as llama-imatrix makes them"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
