@@ -258,7 +258,7 @@ static void report_text(const qk_quant_plan *p, const char *preset)
         printf("[%4zu/%4zu] %-36s %-16s %-7s -> %-7s %10llu -> %10llu bytes  (%s%s)", i + 1, p->n,
                it->name, shape, qk_type_get(it->src->type)->name, qk_type_get(it->type)->name,
                (unsigned long long)it->src->nbytes, (unsigned long long)it->bytes, it->why,
-               it->imatrix ? ", imatrix" : "");
+               it->imatrix ? ", imatrix" : it->gptq ? ", gptq" : "");
         if (it->measured)
             printf("  snr %.2f dB nmse %.3g", snr_db(it), it->ref2 > 0 ? it->err2 / it->ref2 : 0.0);
         putchar('\n');
@@ -273,7 +273,28 @@ static void report_text(const qk_quant_plan *p, const char *preset)
         printf("note: the real run of this quantization requires an importance matrix (--imatrix)\n");
 }
 
-static void report_json(const qk_quant_plan *p, const char *in, const char *out, const char *preset)
+static void json_calib(qk_json *j, const model_args *a, const qk_quant_plan *p)
+{
+    qk_json_key(j, "method"), qk_json_str(j, a->gptq ? "gptq" : "rtn");
+    qk_json_key(j, "calibration");
+    if (!a->gptq) {
+        qk_json_null(j);
+        return;
+    }
+    const qk_gptq_calib *c = &a->calib;
+    qk_json_obj(j);
+    qk_json_key(j, "file"), qk_json_str(j, c->text);
+    qk_json_key(j, "chunks"), qk_json_int(j, p->o.dry_run ? c->n_chunks : c->chunks_used);
+    qk_json_key(j, "ctx"), qk_json_int(j, c->n_ctx);
+    qk_json_key(j, "damp"), qk_json_f64(j, c->o.damp);
+    qk_json_key(j, "act_order"), qk_json_bool(j, c->o.act_order);
+    qk_json_key(j, "tensors_gptq"), qk_json_int(j, c->n_gptq);
+    qk_json_key(j, "proxy_loss"), qk_json_f64(j, c->loss);
+    qk_json_end_obj(j);
+}
+
+static void report_json(const qk_quant_plan *p, const model_args *a, const char *in, const char *out,
+                        const char *preset)
 {
     qk_json j;
     qk_json_init(&j, stdout, true);
@@ -290,6 +311,7 @@ static void report_json(const qk_quant_plan *p, const char *in, const char *out,
     qk_json_key(&j, "preset"), qk_json_str(&j, preset);
     qk_json_key(&j, "file_type"), qk_json_uint(&j, p->file_type);
     qk_json_key(&j, "dry_run"), qk_json_bool(&j, p->o.dry_run);
+    json_calib(&j, a, p);
     qk_json_key(&j, "imatrix");
     if (p->o.imatrix) {
         const qk_imatrix *im = p->o.imatrix;
@@ -325,6 +347,7 @@ static void report_json(const qk_quant_plan *p, const char *in, const char *out,
         qk_json_key(&j, "type"), qk_json_str(&j, qk_type_get(it->type)->name);
         qk_json_key(&j, "reason"), qk_json_str(&j, it->why);
         qk_json_key(&j, "imatrix"), qk_json_bool(&j, it->imatrix != NULL);
+        qk_json_key(&j, "gptq"), qk_json_bool(&j, it->gptq);
         qk_json_key(&j, "shard"), qk_json_int(&j, it->shard);
         qk_json_key(&j, "bytes_in"), qk_json_uint(&j, it->src->nbytes);
         qk_json_key(&j, "bytes"), qk_json_uint(&j, it->bytes);
@@ -470,7 +493,7 @@ static int quantize_model(model_args *a, char **pos, int npos, const char *prog)
             goto done;
     }
     if (a->json)
-        report_json(plan, in, out, pr->name);
+        report_json(plan, a, in, out, pr->name);
     else if (!a->quiet)
         report_text(plan, pr->name);
 done:

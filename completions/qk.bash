@@ -12,7 +12,9 @@ _qk_words_after() { # print the words of a list-valued option
     --synthetic) echo "gaussian laplace student-t: outlier-channels";;
     --granularity) echo "tensor channel token group:32 group:64 group:128 block:128x128 none";;
     --kld-base-format) echo "llama qk";;
-    -o|--output) echo "md csv json";;
+    -o|--output) [ "$sub" = bench ] && echo "md csv json";; # qk-bench's; $sub is _qk's
+    --output-format) echo "gguf dat";;
+    --method) echo "rtn gptq";;
     esac
 }
 _qk()
@@ -40,4 +42,4 @@ _qk()
         COMPREPLY=($(compgen -f -- "$cur"))
     fi
 }
-complete -o filenames -F _qk qk qk-inspect qk-quant qk-run qk-kld qk-bench
+complete -o filenames -F _qk qk qk-inspect qk-quant qk-run qk-kld qk-bench qk-imatrix

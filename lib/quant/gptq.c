@@ -71,6 +71,22 @@ typedef struct {
     atomic_int bad;
 } chol_job;
 
+/* sum a[m] * b[m] over m in [0, n), in four fixed interleaved partial sums */
+static double dot4(const double *a, const double *b, int64_t n)
+{
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t m = 0;
+    for (; m + 4 <= n; m += 4) {
+        s0 += a[m] * b[m];
+        s1 += a[m + 1] * b[m + 1];
+        s2 += a[m + 2] * b[m + 2];
+        s3 += a[m + 3] * b[m + 3];
+    }
+    for (; m < n; m++)
+        s0 += a[m] * b[m];
+    return (s0 + s1) + (s2 + s3);
+}
+
 static void v_column(void *ctx, size_t b, size_t e)
 {
     chol_job *c = ctx;
@@ -78,10 +94,8 @@ static void v_column(void *ctx, size_t b, size_t e)
     const double *vj = c->a + j * n, djj = vj[j];
     for (size_t ii = b; ii < e; ii++) {
         const int64_t i = (int64_t)ii;
-        double *vi = c->a + i * n, s = vi[j];
-        for (int64_t m = j + 1; m < n; m++)
-            s -= vi[m] * vj[m];
-        vi[j] = s / djj;
+        double *vi = c->a + i * n;
+        vi[j] = (vi[j] - dot4(vi + j + 1, vj + j + 1, n - j - 1)) / djj;
     }
 }
 
@@ -95,10 +109,7 @@ static void u_columns(void *ctx, size_t b, size_t e)
         u[j] = 1.0 / c->a[j * n + j];
         for (int64_t i = j - 1; i >= 0; i--) {
             const double *vi = c->a + i * n;
-            double s = 0;
-            for (int64_t m = i + 1; m <= j; m++)
-                s += vi[m] * u[m];
-            u[i] = -s / vi[i];
+            u[i] = -dot4(vi + i + 1, u + i + 1, j - i) / vi[i];
         }
     }
 }
@@ -109,9 +120,8 @@ static bool factor(double *a, double *uc, float *u, int64_t n, int nthreads)
 {
     chol_job c = {.a = a, .uc = uc, .n = n};
     for (int64_t j = n - 1; j >= 0; j--) {
-        double *vj = a + j * n, d = vj[j];
-        for (int64_t m = j + 1; m < n; m++)
-            d -= vj[m] * vj[m];
+        double *vj = a + j * n;
+        const double d = vj[j] - dot4(vj + j + 1, vj + j + 1, n - j - 1);
         if (!(d > 0) || !isfinite(d))
             return false;
         vj[j] = sqrt(d);
@@ -146,8 +156,9 @@ typedef struct {
 
 /* per-tile scratch */
 typedef struct {
-    float *wt, *a, *b, *e, *x; /* wt, a, b: cols x ROW_TILE (wt by position, a/b by column); e: BATCH x ROW_TILE */
-    uint8_t *lv, *enc, *row;   /* lv: ROW_TILE x cols; enc: per block; row: one encoded row */
+    float *wt, *a, *b, *e, *x; /* wt, a, b: cols x ROW_TILE (wt by position, a/b by column); e: BATCH x ROW_TILE;
+                                * x: one block */
+    uint8_t *lv, *enc;         /* lv: ROW_TILE x cols; enc: per block */
 } gq_tile;
 
 /* Pending feedback of batch positions [k1, k) onto positions [from, cols). */
@@ -172,11 +183,28 @@ static void encode_block(const gq_job *j, gq_tile *t, int64_t blk, int64_t r0, i
     float a[QK_GRID_MAX_BLOCK], b[QK_GRID_MAX_BLOCK];
     for (int r = 0; r < nr; r++) {
         uint8_t *dst = j->out + (size_t)(r0 + r) * j->rs + (size_t)blk * ts;
-        if (j->g->row_context) {
-            for (int64_t c = 0; c < j->cols; c++)
-                t->x[c] = t->wt[j->pos[c] * ROW_TILE + r];
-            j->tt->quantize(t->x, t->row, 1, j->cols, j->imp);
-            memcpy(dst, t->row + (size_t)blk * ts, ts);
+        if (j->g->row_context && j->cols > B) {
+            /* The encoder weighs the block by sigma2, the mean square of the row it
+             * is given: give it the block and a pad block that brings that mean to
+             * the whole current row's (the row itself would cost cols/B encodes of
+             * the row per row). */
+            float s = 0, sb = 0, x2[2 * QK_GRID_MAX_BLOCK], imp2[2 * QK_GRID_MAX_BLOCK];
+            uint8_t two[2 * 64];
+            for (int64_t c = 0; c < j->cols; c++) {
+                const float v = t->wt[j->pos[c] * ROW_TILE + r];
+                s += v * v;
+            }
+            for (int i = 0; i < B; i++) {
+                x2[i] = t->wt[j->pos[blk * B + i] * ROW_TILE + r];
+                sb += x2[i] * x2[i];
+                imp2[i] = imp2[B + i] = j->imp[blk * B + i];
+            }
+            const float want = 2.0f * (float)B * (s / (float)j->cols) - sb;
+            const float pad = want > 0 ? sqrtf(want / (float)B) : 0.0f;
+            for (int i = 0; i < B; i++)
+                x2[B + i] = pad;
+            j->tt->quantize(x2, two, 1, 2 * B, imp2);
+            memcpy(dst, two, ts);
         } else {
             for (int i = 0; i < B; i++)
                 t->x[i] = t->wt[j->pos[blk * B + i] * ROW_TILE + r];
@@ -245,9 +273,8 @@ static void tiles(void *ctx, size_t b, size_t e)
     const size_t C = (size_t)j->cols, T = ROW_TILE;
     gq_tile t = {.wt = malloc(C * T * sizeof(float)), .a = malloc(C * T * sizeof(float)),
                  .b = malloc(C * T * sizeof(float)), .e = malloc(QK_GPTQ_BATCH * T * sizeof(float)),
-                 .x = malloc(C * sizeof(float)), .lv = malloc(C * T), .enc = malloc(C),
-                 .row = malloc(j->rs)};
-    if (!t.wt || !t.a || !t.b || !t.e || !t.x || !t.lv || !t.enc || !t.row) {
+                 .x = malloc(QK_GRID_MAX_BLOCK * sizeof(float)), .lv = malloc(C * T), .enc = malloc(C)};
+    if (!t.wt || !t.a || !t.b || !t.e || !t.x || !t.lv || !t.enc) {
         atomic_store(&j->oom, 1);
     } else {
         for (size_t tile = b; tile < e; tile++) {
@@ -257,7 +284,7 @@ static void tiles(void *ctx, size_t b, size_t e)
             run_tile(j, &t, r0, nr, &j->loss[tile]);
         }
     }
-    free(t.wt), free(t.a), free(t.b), free(t.e), free(t.x), free(t.lv), free(t.enc), free(t.row);
+    free(t.wt), free(t.a), free(t.b), free(t.e), free(t.x), free(t.lv), free(t.enc);
 }
 
 /* ---- one matrix --------------------------------------------------------------------------- */
@@ -272,81 +299,106 @@ static int by_diag(const void *x, const void *y, void *ctx)
     return (a > b) - (a < b);
 }
 
-int qk_gptq_quantize(const float *w, int64_t rows, int64_t cols, int type, const qk_hess *h,
-                     const qk_gptq_opts *o, uint8_t *out, double *loss, qk_err *err)
+void qk_gptq_factor_free(qk_gptq_factor *f)
 {
-    const qk_grid_ops *g = qk_grid_for(type);
-    const qk_type_traits *tt = qk_type_get(type);
-    if (!g || !tt)
-        return qk_errf(err, QK_EINPUT, "GPTQ: no grid for type %s", tt ? tt->name : "?");
-    if (cols != h->dim || cols % g->block || h->n <= 0)
-        return qk_errf(err, QK_EINPUT, "GPTQ: %lld columns, Hessian of %lld over %lld rows, block %d",
-                       (long long)cols, (long long)h->dim, (long long)h->n, g->block);
-    const size_t C = (size_t)cols, nt = ((size_t)rows + ROW_TILE - 1) / ROW_TILE;
+    free(f->perm), free(f->pos), free(f->u), free(f->imp), free(f->dead);
+    memset(f, 0, sizeof *f);
+}
+
+int qk_gptq_factor_make(qk_gptq_factor *f, const qk_hess *h, const qk_gptq_opts *o, qk_err *err)
+{
+    memset(f, 0, sizeof *f);
+    if (h->n <= 0)
+        return qk_errf(err, QK_EINPUT, "GPTQ: no calibration rows reached this input");
+    const size_t C = (size_t)h->dim;
+    f->cols = h->dim;
     double *diag = malloc(C * sizeof *diag), *a = malloc(C * C * sizeof *a), *uc = malloc(C * C * sizeof *uc);
-    float *u = malloc(C * C * sizeof *u), *imp = malloc(C * sizeof *imp);
-    int *perm = malloc(C * sizeof *perm), *pos = malloc(C * sizeof *pos), *maxpos = malloc(C * sizeof *maxpos);
-    uint8_t *dead = malloc(C);
-    double *tl = calloc(nt ? nt : 1, sizeof *tl);
+    f->u = malloc(C * C * sizeof *f->u), f->imp = malloc(C * sizeof *f->imp);
+    f->perm = malloc(C * sizeof *f->perm), f->pos = malloc(C * sizeof *f->pos), f->dead = malloc(C);
     int rc = 0;
-    if (!diag || !a || !uc || !u || !imp || !perm || !pos || !maxpos || !dead || !tl) {
-        rc = qk_errf(err, QK_EIO, "GPTQ: out of memory (%lld columns)", (long long)cols);
+    if (!diag || !a || !uc || !f->u || !f->imp || !f->perm || !f->pos || !f->dead) {
+        rc = qk_errf(err, QK_EIO, "GPTQ: out of memory (%zu columns)", C);
         goto done;
     }
     const double inv_n = 1.0 / (double)h->n;
     double mean = 0;
     for (size_t i = 0; i < C; i++) {
         diag[i] = h->s[i * C + i] * inv_n;
-        imp[i] = (float)diag[i];
-        dead[i] = diag[i] == 0;
-        if (dead[i])
+        f->imp[i] = (float)diag[i];
+        f->dead[i] = diag[i] == 0;
+        if (f->dead[i])
             diag[i] = 1;
         mean += diag[i];
-        perm[i] = (int)i;
+        f->perm[i] = (int)i;
     }
     mean /= (double)C;
     if (o->act_order)
-        qsort_r(perm, C, sizeof *perm, by_diag, diag);
+        qsort_r(f->perm, C, sizeof *f->perm, by_diag, diag);
     for (size_t k = 0; k < C; k++)
-        pos[perm[k]] = (int)k;
-    for (size_t b = 0; b < C / (size_t)g->block; b++) {
-        maxpos[b] = 0;
-        for (int i = 0; i < g->block; i++)
-            if (pos[b * (size_t)g->block + (size_t)i] > maxpos[b])
-                maxpos[b] = pos[b * (size_t)g->block + (size_t)i];
-    }
+        f->pos[f->perm[k]] = (int)k;
     double damp = o->damp;
     bool ok = false;
-    for (int attempt = 0; attempt < 4 && !ok; attempt++, damp *= 10) {
+    for (int attempt = 0; attempt < 4 && !ok; attempt++) {
+        if (attempt)
+            damp *= 10;
         for (size_t k = 0; k < C; k++)
             for (size_t kp = 0; kp < C; kp++) {
-                size_t i = (size_t)perm[k], jj = (size_t)perm[kp];
+                size_t i = (size_t)f->perm[k], jj = (size_t)f->perm[kp];
                 if (i > jj) {
-                    size_t s = i;
-                    i = jj, jj = s;
+                    size_t t = i;
+                    i = jj, jj = t;
                 }
-                a[k * C + kp] = i == jj ? diag[i] + damp * mean : dead[i] || dead[jj] ? 0 : h->s[i * C + jj] * inv_n;
+                a[k * C + kp] = i == jj ? diag[i] + damp * mean
+                                : f->dead[i] || f->dead[jj] ? 0 : h->s[i * C + jj] * inv_n;
             }
-        ok = factor(a, uc, u, cols, o->nthreads);
+        ok = factor(a, uc, f->u, f->cols, o->nthreads);
     }
-    if (!ok) {
-        rc = qk_errf(err, QK_EINPUT, "GPTQ: the Hessian is not positive definite even with dampening %g", damp / 10);
-        goto done;
+    f->damp = damp;
+    if (!ok)
+        rc = qk_errf(err, QK_EINPUT, "GPTQ: the Hessian is not positive definite even with dampening %g", damp);
+done:
+    free(diag), free(a), free(uc);
+    if (rc)
+        qk_gptq_factor_free(f);
+    return rc;
+}
+
+int qk_gptq_quantize(const float *w, int64_t rows, int64_t cols, int type, const qk_gptq_factor *f,
+                     int nthreads, uint8_t *out, double *loss, qk_err *err)
+{
+    const qk_grid_ops *g = qk_grid_for(type);
+    const qk_type_traits *tt = qk_type_get(type);
+    if (!g || !tt)
+        return qk_errf(err, QK_EINPUT, "GPTQ: no grid for type %s", tt ? tt->name : "?");
+    if (cols != f->cols || cols % g->block || (g->row_context && tt->type_size > 64))
+        return qk_errf(err, QK_EINPUT, "GPTQ: %lld columns, a Hessian of %lld, blocks of %d", (long long)cols,
+                       (long long)f->cols, g->block);
+    const size_t C = (size_t)cols, nt = ((size_t)rows + ROW_TILE - 1) / ROW_TILE, nb = C / (size_t)g->block;
+    int *maxpos = malloc(nb * sizeof *maxpos);
+    double *tl = calloc(nt ? nt : 1, sizeof *tl);
+    if (!maxpos || !tl) {
+        free(maxpos), free(tl);
+        return qk_errf(err, QK_EIO, "GPTQ: out of memory (%lld columns)", (long long)cols);
     }
-    gq_job j = {.w = w, .rows = rows, .cols = cols, .tt = tt, .g = g, .u = u, .imp = imp, .perm = perm,
-                .pos = pos, .maxpos = maxpos, .dead = dead, .out = out, .rs = qk_row_size(type, cols), .loss = tl};
+    for (size_t b = 0; b < nb; b++) {
+        maxpos[b] = 0;
+        for (int i = 0; i < g->block; i++)
+            if (f->pos[b * (size_t)g->block + (size_t)i] > maxpos[b])
+                maxpos[b] = f->pos[b * (size_t)g->block + (size_t)i];
+    }
+    gq_job j = {.w = w, .rows = rows, .cols = cols, .tt = tt, .g = g, .u = f->u, .imp = f->imp, .perm = f->perm,
+                .pos = f->pos, .maxpos = maxpos, .dead = f->dead, .out = out, .rs = qk_row_size(type, cols),
+                .loss = tl};
     atomic_init(&j.oom, 0);
-    qk_parallel_for(o->nthreads, nt, 1, tiles, &j);
-    if (atomic_load(&j.oom)) {
+    qk_parallel_for(nthreads, nt, 1, tiles, &j);
+    int rc = 0;
+    if (atomic_load(&j.oom))
         rc = qk_errf(err, QK_EIO, "GPTQ: out of memory (row tiles)");
-        goto done;
-    }
-    if (loss) {
+    if (!rc && loss) {
         *loss = 0;
         for (size_t i = 0; i < nt; i++)
             *loss += tl[i];
     }
-done:
-    free(diag), free(a), free(uc), free(u), free(imp), free(perm), free(pos), free(maxpos), free(dead), free(tl);
+    free(maxpos), free(tl);
     return rc;
 }

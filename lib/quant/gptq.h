@@ -19,8 +19,9 @@
  *    block's current, error-updated weights - every pending feedback of the
  *    batch applied first - and fixes the block's scales; then each column is
  *    rounded to the nearest value of its block's grid (kernels/grid.h).
- *    Legacy types weigh a block by the whole row, so their encoder runs on
- *    the whole current row.
+ *    The legacy types' encoders weigh a block by sigma2, the mean square of
+ *    the row they are given: they get the block and a pad block that makes
+ *    that the whole current row's mean square.
  * Rows are independent given U: they are split across threads in fixed
  * tiles, so the bytes do not depend on the thread count.  H and its
  * factorization are in double, the weight updates in float. */
@@ -53,13 +54,31 @@ typedef struct qk_gptq_opts {
     int nthreads;
 } qk_gptq_opts;
 
+/* What GPTQ needs of a Hessian, made once for every weight on that input:
+ * the column order, U (the upper Cholesky factor of the dampened H^-1, in
+ * that order, float), the columns whose input is always zero and the
+ * importance diag(H)/2 per column. */
+typedef struct qk_gptq_factor {
+    int64_t cols;
+    int *perm, *pos;   /* perm[k]: column at position k; pos: its inverse */
+    float *u;          /* cols x cols, row-major, upper triangle */
+    float *imp;        /* mean x^2 per column (an imatrix's values) */
+    uint8_t *dead;
+    double damp;       /* the dampening used (raised when H needed it) */
+} qk_gptq_factor;
+
+/* Errors: no rows in h, out of memory, H not positive definite even after
+ * raising the dampening 1000-fold (code 2). */
+int qk_gptq_factor_make(qk_gptq_factor *f, const qk_hess *h, const qk_gptq_opts *o, qk_err *err);
+void qk_gptq_factor_free(qk_gptq_factor *f);
+
 /* Quantize W (rows x cols floats, row-major) into `type` (one with a
- * kernels/grid.h grid; cols a multiple of its block) given the Hessian of
- * its input; out receives rows x qk_row_size(type, cols) bytes.  *loss
- * (may be NULL) gets GPTQ's proxy loss sum (w - q)^2 / U_jj^2 / 2.
- * Errors: no grid for the type, out of memory, H not positive definite
- * even after raising the dampening (code 2). */
-int qk_gptq_quantize(const float *w, int64_t rows, int64_t cols, int type, const qk_hess *h,
-                     const qk_gptq_opts *o, uint8_t *out, double *loss, qk_err *err);
+ * kernels/grid.h grid; cols a multiple of its block and f's) given the
+ * factor of its input's Hessian; out receives rows x qk_row_size(type,
+ * cols) bytes.  *loss (may be NULL) gets GPTQ's proxy loss sum
+ * (w - q)^2 / U_jj^2 / 2.  Errors: no grid for the type, a shape that does
+ * not fit (code 2), out of memory (3). */
+int qk_gptq_quantize(const float *w, int64_t rows, int64_t cols, int type, const qk_gptq_factor *f,
+                     int nthreads, uint8_t *out, double *loss, qk_err *err);
 
 #endif

@@ -35,6 +35,7 @@ typedef struct {
     float *scratch;       /* one chunk */
     qk_ctx *ctx;
     qk_hess h[N_H];
+    qk_gptq_factor f[N_H]; /* made from h when a weight of the slot is encoded */
     const qk_weight *slot_w[N_H]; /* the weight whose hook call feeds each slot */
     bool collecting;
     void *packed[8];      /* repacked encoded weights of the layer in use */
@@ -77,8 +78,8 @@ static float *source_rows(const qk_quant_item *it, qk_err *err)
 }
 
 /* Encode an item as the plan will (round to nearest; GPTQ when its Hessian
- * is given and its type has a grid) into it->data. */
-static int encode_item(run *r, qk_quant_item *it, const qk_hess *h, qk_err *err)
+ * slot is given (>= 0) and its type has a grid) into it->data. */
+static int encode_item(run *r, qk_quant_item *it, int slot, qk_err *err)
 {
     const qk_gguf_tensor *s = it->src;
     const size_t bytes = qk_row_size(it->type, s->ne[0]) * (size_t)s->ne[1];
@@ -89,9 +90,13 @@ static int encode_item(run *r, qk_quant_item *it, const qk_hess *h, qk_err *err)
     int rc = 0;
     if (!it->data) {
         rc = qk_errf(err, QK_EIO, "out of memory (%s)", it->name);
-    } else if (h && qk_gptq_supports(it->type)) {
+    } else if (slot >= 0 && qk_gptq_supports(it->type)) {
         double loss = 0;
-        rc = qk_gptq_quantize(f, s->ne[1], s->ne[0], it->type, h, &r->c->o, it->data, &loss, err);
+        if (!r->f[slot].u)
+            rc = qk_gptq_factor_make(&r->f[slot], &r->h[slot], &r->c->o, err);
+        if (!rc)
+            rc = qk_gptq_quantize(f, s->ne[1], s->ne[0], it->type, &r->f[slot], r->c->o.nthreads, it->data,
+                                  &loss, err);
         if (rc) {
             char msg[sizeof err->msg];
             snprintf(msg, sizeof msg, "%s", err->msg);
@@ -99,6 +104,7 @@ static int encode_item(run *r, qk_quant_item *it, const qk_hess *h, qk_err *err)
         }
         r->c->loss += loss;
         r->c->n_gptq++;
+        it->gptq = true;
     } else {
         qk_type_get(it->type)->quantize(f, it->data, s->ne[1], s->ne[0], NULL);
     }
@@ -146,6 +152,7 @@ static int hessians(run *r, const int64_t dims[N_H], qk_err *err)
 {
     for (int s = 0; s < N_H; s++) {
         qk_hess_free(&r->h[s]);
+        qk_gptq_factor_free(&r->f[s]);
         if (dims[s] && qk_hess_init(&r->h[s], dims[s], err))
             return err->code;
     }
@@ -181,7 +188,7 @@ static int do_layer(run *r, int l, qk_err *err)
         if (!it || !it->quantize)
             continue; /* kept in its type: the products read it as it is */
         enc[i] = true;
-        if (!(rc = encode_item(r, it, &r->h[slot[i]], err)))
+        if (!(rc = encode_item(r, it, slot[i], err)))
             rc = use_encoded(ws[i], it, &r->packed[i], err);
     }
     if (!rc)
@@ -208,7 +215,7 @@ static int do_head(run *r, qk_err *err)
     r->collecting = true;
     rc = pass(r, r->m.hp.n_layer, false, err);
     r->collecting = false;
-    return rc ? rc : encode_item(r, it, &r->h[H_OUT], err);
+    return rc ? rc : encode_item(r, it, H_OUT, err);
 }
 
 /* The calibration tokens: llama-imatrix's tokenization of the text. */
@@ -265,7 +272,7 @@ int qk_gptq_plan_run(qk_quant_plan *p, qk_gptq_calib *c, bool quiet, qk_err *err
     r.mq.layers = r.layers;
     /* the stream starts from the token embeddings as the output file has them */
     qk_quant_item *emb = item_of(p, &r.m.tok_embd);
-    if (emb && emb->quantize && !(rc = encode_item(&r, emb, NULL, err)))
+    if (emb && emb->quantize && !(rc = encode_item(&r, emb, -1, err)))
         rc = use_encoded(&r.mq.tok_embd, emb, NULL, err);
     if (r.m.output.data == r.m.tok_embd.data)
         r.mq.output = r.mq.tok_embd;
@@ -294,8 +301,10 @@ int qk_gptq_plan_run(qk_quant_plan *p, qk_gptq_calib *c, bool quiet, qk_err *err
     /* whatever else the plan quantizes is encoded by the writer */
 done:
     free_packed(&r);
-    for (int s = 0; s < N_H; s++)
+    for (int s = 0; s < N_H; s++) {
         qk_hess_free(&r.h[s]);
+        qk_gptq_factor_free(&r.f[s]);
+    }
     qk_ctx_free(r.ctx);
     free(r.layers);
     free(r.x);

@@ -110,6 +110,7 @@ typedef struct qk_quant_item {
     double err2, ref2;      /* --measure: sum of squared error / of squared source */
     bool measured;
     uint8_t *data;          /* the encoded bytes when made before the run (GPTQ), owned by the plan */
+    bool gptq;              /* data is GPTQ's (else round to nearest) */
 } qk_quant_item;
 
 typedef struct qk_quant_plan {
