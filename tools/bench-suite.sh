@@ -10,7 +10,8 @@
 # model) and a table of ours / theirs / ratio (medians need python3) is added.
 # Knobs: BENCH_THREADS (default: all CPUs), BENCH_REPS (5), BENCH_PP (128),
 # BENCH_TG (32), BENCH_TYPES (kernel types, default qk-bench's list),
-# BENCH_BLAS (library for the OpenBLAS reference).
+# BENCH_BLAS (library for the OpenBLAS reference).  qk-imatrix's throughput
+# (against LLAMA_IMATRIX=/path/to/llama-imatrix when set) is tools/bench-imatrix.sh's.
 set -eu
 QK=${1:-build/qk}
 OUT=${2:-build/bench.md}
@@ -75,6 +76,9 @@ PY
         cat "$TMP/rows"
     } >>"$TMP/doc"
 fi
+
+printf '\n## Importance matrices\n\n' >>"$TMP/doc"
+sh tools/bench-imatrix.sh "$QK" >>"$TMP/doc"
 
 mkdir -p "$(dirname "$OUT")"
 mv "$TMP/doc" "$OUT.tmp.$$" && mv "$OUT.tmp.$$" "$OUT"
