@@ -133,6 +133,7 @@ static void init(void)
             merge_pack(l, qk_x86_avx2_packed_k6);
             merge_pack(l, qk_x86_avx2_packed_sum);
             merge_pack(l, qk_x86_avx2_packed_f);
+            merge_pack(l, qk_x86_avx2_packed_f32);
         } else if (l == QK_CPU_AVX512) {
             merge(l, qk_x86_avx512);
         }

@@ -24,8 +24,8 @@
  * 8 float lanes with FMA and a fixed tree, or for rows that are no multiple
  * of 8 ggml_vec_dot_f16's 32 lanes; defined in float.c), which the scalar
  * reference and the
- * SIMD kernels implement alike.  F32 x F32 has no SIMD kernel and so is the
- * reference (a double sum) at every level.  tests/test_simd.c checks all of
+ * SIMD kernels implement alike.  F32 x F32 is the reference's double sum at
+ * every level (the AVX2 packed kernel runs eight rows' sums side by side).  tests/test_simd.c checks all of
  * it with memcmp. */
 #ifndef QK_CPU_H
 #define QK_CPU_H

@@ -40,6 +40,7 @@ extern const qk_pack_ops qk_x86_avx2_packed_k4[];
 extern const qk_pack_ops qk_x86_avx2_packed_k6[];
 extern const qk_pack_ops qk_x86_avx2_packed_sum[];
 extern const qk_pack_ops qk_x86_avx2_packed_f[];
+extern const qk_pack_ops qk_x86_avx2_packed_f32[];
 extern const qk_simd_ops qk_x86_avx512[];
 
 /* Attention inner loops (avx2_attn.c; see attn.h). */
