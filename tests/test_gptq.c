@@ -4,12 +4,15 @@
  *   well below that of the type's own round-to-nearest encoder given the
  *   same importance (diag H: what an imatrix holds), with and without
  *   act-order;
- * - the Hessian sums do not depend on how the rows are batched, and the
- *   bytes do not depend on the thread count;
+ * - the Hessian sums do not depend on how the rows are batched, nor on the
+ *   CPU level (kernels/gram.h), and the bytes do not depend on the thread
+ *   count;
  * - a column whose input is always zero, and a type without a grid. */
 #include <math.h>
 #include <string.h>
 
+#include "kernels/cpu.h"
+#include "kernels/gram.h"
 #include "kernels/types.h"
 #include "lib/quant/gptq.h"
 #include "tests/testutil.h"
@@ -152,4 +155,31 @@ Test(gptq, dead_inputs_and_unsupported_types)
     qk_hess_free(&empty);
     free(q);
     qk_hess_free(&h);
+}
+
+Test(gptq, outer_product_sums_equal_at_every_level)
+{
+    uint64_t sd = 5;
+    static float x[40 * 133];
+    for (int i = 0; i < 40 * 133; i++)
+        x[i] = tu_gauss(&sd) * (i % 29 == 0 ? 1e4f : 1.0f);
+    const int dims[] = {133, 64, 7};
+    for (int di = 0; di < 3; di++) {
+        const int64_t d = dims[di];
+        double *ref = calloc((size_t)(d * d), sizeof *ref), *got = calloc((size_t)(d * d), sizeof *got);
+        qk_gram_kernel_at(QK_CPU_SCALAR)(ref, d, x, 40, 0, d);
+        for (int level = 1; level <= (int)qk_cpu_supported(); level++) {
+            memset(got, 0, (size_t)(d * d) * sizeof *got);
+            /* in row ranges of 5 (not the kernel's 4) and two batches of rows */
+            for (int64_t i0 = 0; i0 < d; i0 += 5) {
+                const int64_t i1 = i0 + 5 < d ? i0 + 5 : d;
+                qk_gram_kernel_at(level)(got, d, x, 17, i0, i1);
+                qk_gram_kernel_at(level)(got, d, x + 17 * d, 23, i0, i1);
+            }
+            for (int64_t i = 0; i < d; i++)
+                cr_assert(!memcmp(ref + i * d + i, got + i * d + i, (size_t)(d - i) * sizeof *ref),
+                          "level %s, d %lld, row %lld", qk_cpu_level_name(level), (long long)d, (long long)i);
+        }
+        free(ref), free(got);
+    }
 }

@@ -43,6 +43,9 @@ extern const qk_pack_ops qk_x86_avx2_packed_f[];
 extern const qk_pack_ops qk_x86_avx2_packed_f32[];
 extern const qk_simd_ops qk_x86_avx512[];
 
+/* Outer-product sums (avx2_gram.c; see kernels/gram.h). */
+void qk_x86_avx2_gram(double *s, int64_t d, const float *x, int64_t n, int64_t i0, int64_t i1);
+
 /* Attention inner loops (avx2_attn.c; see attn.h). */
 struct qk_attn_kernels;
 extern const struct qk_attn_kernels qk_x86_avx2_attn;

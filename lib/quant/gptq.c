@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/gram.h"
 #include "kernels/grid.h"
 #include "kernels/types.h"
 #include "lib/core/threads.h"
@@ -32,6 +33,7 @@ typedef struct {
     qk_hess *h;
     const float *x;
     int64_t n;
+    qk_gram_fn gram;
 } hess_job;
 
 static void hess_rows(void *ctx, size_t b, size_t e)
@@ -40,21 +42,13 @@ static void hess_rows(void *ctx, size_t b, size_t e)
     const int64_t d = j->h->dim;
     for (size_t tile = b; tile < e; tile++) {
         const int64_t i0 = (int64_t)tile * HESS_TILE, i1 = i0 + HESS_TILE < d ? i0 + HESS_TILE : d;
-        for (int64_t t = 0; t < j->n; t++) {
-            const float *x = j->x + t * d;
-            for (int64_t i = i0; i < i1; i++) {
-                const double xi = x[i];
-                double *s = j->h->s + i * d;
-                for (int64_t k = i; k < d; k++)
-                    s[k] += xi * (double)x[k];
-            }
-        }
+        j->gram(j->h->s, d, j->x, j->n, i0, i1);
     }
 }
 
 void qk_hess_add(qk_hess *h, const float *x, int64_t n_rows, int nthreads)
 {
-    hess_job j = {h, x, n_rows};
+    hess_job j = {h, x, n_rows, qk_gram_kernel()};
     qk_parallel_for(nthreads, (size_t)((h->dim + HESS_TILE - 1) / HESS_TILE), 1, hess_rows, &j);
     h->n += n_rows;
 }
