@@ -8,13 +8,18 @@
 # collection, saving), the median of BENCH_REPS runs, the two tools interleaved run by run.
 # Knobs: LLAMA_IMATRIX=/path/to/llama-imatrix (without it only qk runs), BENCH_THREADS (default:
 # all CPUs), BENCH_REPS (3), IMATRIX_MODELS (space-separated GGUF paths; default the bundled
-# stories4M), IMATRIX_TEXT (default goldens/stories260K-eval/eval-64k.txt), IMATRIX_CHUNKS (8),
-# IMATRIX_CTX (512).
+# stories4M (F32) and, when python3 has numpy to make it, build/bench/smol135m-f16.gguf: a random
+# model of SmolLM2-135M's shape, `python3 ../shared/tools/mkgguf.py OUT --preset smol135m --seed 1`),
+# IMATRIX_TEXT (default goldens/stories260K-eval/eval-64k.txt), IMATRIX_CHUNKS (8), IMATRIX_CTX (512).
 set -eu
 QK=${1:-build/qk}
 T=${BENCH_THREADS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)}
 R=${BENCH_REPS:-3}
-MODELS=${IMATRIX_MODELS:-goldens/models/stories4M/stories4M-f32.gguf}
+SMOL=build/bench/smol135m-f16.gguf
+if [ -z "${IMATRIX_MODELS:-}" ] && [ ! -f "$SMOL" ] && python3 -c 'import numpy' 2>/dev/null; then
+    mkdir -p build/bench && python3 ../shared/tools/mkgguf.py "$SMOL" --preset smol135m --seed 1 >/dev/null
+fi
+MODELS=${IMATRIX_MODELS:-goldens/models/stories4M/stories4M-f32.gguf $([ -f "$SMOL" ] && echo "$SMOL")}
 TEXT=${IMATRIX_TEXT:-goldens/stories260K-eval/eval-64k.txt}
 N=${IMATRIX_CHUNKS:-8}
 C=${IMATRIX_CTX:-512}
