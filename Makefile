@@ -5,6 +5,7 @@
 #   make demo       the main job on the bundled tiny model
 #   make install PREFIX=/usr/local
 #   make fuzz       libFuzzer harnesses (clang)
+#   make report-demo  qk-report on stories4M with the GGUF presets
 
 CC      ?= cc
 ifeq ($(origin CC),default)
@@ -21,8 +22,9 @@ CFLAGS  ?=
 ALL_CFLAGS = $(CSTD) -ffp-contract=off $(OPT) $(WARN) $(INC) -pthread -MMD -MP $(CFLAGS)
 LDLIBS  := -lzstd -lm -pthread
 
-# Debian packages the build needs: header -> package.
-DEPS_HDRS := /usr/include/zstd.h:libzstd-dev /usr/include/criterion/criterion.h:libcriterion-dev
+# Debian packages the build and its tests need: a file each installs -> package.
+DEPS_HDRS := /usr/include/zstd.h:libzstd-dev /usr/include/criterion/criterion.h:libcriterion-dev \
+             /usr/bin/parallel:parallel
 MISSING   = $(foreach d,$(DEPS_HDRS),$(if $(wildcard $(firstword $(subst :, ,$(d)))),,$(lastword $(subst :, ,$(d)))))
 
 LIB_SRC  := $(sort $(wildcard lib/*/*.c formats/*.c kernels/*.c kernels/x86/*.c))
@@ -103,20 +105,32 @@ bench-kernels: $(B)/tools/bench-kernels
 .PHONY: bench-kernels
 
 # a short fixed suite -> $(B)/bench.md (LLAMA_BENCH=/path/llama-bench adds a side-by-side table)
-bench: all
+bench: all $(B)/tools/conv-synth
 	sh tools/bench-suite.sh $(B)/qk $(B)/bench.md
+	sh tools/bench-convert.sh
 # qk-quant vs llama-quantize (LLAMA_QUANTIZE=/path/llama-quantize) on bench250m
 bench-quant: all
 	sh tools/bench-quant.sh
-.PHONY: bench bench-quant
+# qk-convert vs convert_hf_to_gguf.py (LLAMA_CPP=/path/llama.cpp, PYTHON=...) on a 245M-parameter model
+bench-convert: all $(B)/tools/conv-synth
+	sh tools/bench-convert.sh
+.PHONY: bench bench-quant bench-convert
 
 # the numerics studies of docs/studies.md (scorecard, wire sweep, KV sweep) on stories260K
 studies: $(B)/tools/study-run
 	sh tools/studies.sh $(B)
 .PHONY: studies
 
-# reference Python packages (ml_dtypes, safetensors, compressed-tensors, torch) in a venv; not part of check
-crosscheck: $(B)/tools/ckpt-tool
+# qk-report on stories4M with the GGUF presets -> $(B)/report-demo/report/
+report-demo: all
+	sh tools/report-demo.sh $(B)
+.PHONY: report-demo
+
+# reference Python packages (ml_dtypes, safetensors, compressed-tensors, torch, transformers) in a venv,
+# llama.cpp for the model families (tools/archmodels.py) and qk-convert, and qk-report's HTML in
+# headless Chromium (docs/report-demo.png); not part of check
+crosscheck: all $(B)/tools/ckpt-tool $(B)/tools/conv-synth report-demo
+	sh tools/report-shot.sh $(B)
 	sh tools/crosscheck.sh $(B)
 .PHONY: crosscheck
 

@@ -19,6 +19,7 @@
 #include "lib/bench/bench_model.h"
 #include "lib/bench/bench_report.h"
 #include "lib/bench/bench_roofline.h"
+#include "lib/engine/matmul.h"
 #include "lib/core/cli.h"
 #include "cmd/commands.h"
 #include "kernels/cpu.h"
@@ -59,6 +60,8 @@ static const char model_usage[] =
     "  -t, --threads LIST     thread counts (default: all CPUs; 0 = all CPUs)\n"
     "  -b, --batch-size N     tokens per prompt batch (default 512)\n"
     "  --kv-cache TYPE        f16 (default, as llama.cpp) or f32\n"
+    "  --act-type T           default (activations encoded as llama.cpp does) or f32 (float\n"
+    "                         activations for every weight, as qk-run --act-type f32)\n"
     "  --no-warmup            skip the warm-up run\n"
     "  --bandwidth GBPS       read bandwidth for the roofline instead of measuring it\n"
     "  --no-roofline          do not compute the roofline share\n"
@@ -173,7 +176,7 @@ enum { S_MODEL = 1, S_KERNELS = 2, S_ROOF = 4, S_ERROR = 8, S_WIRE = 16, S_KV = 
 #define S_RUNS (S_WIRE | S_KV)                    /* the sweeps that run a model on a text */
 #define S_ALL (S_MODEL | S_KERNELS | S_ROOF | S_ERROR | S_RUNS)
 
-enum { O_JSON = 256, O_OUT, O_KV, O_NO_WARMUP, O_BW, O_NO_ROOF, O_TYPES, O_LEVELS, O_SHAPE,
+enum { O_JSON = 256, O_OUT, O_KV, O_ACT, O_NO_WARMUP, O_BW, O_NO_ROOF, O_TYPES, O_LEVELS, O_SHAPE,
        O_TOKENS, O_TIME, O_BLAS, O_NO_BLAS, O_SIZE, O_PASSES, O_TENSORS, O_SYN, O_SEED, O_FORMATS,
        O_PER, O_BOUND, O_CHUNKS };
 
@@ -192,6 +195,7 @@ static const struct bopt {
     {"n-gen", 'n', 1, S_MODEL},
     {"batch-size", 'b', 1, S_MODEL},
     {"kv-cache", O_KV, 1, S_MODEL},
+    {"act-type", O_ACT, 1, S_MODEL},
     {"no-warmup", O_NO_WARMUP, 0, S_MODEL},
     {"bandwidth", O_BW, 1, S_MODEL},
     {"no-roofline", O_NO_ROOF, 0, S_MODEL},
@@ -392,6 +396,7 @@ static int apply(bargs *a, int id, const char *s, qk_err *err)
             return qk_errf(err, QK_EINPUT, "--kv-cache: '%s' is not f16 or f32", s);
         a->model.kv_type = s[1] == '1' ? QK_F16 : QK_F32;
         return 0;
+    case O_ACT: return qk_act_type_parse(s, &a->model.act_type, err);
     case O_NO_WARMUP: a->model.warmup = false; return 0;
     case O_BW:
         if (qk_cli_double("--bandwidth", s, &d, err))

@@ -7,22 +7,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "lib/core/cli.h"
 #include "cmd/commands.h"
 #include "lib/engine/forward.h"
-#include <sys/stat.h>
-
 #include "formats/gguf.h"
-#include "lib/engine/hfmodel.h"
 #include "lib/core/json.h"
 #include "lib/eval/kldbase.h"
+#include "lib/eval/kldsplit.h"
 #include "lib/eval/kldstats.h"
 #include "lib/eval/logits_file.h"
 #include "lib/core/mapfile.h"
-#include "lib/engine/model.h"
+#include "lib/engine/model_open.h"
 #include "lib/eval/ppl.h"
+#include "lib/eval/tasks_cmd.h"
 #include "lib/core/progress.h"
 #include "lib/study/study_cmd.h"
 #include "lib/engine/tokenizer.h"
@@ -34,6 +34,8 @@ static const char usage_text[] =
     "       qk-kld ... --chunk-range A:B --partial-out PART.qkpart\n"
     "       qk-kld --merge PART.qkpart... [--json] [thresholds]\n"
     "       qk-kld --logits Q.logits --logits-base B.logits [--json] [thresholds]\n"
+    "       qk-kld -m MODEL [--base MODEL_B] --hellaswag|--winogrande|--multiple-choice\n"
+    "              -f FILE|-bf FILE [--*-tasks N] [--min-score|--min-recovery|--min-agreement PCT]\n"
     "\n"
     "Perplexity and KL divergence as llama-perplexity computes them: the text is cut into\n"
     "windows of N_CTX tokens (BOS first), the second half of each window is scored.\n"
@@ -46,6 +48,14 @@ static const char usage_text[] =
     "      --chunks N          at most N windows\n"
     "  -b, --batch-size N      tokens per forward call (default: logits within 64 MiB, 32..512)\n"
     "      --kv-type f16|f32   KV cache type (default f16, llama.cpp's numerics)\n"
+    "      --act-type T        default (activations encoded as llama.cpp does) or f32 (float\n"
+    "                          activations: the weights' error alone, as if dequantized to F32)\n"
+    "      --split-error       also report the weight-only error (f32 activations) and the\n"
+    "                          activation-quantization share (default against f32); one more pass\n"
+    "      --noise-floor       also estimate how far two correct implementations of this arithmetic\n"
+    "                          drift apart (activation encoders' variants: two more passes)\n"
+    "      --above-floor       thresholds count only beyond the noise floor (implies --noise-floor)\n"
+    "      --max-kld-weights X exit 1 when the weight-only Mean KLD > X (implies --split-error)\n"
     "      --kld-base FILE     compare against base log-probs (llama.cpp or qk format)\n"
     "      --base MODEL_B      compare against MODEL_B (GGUF or HF directory) in the same pass\n"
     "      --kld-base-out FILE write the model's log-probs as a base file\n"
@@ -70,6 +80,17 @@ static const char usage_text[] =
     "                          the cache (f32, f16, bf16, fp8-e4m3, fp8-e5m2 [:tensor|:head], int8,\n"
     "                          int4, nvfp4); implies --kv-type f32\n"
     "      --kv-key-per-channel  keys per channel in groups of 32 tokens (KIVI)\n"
+    "      --hellaswag         HellaSwag acc_norm of the tasks in -f FILE (as llama-perplexity)\n"
+    "      --hellaswag-tasks N   N tasks drawn as llama-perplexity draws them (default 400)\n"
+    "      --winogrande        Winogrande score of the CSV in -f FILE\n"
+    "      --winogrande-tasks N  N tasks drawn as llama-perplexity does (default: all)\n"
+    "      --multiple-choice   multiple-choice score (mc1) of llama.cpp's binary file\n"
+    "      --multiple-choice-tasks N  N tasks drawn as llama-perplexity does (default: all)\n"
+    "  -bf, --binary-file FILE the task file read as it is (-f drops one trailing newline)\n"
+    "      --min-score PCT     exit 1 when the task score < PCT percent\n"
+    "      --min-recovery PCT  exit 1 when score / base score < PCT percent (needs --base)\n"
+    "      --min-agreement PCT exit 1 when the models agree on < PCT percent of the tasks\n"
+    "                          (task runs write their --json report with --partial-out FILE)\n"
     "  -t, --threads N         threads (0 = all CPUs; results do not depend on N)\n"
     "      --json              one JSON document on stdout instead of the text report\n"
     "  -q, --quiet             no progress or timing on stderr\n"
@@ -85,58 +106,14 @@ typedef struct {
     int n_ctx, n_chunks, n_batch, threads, kv_type;
     bool have_ctx, have_range, json, quiet, merge, kv_type_given;
     qk_study_opts st; /* --wire, --kv-cache on the model under test (lib/study/study_cmd.h) */
+    qk_tasks_opts tk; /* --hellaswag, --winogrande, --multiple-choice (lib/eval/tasks_cmd.h) */
     int range_a, range_b; /* range_b < 0: to the end */
-    double max_kld_mean, max_kld_p99, max_ppl_ratio, min_same_top;
-    bool has_max_kld_mean, has_max_kld_p99, has_max_ppl_ratio, has_min_same_top;
+    double max_kld_mean, max_kld_p99, max_ppl_ratio, min_same_top, max_kld_weights;
+    bool has_max_kld_mean, has_max_kld_p99, has_max_ppl_ratio, has_min_same_top, has_max_kld_weights;
+    int act_type;                   /* --act-type */
+    bool split, floor, above_floor; /* --split-error, --noise-floor, --above-floor */
+    qk_kld_extra *x;                /* their runs (lib/eval/kldsplit.h), NULL when off */
 } args;
-
-/* A model from a GGUF file or a Hugging Face directory (lib/engine/hfmodel.h). */
-typedef struct {
-    qk_gguf *g;
-    qk_model gm;
-    qk_hfmodel *hf;
-    const qk_model *m;
-} model_file;
-
-static bool is_hf(const char *path)
-{
-    struct stat st;
-    const size_t n = strlen(path);
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        return true;
-    return (n > 12 && !strcmp(path + n - 12, ".safetensors")) ||
-           (n > 5 && !strcmp(path + n - 5, ".json"));
-}
-
-static int load_model(model_file *mf, const char *path, qk_err *err)
-{
-    int rc;
-    if (is_hf(path)) {
-        if ((rc = qk_hfmodel_open(&mf->hf, path, err)))
-            return rc;
-        mf->m = &mf->hf->m;
-        return 0;
-    }
-    if ((rc = qk_gguf_open(&mf->g, path, 0, err)))
-        return rc;
-    if ((rc = qk_model_load(&mf->gm, mf->g, err))) {
-        qk_gguf_close(mf->g);
-        mf->g = NULL;
-        return rc;
-    }
-    mf->m = &mf->gm;
-    return 0;
-}
-
-static void unload_model(model_file *mf)
-{
-    if (mf->hf)
-        qk_hfmodel_close(mf->hf);
-    if (mf->g) {
-        qk_model_free(&mf->gm);
-        qk_gguf_close(mf->g);
-    }
-}
 
 static int read_text(const char *path, char **out, size_t *n, qk_err *err)
 {
@@ -176,15 +153,6 @@ static void on_chunk(void *ud, int chunk_no, const qk_kld_acc *acc)
     qk_kld_print_chunk(stdout, acc, chunk_no);
 }
 
-static void json_ve(qk_json *j, const char *key, qk_kld_ve v)
-{
-    qk_json_key(j, key);
-    qk_json_obj(j);
-    qk_json_key(j, "value"), qk_json_f64(j, v.v);
-    qk_json_key(j, "error"), qk_json_f64(j, v.e);
-    qk_json_end_obj(j);
-}
-
 typedef struct {
     const char *option, *what;
     double limit, value;
@@ -218,6 +186,7 @@ static void json_report(const args *a, const study_view *sv, const qk_kld_acc *a
     qk_json_key(&j, "total"), qk_json_int(&j, total);
     qk_json_end_obj(&j);
     qk_json_key(&j, "tokens_scored"), qk_json_uint(&j, acc->count);
+    qk_json_key(&j, "act_type"), qk_json_str(&j, qk_act_type_name(a->act_type));
     if (sv)
         qk_study_json(&j, &a->st, sv->wire, sv->hp);
     if (acc->mode == QK_KLD_MODE_PPL) {
@@ -233,12 +202,12 @@ static void json_report(const args *a, const study_view *sv, const qk_kld_acc *a
     } else {
         qk_json_key(&j, "perplexity");
         qk_json_obj(&j);
-        json_ve(&j, "ppl_q", s->ppl);
-        json_ve(&j, "ppl_base", s->ppl_base);
+        qk_kld_json_ve(&j, "ppl_q", s->ppl);
+        qk_kld_json_ve(&j, "ppl_base", s->ppl_base);
         qk_json_key(&j, "cor_ln_ppl_pct"), qk_json_f64(&j, 100.0 * s->cor);
-        json_ve(&j, "ln_ppl_ratio", s->ln_ratio);
-        json_ve(&j, "ppl_ratio", s->ratio);
-        json_ve(&j, "ppl_diff", s->diff);
+        qk_kld_json_ve(&j, "ln_ppl_ratio", s->ln_ratio);
+        qk_kld_json_ve(&j, "ppl_ratio", s->ratio);
+        qk_kld_json_ve(&j, "ppl_diff", s->diff);
         qk_json_end_obj(&j);
         static const char *const kn[] = {"max", "p99_9", "p99", "p95", "p90", "median",
                                          "p10", "p5", "p1", "p0_1", "min"};
@@ -258,8 +227,10 @@ static void json_report(const args *a, const study_view *sv, const qk_kld_acc *a
         for (int i = 0; i < 13; i++)
             qk_json_key(&j, pn[i]), qk_json_f64(&j, s->dp_pct[i]);
         qk_json_end_obj(&j);
-        json_ve(&j, "rms_delta_p_pct", s->rms_dp);
-        json_ve(&j, "same_top_p_pct", s->same_top);
+        qk_kld_json_ve(&j, "rms_delta_p_pct", s->rms_dp);
+        qk_kld_json_ve(&j, "same_top_p_pct", s->same_top);
+        if (a->x)
+            qk_kld_extra_json(&j, a->x);
     }
     qk_json_key(&j, "thresholds");
     qk_json_arr(&j);
@@ -282,24 +253,32 @@ static void json_report(const args *a, const study_view *sv, const qk_kld_acc *a
 static int thresholds(const args *a, const qk_kld_summary *s, bound *b)
 {
     int n = 0;
+    /* --above-floor: the KLD figures less the floor's, same top plus what the floor loses */
+    const qk_kld_figure *fl = a->above_floor ? &a->x->flr : &(qk_kld_figure){.same_top = {100, 0}};
+    const double mean = s->kld.v - fl->mean.v, p99 = s->kld_pct[2] - fl->p99.v;
+    const double top = s->same_top.v + (100.0 - fl->same_top.v);
     if (a->has_max_kld_mean)
-        b[n++] = (bound){"--max-kld-mean", "Mean KLD", a->max_kld_mean, s->kld.v,
-                         s->kld.v <= a->max_kld_mean};
+        b[n++] = (bound){"--max-kld-mean", a->above_floor ? "Mean KLD above the floor" : "Mean KLD",
+                         a->max_kld_mean, mean, mean <= a->max_kld_mean};
     if (a->has_max_kld_p99)
-        b[n++] = (bound){"--max-kld-p99", "99.0% KLD", a->max_kld_p99, s->kld_pct[2],
-                         s->kld_pct[2] <= a->max_kld_p99};
+        b[n++] = (bound){"--max-kld-p99", a->above_floor ? "99.0% KLD above the floor" : "99.0% KLD",
+                         a->max_kld_p99, p99, p99 <= a->max_kld_p99};
     if (a->has_max_ppl_ratio)
         b[n++] = (bound){"--max-ppl-ratio", "Mean PPL(Q)/PPL(base)", a->max_ppl_ratio, s->ratio.v,
                          s->ratio.v <= a->max_ppl_ratio};
     if (a->has_min_same_top)
-        b[n++] = (bound){"--min-same-top", "Same top p (%)", a->min_same_top, s->same_top.v,
-                         s->same_top.v >= a->min_same_top};
+        b[n++] = (bound){"--min-same-top", a->above_floor ? "Same top p (%) with the floor's misses back"
+                         : "Same top p (%)", a->min_same_top, top, top >= a->min_same_top};
+    if (a->has_max_kld_weights)
+        b[n++] = (bound){"--max-kld-weights", "weight-only Mean KLD", a->max_kld_weights,
+                         a->x->wts.mean.v, a->x->wts.mean.v <= a->max_kld_weights};
     return n;
 }
 
 static bool any_threshold(const args *a)
 {
-    return a->has_max_kld_mean || a->has_max_kld_p99 || a->has_max_ppl_ratio || a->has_min_same_top;
+    return a->has_max_kld_mean || a->has_max_kld_p99 || a->has_max_ppl_ratio || a->has_min_same_top ||
+           a->has_max_kld_weights;
 }
 
 /* Final report (text or JSON) and the thresholds' verdict. */
@@ -313,7 +292,9 @@ static int finish(const args *a, const study_view *sv, qk_kld_acc *acc, int n_ct
         qk_kld_summarize(acc, &s);
     else
         ppl_ok = qk_kld_final_ppl(acc, &ppl, &ppl_err);
-    bound b[4];
+    if (a->x && acc->mode == QK_KLD_MODE_KLD)
+        qk_kld_extra_finish(a->x, acc);
+    bound b[5];
     const int nb = acc->mode == QK_KLD_MODE_KLD ? thresholds(a, &s, b) : 0;
     if (a->json) {
         json_report(a, sv, acc, &s, ppl_ok, ppl, ppl_err, n_ctx, n_vocab, first, last, total, b, nb);
@@ -326,6 +307,8 @@ static int finish(const args *a, const study_view *sv, qk_kld_acc *acc, int n_ct
     } else {
         fputc('\n', stdout);
         qk_kld_print_summary(stdout, &s);
+        if (a->x)
+            qk_kld_extra_print(stdout, a->x);
     }
     if (!a->json && sv && (a->st.has_wire || a->st.has_kvq)) {
         fputc('\n', stdout);
@@ -345,78 +328,21 @@ static int finish(const args *a, const study_view *sv, qk_kld_acc *acc, int n_ct
 
 /* ---- merge ------------------------------------------------------------------- */
 
-static int cmp_part(const void *x, const void *y)
-{
-    const qk_part_info *a = x, *b = y;
-    return (a->chunk_a > b->chunk_a) - (a->chunk_a < b->chunk_a);
-}
-
 static int merge(const args *a, char **paths, int n, qk_err *err)
 {
-    if (n < 1 || n > (1 << 20))
-        return qk_errf(err, QK_EINPUT, "--merge needs .qkpart files");
-    qk_part_info *info = calloc((size_t)n, sizeof *info);
-    int *order = calloc((size_t)n, sizeof *order);
     qk_kld_acc acc;
-    int rc = 0;
-    memset(&acc, 0, sizeof acc);
-    if (!info || !order) {
-        rc = qk_errf(err, QK_EIO, "out of memory");
-        goto done;
-    }
-    for (int i = 0; i < n; i++) {
-        if ((rc = qk_part_read_info(paths[i], &info[i], err)))
-            goto done;
-    }
-    /* sort a copy by first chunk, remembering each part's path */
-    qk_part_info *sorted = malloc((size_t)n * sizeof *sorted);
-    if (!sorted) {
-        rc = qk_errf(err, QK_EIO, "out of memory");
-        goto done;
-    }
-    memcpy(sorted, info, (size_t)n * sizeof *sorted);
-    qsort(sorted, (size_t)n, sizeof *sorted, cmp_part);
-    for (int i = 0; i < n; i++)
-        for (int k = 0; k < n; k++)
-            if (info[k].chunk_a == sorted[i].chunk_a && info[k].chunk_b == sorted[i].chunk_b &&
-                info[k].tokens_hash == sorted[i].tokens_hash) {
-                order[i] = k;
-                break;
-            }
-    for (int i = 0; i < n; i++) {
-        const qk_part_info *p = &sorted[i], *q = &sorted[0];
-        const char *path = paths[order[i]];
-        if (p->mode != q->mode || p->n_ctx != q->n_ctx || p->n_vocab != q->n_vocab ||
-            p->n_chunk != q->n_chunk || p->tokens_hash != q->tokens_hash) {
-            rc = qk_errf(err, QK_EINPUT, "%s: another run than %s (mode, n_ctx, vocabulary or tokens differ)",
-                         path, paths[order[0]]);
-            break;
-        }
-        if (i > 0 && p->chunk_a != sorted[i - 1].chunk_b) {
-            rc = qk_errf(err, QK_EINPUT, "%s: chunks %d..%d %s chunks %d..%d of %s", path,
-                         p->chunk_a, p->chunk_b - 1,
-                         p->chunk_a < sorted[i - 1].chunk_b ? "overlap" : "leave a gap after",
-                         sorted[i - 1].chunk_a, sorted[i - 1].chunk_b - 1, paths[order[i - 1]]);
-            break;
-        }
-    }
+    qk_part_info first;
+    int last;
+    print_ctx pc = {a, false};
+    int rc = qk_parts_merge(paths, n, &acc, &first, &last, on_chunk, &pc, err);
     if (!rc) {
-        qk_kld_acc_init(&acc, sorted[0].mode, false);
-        print_ctx pc = {a, false};
-        for (int i = 0; i < n && !rc; i++)
-            rc = qk_part_replay(paths[order[i]], &sorted[i], &acc, on_chunk, &pc, err);
-        if (!rc) {
-            if (acc.mode == QK_KLD_MODE_PPL && any_threshold(a))
-                rc = qk_errf(err, QK_EINPUT, "thresholds need a KL-divergence run (parts have no base)");
-            else
-                rc = -finish(a, NULL, &acc, sorted[0].n_ctx, sorted[0].n_vocab, sorted[0].chunk_a + 1,
-                             sorted[n - 1].chunk_b, sorted[0].n_chunk);
-        }
+        if (acc.mode == QK_KLD_MODE_PPL && any_threshold(a))
+            rc = qk_errf(err, QK_EINPUT, "thresholds need a KL-divergence run (parts have no base)");
+        else
+            rc = -finish(a, NULL, &acc, first.n_ctx, first.n_vocab, first.chunk_a + 1, last,
+                         first.n_chunk);
     }
-    free(sorted);
-done:
     qk_kld_acc_free(&acc);
-    free(info), free(order);
     return rc;
 }
 
@@ -493,7 +419,7 @@ static int same_as_input(const args *a, const char *out, qk_err *err)
 
 static int run(const args *a, qk_err *err)
 {
-    model_file mq = {0}, mb = {0};
+    qk_model_file mq = {0}, mb = {0};
     qk_tokenizer *tok = NULL;
     qk_kldb_reader *bin = NULL;
     qk_kldb_writer *bout = NULL;
@@ -508,19 +434,26 @@ static int run(const args *a, qk_err *err)
     if ((a->base_out && (rc = same_as_input(a, a->base_out, err))) ||
         (a->part_out && (rc = same_as_input(a, a->part_out, err))))
         return rc;
-    if ((rc = load_model(&mq, a->model, err)) ||
+    if ((rc = qk_model_file_open(&mq, a->model, err)) ||
         (rc = qk_study_prepare(&a->st, &mq.m->hp, &wire, err)))
         goto done;
-    if (a->base_model && (rc = load_model(&mb, a->base_model, err)))
+    if (a->base_model && (rc = qk_model_file_open(&mb, a->base_model, err)))
         goto done;
-    /* the tokenizer of whichever model is a GGUF file */
+    /* the tokenizer of whichever model is a GGUF file, else the Hugging Face
+     * directory's tokenizer.json */
     const qk_gguf *tg = mq.g ? mq.g : mb.g;
-    if (!tg) {
-        rc = qk_errf(err, QK_EINPUT, "%s: a Hugging Face directory has no GGUF tokenizer: give a GGUF "
+    char tok_json[4096];
+    snprintf(tok_json, sizeof tok_json, "%s/tokenizer.json", mq.hf ? mq.hf->hf->dir : "");
+    if (tg) {
+        tok = qk_tok_from_gguf(tg, err);
+    } else if (access(tok_json, R_OK) == 0) {
+        tok = qk_tok_from_hf_json(tok_json, err);
+    } else {
+        rc = qk_errf(err, QK_EINPUT, "%s: a Hugging Face directory without tokenizer.json: give a GGUF "
                      "model as -m or --base", a->model);
         goto done;
     }
-    if (!(tok = qk_tok_from_gguf(tg, err))) {
+    if (!tok) {
         rc = err->code ? err->code : QK_EINPUT;
         goto done;
     }
@@ -528,6 +461,13 @@ static int run(const args *a, qk_err *err)
     if ((int)qk_tok_n_vocab(tok) != nv) {
         rc = qk_errf(err, QK_EINPUT, "%s: the tokenizer has %u tokens, the output layer %d", a->model,
                      qk_tok_n_vocab(tok), nv);
+        goto done;
+    }
+    if (a->tk.kind) {
+        const qk_tasks_job tj = {a->prog, a->model, a->base_model, mq.m, a->base_model ? mb.m : NULL,
+                                 tok, a->text, a->n_ctx, a->n_batch, a->threads, a->kv_type, a->json,
+                                 a->quiet, a->part_out};
+        rc = qk_tasks_cmd(&a->tk, &tj, err);
         goto done;
     }
     if (a->text) {
@@ -595,8 +535,9 @@ static int run(const args *a, qk_err *err)
         goto done;
     }
     const bool kld = bin || a->base_model;
-    if (!kld && any_threshold(a)) {
-        rc = qk_errf(err, QK_EINPUT, "thresholds need a base: --kld-base FILE or --base MODEL_B");
+    if (!kld && (any_threshold(a) || a->x)) {
+        rc = qk_errf(err, QK_EINPUT, "%s need a base: --kld-base FILE or --base MODEL_B",
+                     a->x ? "--split-error and --noise-floor" : "thresholds");
         goto done;
     }
     if (a->base_out) {
@@ -607,7 +548,11 @@ static int run(const args *a, qk_err *err)
         /* qk: the factored encoding when it is the smaller one */
         const uint64_t rows_total = (uint64_t)n_chunk * (uint64_t)(n_ctx - 1 - n_ctx / 2);
         const qk_kldb_head head = {&mq.m->output, mq.m->output_bias};
-        const bool fact = a->base_format == QK_KLDB_QK && qk_kldb_factored_pays(rows_total, &mq.m->output);
+        /* (the factored file recomputes logits as the output layer gives
+         * them, with default activations: no final soft-capping) */
+        const bool fact = a->base_format == QK_KLDB_QK && mq.m->hp.final_softcap == 0.0f &&
+                          qk_kldb_factored_pays(rows_total, &mq.m->output) &&
+                          (a->act_type == QK_ACT_DEFAULT || mq.m->output.type == QK_F32);
         if ((rc = qk_kldb_create(&bout, a->base_out, a->base_format, n_ctx, nv, n_chunk, tokens, 9,
                                  fact ? &head : NULL, err)))
             goto done;
@@ -620,7 +565,8 @@ static int run(const args *a, qk_err *err)
         .model = mq.m, .base_model = a->base_model ? mb.m : NULL, .base_in = bin, .base_out = bout,
         .tokens = tokens, .n_ctx = n_ctx, .chunk_a = ca, .chunk_b = cb, .bos = qk_tok_bos(tok),
         .add_bos = qk_tok_add_bos(tok), .n_batch = a->n_batch, .nthreads = a->threads,
-        .kv_type = a->kv_type, .acc = &acc, .on_chunk = on_chunk, .ud = &pc,
+        .kv_type = a->kv_type, .act_type = a->act_type, .acc = &acc, .on_chunk = on_chunk, .ud = &pc,
+        .variants = a->x ? a->x->v : NULL, .n_variants = a->x ? a->x->n_variants : 0,
         .progress = prog.on ? &prog : NULL,
         .layer_hook = a->st.has_wire ? qk_wire_layer_hook : NULL,
         .hook_user = a->st.has_wire ? &wire : NULL, .kvq = a->st.has_kvq ? &a->st.kvq : NULL};
@@ -654,8 +600,8 @@ done:
     qk_kldb_free(bout);
     qk_kldb_close(bin);
     qk_tok_free(tok);
-    unload_model(&mq);
-    unload_model(&mb);
+    qk_model_file_close(&mq);
+    qk_model_file_close(&mb);
     qk_wire_free(&wire);
     free(text), free(ids);
     return rc;
@@ -700,7 +646,8 @@ static int parse_num(const char *opt, const char *s, double *v, bool *has, qk_er
 int cmd_kld(int argc, char **argv)
 {
     enum { O_CHUNKS = 256, O_KV, O_BASEF, O_BASEM, O_BOUT, O_BFMT, O_RANGE, O_POUT, O_MERGE,
-           O_MKM, O_MKP, O_MPR, O_MST, O_JSON, O_LOGITS, O_LBASE };
+           O_MKM, O_MKP, O_MPR, O_MST, O_JSON, O_LOGITS, O_LBASE, O_ACT, O_SPLIT, O_FLOOR, O_ABOVE,
+           O_MKW };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"file", required_argument, 0, 'f'},
         {"ctx-size", required_argument, 0, 'c'}, {"chunks", required_argument, 0, O_CHUNKS},
@@ -714,7 +661,10 @@ int cmd_kld(int argc, char **argv)
         {"max-kld-p99", required_argument, 0, O_MKP}, {"max-ppl-ratio", required_argument, 0, O_MPR},
         {"min-same-top", required_argument, 0, O_MST}, {"json", no_argument, 0, O_JSON},
         {"threads", required_argument, 0, 't'}, {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'}, QK_STUDY_LONG_OPTIONS, {0, 0, 0, 0}};
+        {"act-type", required_argument, 0, O_ACT}, {"split-error", no_argument, 0, O_SPLIT},
+        {"noise-floor", no_argument, 0, O_FLOOR}, {"above-floor", no_argument, 0, O_ABOVE},
+        {"max-kld-weights", required_argument, 0, O_MKW},
+        {"help", no_argument, 0, 'h'}, QK_STUDY_LONG_OPTIONS, QK_TASKS_LONG_OPTIONS, {0, 0, 0, 0}};
     args a = {.prog = argv[0], .n_ctx = 512, .threads = 1, .kv_type = QK_F16,
               .base_format = QK_KLDB_LLAMA};
     qk_err err = {0};
@@ -722,8 +672,11 @@ int cmd_kld(int argc, char **argv)
     int c;
     optind = 1;
     opterr = 0;
+    qk_tasks_fix_argv(argc, argv);
     while ((c = getopt_long(argc, argv, "m:f:c:b:t:qh", opts, NULL)) != -1) {
         int rc = qk_study_opt(&a.st, c, optarg, &err);
+        if (!rc)
+            rc = qk_tasks_opt(&a.tk, c, optarg, &err);
         if (rc < 0)
             return qk_err_report(argv[0], &err);
         if (rc)
@@ -772,6 +725,13 @@ int cmd_kld(int argc, char **argv)
         case O_MKP: rc = parse_num("--max-kld-p99", optarg, &a.max_kld_p99, &a.has_max_kld_p99, &err); break;
         case O_MPR: rc = parse_num("--max-ppl-ratio", optarg, &a.max_ppl_ratio, &a.has_max_ppl_ratio, &err); break;
         case O_MST: rc = parse_num("--min-same-top", optarg, &a.min_same_top, &a.has_min_same_top, &err); break;
+        case O_MKW:
+            rc = parse_num("--max-kld-weights", optarg, &a.max_kld_weights, &a.has_max_kld_weights, &err);
+            break;
+        case O_ACT: rc = qk_act_type_parse(optarg, &a.act_type, &err); break;
+        case O_SPLIT: a.split = true; break;
+        case O_FLOOR: a.floor = true; break;
+        case O_ABOVE: a.above_floor = a.floor = true; break;
         case O_JSON: a.json = true; break;
         case 't': rc = qk_cli_threads(optarg, &a.threads, &err); break;
         case 'q': a.quiet = true; break;
@@ -782,8 +742,22 @@ int cmd_kld(int argc, char **argv)
             return qk_err_report(argv[0], &err);
     }
     int rc;
+    a.split |= a.has_max_kld_weights;
+    const bool extra = a.split || a.floor;
+    if (extra && (a.logits || a.logits_base || a.merge || a.part_out || a.st.has_wire || a.st.has_kvq)) {
+        fprintf(stderr, "%s: --split-error and --noise-floor run the model: not with --logits, --merge, "
+                        "--partial-out or a numerics study\n", argv[0]);
+        return 2;
+    }
+    if (a.split && a.act_type == QK_ACT_F32) {
+        fprintf(stderr, "%s: --split-error splits the default arithmetic: not with --act-type f32\n", argv[0]);
+        return 2;
+    }
+    qk_kld_extra x;
+    qk_kld_extra_init(&x, a.split, a.floor, a.act_type);
+    a.x = extra ? &x : NULL;
     if (a.logits || a.logits_base) {
-        if (!a.logits || !a.logits_base || optind < argc || a.merge || a.model || a.text ||
+        if (!a.logits || !a.logits_base || optind < argc || a.merge || a.model || a.text || a.tk.kind ||
             a.base_file || a.base_model || a.base_out || a.part_out || a.have_range ||
             a.st.has_wire || a.st.has_kvq) {
             fprintf(stderr, "%s: --logits FILE --logits-base FILE take only --json, -q and "
@@ -792,7 +766,7 @@ int cmd_kld(int argc, char **argv)
         }
         rc = compare_logits(&a, &err);
     } else if (a.merge) {
-        if (optind >= argc || a.model || a.text || a.base_file || a.base_model || a.base_out ||
+        if (optind >= argc || a.model || a.text || a.tk.kind || a.base_file || a.base_model || a.base_out ||
             a.part_out || a.have_range || a.st.has_wire || a.st.has_kvq) {
             fprintf(stderr, "%s: --merge takes only .qkpart files (and --json, thresholds); see --help\n",
                     argv[0]);
@@ -812,8 +786,15 @@ int cmd_kld(int argc, char **argv)
             fprintf(stderr, "%s: give --kld-base FILE or --base MODEL_B, not both\n", argv[0]);
             return 2;
         }
-        if (qk_study_check(&a.st, a.kv_type_given, &a.kv_type, &err))
+        if (qk_study_check(&a.st, a.kv_type_given, &a.kv_type, &err) ||
+            qk_tasks_check(&a.tk, a.text, a.base_model != NULL, &err))
             return qk_err_report(argv[0], &err);
+        if (a.tk.kind && (a.base_file || a.base_out || a.have_range || a.st.has_wire || a.st.has_kvq ||
+                          any_threshold(&a))) {
+            fprintf(stderr, "%s: --%s takes -m, --base, -f/-bf, -c, -b, -t, --kv-type, --json, "
+                            "--partial-out and its gates; see --help\n", argv[0], qk_task_kind_name(a.tk.kind));
+            return 2;
+        }
         if (a.part_out && !a.have_range) {
             a.have_range = true; /* the whole run is one part */
             a.range_a = 0;
@@ -821,6 +802,7 @@ int cmd_kld(int argc, char **argv)
         }
         rc = run(&a, &err);
     }
+    qk_kld_extra_free(&x);
     if (rc > 0)
         return qk_err_report(argv[0], &err);
     return -rc;

@@ -57,6 +57,9 @@ static const char usage_text[] =
     "  -b, --batch N          prompt tokens per batch (default 512; a shorter prompt goes whole);\n"
     "                         logits do not depend on it\n"
     "      --kv-type TYPE     KV cache f16 (default, as llama.cpp) or f32\n"
+    "      --act-type T       default: activations encoded to each weight type's activation type\n"
+    "                         (Q8_0, Q8_K, ...) as llama.cpp does; f32: float activations for\n"
+    "                         every weight: the logits of the weights dequantized to F32\n"
     "      --logits-out FILE  write the logits of every evaluated position (format in qk-run(1))\n"
     "      --logits-dtype T   f32 (default) or f16 rows in --logits-out\n"
     "      --wire FMT         numerics study: quantize the hidden state at pipeline-stage\n"
@@ -86,7 +89,7 @@ typedef struct run_opts {
     const char *prog, *model, *prompt, *file, *tokens_in, *tokenizer, *logits_out;
     int64_t n_predict, n_ctx, n_batch;
     qk_sampler_params sp;
-    int threads, kv_type, logits_dtype;
+    int threads, kv_type, logits_dtype, act_type;
     bool json, quiet, tokenize, detokenize, no_bos, no_echo;
     bool kv_type_given;
     qk_study_opts st;         /* --wire, --kv-cache (lib/study/study_cmd.h) */
@@ -534,6 +537,7 @@ static void print_json(const gen *g)
     qk_json_key(&j, "n_vocab"), qk_json_int(&j, m->hp.n_vocab);
     qk_json_key(&j, "n_ctx"), qk_json_int(&j, g->n_ctx);
     qk_json_key(&j, "kv_type"), qk_json_str(&j, o->kv_type == QK_F16 ? "f16" : "f32");
+    qk_json_key(&j, "act_type"), qk_json_str(&j, qk_act_type_name(o->act_type));
     qk_json_key(&j, "threads"), qk_json_int(&j, o->threads);
     qk_json_key(&j, "n_batch"), qk_json_int(&j, g->ctx->n_batch);
     qk_json_key(&j, "sampling");
@@ -593,7 +597,7 @@ static int do_run(const run_opts *o, qk_err *err)
     g.load_ms = now_ms() - t0;
     const int nv = g.l.m->hp.n_vocab;
     qk_ctx_params cp = {.n_ctx = 0, .n_batch = (int)o->n_batch, .nthreads = o->threads,
-                        .kv_type = o->kv_type};
+                        .kv_type = o->kv_type, .act_type = o->act_type};
     if ((rc = prompt_tokens(&g, err)) || (rc = context_size(&g, err)))
         goto done;
     cp.n_ctx = g.n_ctx;
@@ -695,7 +699,7 @@ int cmd_run(int argc, char **argv)
 {
     enum {
         O_TOKENS_IN = 256, O_TOKENIZER, O_TEMP, O_TOP_K, O_TOP_P, O_SEED, O_KV, O_LOGITS,
-        O_LOGITS_DTYPE, O_NO_ECHO, O_NO_BOS, O_TOKENIZE, O_DETOKENIZE, O_JSON
+        O_LOGITS_DTYPE, O_NO_ECHO, O_NO_BOS, O_TOKENIZE, O_DETOKENIZE, O_JSON, O_ACT
     };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"prompt", required_argument, 0, 'p'},
@@ -706,6 +710,7 @@ int cmd_run(int argc, char **argv)
         {"seed", required_argument, 0, O_SEED}, {"ctx-size", required_argument, 0, 'c'},
         {"batch", required_argument, 0, 'b'},
         {"kv-type", required_argument, 0, O_KV}, {"logits-out", required_argument, 0, O_LOGITS},
+        {"act-type", required_argument, 0, O_ACT},
         {"logits-dtype", required_argument, 0, O_LOGITS_DTYPE},
         {"no-echo", no_argument, 0, O_NO_ECHO}, {"no-bos", no_argument, 0, O_NO_BOS},
         {"tokenize", no_argument, 0, O_TOKENIZE}, {"detokenize", no_argument, 0, O_DETOKENIZE},
@@ -757,6 +762,7 @@ int cmd_run(int argc, char **argv)
             o.kv_type_given = true;
             break;
         case O_LOGITS: o.logits_out = optarg; break;
+        case O_ACT: rc = qk_act_type_parse(optarg, &o.act_type, &err); break;
         case O_LOGITS_DTYPE: rc = parse_type("--logits-dtype", optarg, &o.logits_dtype, &err); break;
         case O_NO_ECHO: o.no_echo = true; break;
         case O_NO_BOS: o.no_bos = true; break;

@@ -7,11 +7,13 @@ _qk_words_after() { # print the words of a list-valued option
         qk quant --list-types 2>/dev/null | awk 'NR > 1 && $2 ~ /^[0-9]+$/ {print $1}';;
     --to) echo "ct-fp8 ct-fp8-block ct-w8a8 ct-w4a16 ct-nvfp4 ct-mxfp4 modelopt-nvfp4 mlx-q2 mlx-q3 mlx-q4 mlx-q5 mlx-q6 mlx-q8 bf16 f16 f32";;
     --kv-type|--logits-dtype) echo "f16 f32";;
+    --act-type) echo "default f32";;
     --wire) echo "fp32 bf16 fp16 fp8-e4m3 fp8-e5m2 int8-token int4-token int4-group32 mxfp8 mxfp6 mxfp4 nvfp4";;
     --kv-cache) echo "f32 f16 bf16 fp8-e4m3 fp8-e5m2 fp8-e4m3:head fp8-e5m2:head int8 int4 nvfp4";;
     --synthetic) echo "gaussian laplace student-t: outlier-channels";;
     --granularity) echo "tensor channel token group:32 group:64 group:128 block:128x128 none";;
     --kld-base-format) echo "llama qk";;
+    --outtype) echo "f32 f16 bf16 q8_0 auto";;
     -o|--output) [ "$sub" = bench ] && echo "md csv json";; # qk-bench's; $sub is _qk's
     --output-format) echo "gguf dat";;
     --method) echo "rtn gptq";;
@@ -30,6 +32,10 @@ _qk()
     else
         sub=${prog#qk-}
     fi
+    if [ "$sub" = report ] && { [ "$prev" = -o ] || [ "$prev" = --output ] || [ "$prev" = --parts ] || [ "$prev" = --merge-dir ]; }; then
+        COMPREPLY=($(compgen -d -- "$cur"))
+        return
+    fi
     local vals
     vals=$(_qk_words_after "$prev")
     if [ -n "$vals" ]; then
@@ -42,4 +48,4 @@ _qk()
         COMPREPLY=($(compgen -f -- "$cur"))
     fi
 }
-complete -o filenames -F _qk qk qk-inspect qk-quant qk-run qk-kld qk-bench qk-imatrix
+complete -o filenames -F _qk qk qk-inspect qk-quant qk-run qk-kld qk-bench qk-imatrix qk-convert qk-report

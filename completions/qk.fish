@@ -11,7 +11,7 @@ function __qk_types
 end
 
 complete -c qk -n __fish_use_subcommand -f -a '(__qk_commands)'
-for sub in inspect quant run kld bench imatrix
+for sub in inspect quant run kld bench imatrix convert report
     complete -c qk-$sub -a "(__qk_options $sub)"
     complete -c qk -n "__fish_seen_subcommand_from $sub" -a "(__qk_options $sub)"
 end
@@ -23,7 +23,11 @@ for c in qk qk-quant
     complete -c $c -l method -x -a 'rtn gptq'
     complete -c $c -l to -x -a 'ct-fp8 ct-fp8-block ct-w8a8 ct-w4a16 ct-nvfp4 ct-mxfp4 modelopt-nvfp4 mlx-q2 mlx-q3 mlx-q4 mlx-q5 mlx-q6 mlx-q8 bf16 f16 f32'
 end
-for c in qk qk-run qk-kld
+for c in qk qk-report
+    complete -c $c -l parts -x -a '(__fish_complete_directories)'
+    complete -c $c -l merge-dir -x -a '(__fish_complete_directories)'
+end
+for c in qk qk-run qk-kld qk-report
     complete -c $c -l kv-type -x -a 'f16 f32'
     complete -c $c -l wire -x -a 'fp32 bf16 fp16 fp8-e4m3 fp8-e5m2 int8-token int4-token int4-group32 mxfp8 mxfp6 mxfp4 nvfp4'
     complete -c $c -l kv-cache -x -a 'f32 f16 bf16 fp8-e4m3 fp8-e5m2 fp8-e4m3:head fp8-e5m2:head int8 int4 nvfp4'
@@ -31,4 +35,10 @@ end
 complete -c qk-run -l logits-dtype -x -a 'f16 f32'
 for c in qk qk-imatrix
     complete -c $c -l output-format -x -a 'gguf dat'
+end
+for c in qk qk-convert
+    complete -c $c -l outtype -x -a 'f32 f16 bf16 q8_0 auto'
+end
+for c in qk qk-run qk-kld qk-bench
+    complete -c $c -l act-type -x -a 'default f32'
 end

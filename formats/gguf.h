@@ -129,9 +129,13 @@ typedef struct qk_gguf_writer qk_gguf_writer;
 /* version 2 or 3; NULL for any other version or when out of memory. */
 qk_gguf_writer *qk_gguf_writer_new(uint32_t version);
 void qk_gguf_writer_free(qk_gguf_writer *w);
+/* A file without tensors ends right after its key/values (gguf-py's
+ * writer), instead of padding the header to the alignment (ggml's). */
+void qk_gguf_writer_no_pad_empty(qk_gguf_writer *w);
 /* Copy a key/value (any type, nested arrays included) from a reader. */
 int qk_gguf_w_kv_copy(qk_gguf_writer *w, const qk_gguf_kv *kv, qk_err *err);
 int qk_gguf_w_kv_u32(qk_gguf_writer *w, const char *key, uint32_t v, qk_err *err);
+int qk_gguf_w_kv_u16(qk_gguf_writer *w, const char *key, uint16_t v, qk_err *err);
 int qk_gguf_w_kv_i32(qk_gguf_writer *w, const char *key, int32_t v, qk_err *err);
 int qk_gguf_w_kv_u64(qk_gguf_writer *w, const char *key, uint64_t v, qk_err *err);
 int qk_gguf_w_kv_f32(qk_gguf_writer *w, const char *key, float v, qk_err *err);

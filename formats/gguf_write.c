@@ -84,6 +84,7 @@ struct qk_gguf_writer {
     size_t n_t, cap_t;
     qk_out out;
     bool begun, failed;
+    bool no_pad_empty;    /* no padding after a header without tensors */
     uint64_t data_start;  /* file offset of the data section */
     size_t cur;           /* tensor whose data is being written */
     uint64_t cur_written; /* its bytes so far */
@@ -100,6 +101,8 @@ qk_gguf_writer *qk_gguf_writer_new(uint32_t version)
     w->alignment = GGUF_DEFAULT_ALIGNMENT;
     return w;
 }
+
+void qk_gguf_writer_no_pad_empty(qk_gguf_writer *w) { w->no_pad_empty = true; }
 
 void qk_gguf_writer_free(qk_gguf_writer *w)
 {
@@ -275,6 +278,11 @@ static int add_scalar(qk_gguf_writer *w, const char *key, qk_gguf_value v, qk_er
 int qk_gguf_w_kv_u32(qk_gguf_writer *w, const char *key, uint32_t v, qk_err *err)
 {
     return add_scalar(w, key, (qk_gguf_value){.type = QK_GGUF_U32, .u = v}, err);
+}
+
+int qk_gguf_w_kv_u16(qk_gguf_writer *w, const char *key, uint16_t v, qk_err *err)
+{
+    return add_scalar(w, key, (qk_gguf_value){.type = QK_GGUF_U16, .u = v}, err);
 }
 
 int qk_gguf_w_kv_i32(qk_gguf_writer *w, const char *key, int32_t v, qk_err *err)
@@ -455,6 +463,8 @@ static int put_header(qk_gguf_writer *w, bytes *b)
         put64(b, t->offset);
     }
     size_t pad = (w->alignment - b->n % w->alignment) % w->alignment;
+    if (!w->n_t && w->no_pad_empty)
+        pad = 0;
     while (pad-- > 0)
         put(b, "", 1);
     return b->oom ? -1 : 0;

@@ -32,6 +32,7 @@ static const struct {
     {"mlp.gate_proj.weight", "ffn_gate.weight", QK_PERM_NONE},
     {"mlp.up_proj.weight", "ffn_up.weight", QK_PERM_NONE},
     {"mlp.down_proj.weight", "ffn_down.weight", QK_PERM_NONE},
+    {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight", QK_PERM_NONE},
 };
 
 int qk_hf_to_gguf_name(const char *hf, char *out, size_t n, int *perm)

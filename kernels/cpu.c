@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/f32act.h"
 #include "kernels/x86/x86.h"
 
 #ifdef QK_X86
@@ -119,6 +120,8 @@ static void init(void)
             k->from_float = t->from_float;
             k->to_float = t->to_float;
             k->quantize = t->quantize;
+            if (t->to_float && qk_fdot_chunk(t->blck))
+                k->fdot_tile = qk_fdot_tile_ref;
         }
     }
     for (int l = 1; l < QK_CPU_LEVELS; l++) {
@@ -133,7 +136,12 @@ static void init(void)
             merge_pack(l, qk_x86_avx2_packed_k6);
             merge_pack(l, qk_x86_avx2_packed_sum);
             merge_pack(l, qk_x86_avx2_packed_f);
-            merge_pack(l, qk_x86_avx2_packed_f32);
+            merge(l, qk_x86_avx2_f32act);
+            for (int id = 0; id < QK_TYPE_MAX; id++)
+                if (kern[l][id].fdot_tile) {
+                    kern[l][id].fdot_tile = qk_x86_avx2_fdot_tile;
+                    kern[l][id].level_fdot = (signed char)l;
+                }
         } else if (l == QK_CPU_AVX512) {
             merge(l, qk_x86_avx512);
         }

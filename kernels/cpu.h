@@ -24,9 +24,9 @@
  * 8 float lanes with FMA and a fixed tree, or for rows that are no multiple
  * of 8 ggml_vec_dot_f16's 32 lanes; defined in float.c), which the scalar
  * reference and the
- * SIMD kernels implement alike.  F32 x F32 is the reference's double sum at
- * every level (the AVX2 packed kernel runs eight rows' sums side by side).  tests/test_simd.c checks all of
- * it with memcmp. */
+ * SIMD kernels implement alike; F32 x F32 and the float-activation products
+ * (fdot_tile) follow the same order (kernels/fdot.h).  tests/test_simd.c
+ * checks all of it with memcmp. */
 #ifndef QK_CPU_H
 #define QK_CPU_H
 
@@ -63,6 +63,19 @@ typedef void (*qk_pack_fn)(int64_t n, const void *x, size_t xs, void *dst);
 typedef void (*qk_packed_tile_fn)(int64_t n, const void *xp, int ng, const void *y, size_t ys,
                                   int nt, float *out, size_t ldo);
 
+/* Float-activation products (--act-type f32, issue #24): weight rows of any
+ * type with a decoder against float activation rows: for r < nr, t < nt
+ *     out[t * ldo + r] = the float-dot order (kernels/fdot.h) over the
+ *                        decoded row r (x + r * xs, n elements) and the
+ *                        floats y + t * ys
+ * which is the F32 x F32 product on the dequantized row, bit for bit, at
+ * every level and whatever nr and nt.  k: the kernels of the weight type at
+ * the level the function belongs to (its to_float decodes the row a block
+ * at a time, never the whole matrix).  ys counts floats. */
+struct qk_kernels;
+typedef void (*qk_fdot_tile_fn)(const struct qk_kernels *k, int64_t n, const void *x, size_t xs,
+                                int nr, const float *y, size_t ys, int nt, float *out, size_t ldo);
+
 typedef struct qk_kernels {
     int id;                     /* type id */
     qk_vec_dot_fn vec_dot;      /* weight type: dot with its vec_dot_type row; NULL if none */
@@ -77,6 +90,12 @@ typedef struct qk_kernels {
     int pack_tile_rows;         /* rows per prompt-batch packed_tile call (a multiple of 8) */
     /* level each came from (lower when a level has no kernel) */
     signed char level_dot, level_from, level_to, level_quantize;
+    /* float-activation product; NULL for a type without a decoder or with
+     * blocks of more than 256 elements.  Every level has one for every type
+     * that has a decoder: a generic kernel over to_float unless the level
+     * gives the type its own */
+    qk_fdot_tile_fn fdot_tile;
+    signed char level_fdot;
 } qk_kernels;
 
 /* The highest level this CPU and OS support. */
@@ -94,6 +113,13 @@ const qk_kernels *qk_kernels_for(int id);
  * unknown or the CPU does not support level.  Level QK_CPU_SCALAR is the
  * format table's reference (dot_tile loops vec_dot). */
 const qk_kernels *qk_kernels_at(int id, int level);
+
+/* k's fdot_tile (which must be set). */
+static inline void qk_fdot_tile(const qk_kernels *k, int64_t n, const void *x, size_t xs, int nr,
+                                const float *y, size_t ys, int nt, float *out, size_t ldo)
+{
+    k->fdot_tile(k, n, x, xs, nr, y, ys, nt, out, ldo);
+}
 
 /* k's dot_tile, or a loop over k's vec_dot where the level has no tile kernel. */
 void qk_dot_tile(const qk_kernels *k, int64_t n, const void *x, size_t xs, int nr, const void *y,

@@ -7,36 +7,29 @@
  * serve as their own activation type (from_float) and have dot products;
  * the others only decode.
  *
- * Dot products.  F32 follows ggml-cpu vec.cpp's scalar path (no GGML_SIMD):
- * the sum is kept in double (ggml_float), each term the float product
- * converted to double, rounded to float once at the end:
- *   F32:  sum += (double)(x[i] * y[i])      (the float product is rounded)
- * F32 x F32 has no SIMD kernel, so this is its result at every CPU level.
- *
- * F16 and BF16 follow THE FLOAT-DOT ORDER, which the SIMD kernels
- * (kernels/x86/avx2_float.c, and any AVX-512 one) implement too, so that
- * every level returns the same bits (issue #10).  It is the order llama.cpp's
- * CPU backend uses on AVX2 machines for prompt batches, so F16 and BF16
- * products agree with llama.cpp's bit for bit there:
- * - n a multiple of 8 (llamafile_sgemm's tinyBLAS<8, __m256>):
- *     8 float lanes, all +0;  lane[i % 8] = fmaf(x[i], y[i], lane[i % 8])
- *     for i = 0 .. n-1;  result = ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)).
- * - otherwise (ggml_vec_dot_f16, GGML_F16_STEP 32 / EPR 8):
- *     np = n - n % 32;  32 lanes, lane[i % 32] = fmaf(x[i], y[i], lane[i % 32])
- *     for i < np;  lane[l] += lane[l + 16] (l < 16);  lane[l] += lane[l + 8]
- *     (l < 8);  t[l] = lane[l] + lane[l + 4] (l < 4);  s = (double)((t0+t1)
- *     + (t2+t3));  s += (double)(x[i] * y[i]) for i = np .. n-1 in order;
- *     result (float)s.
+ * Dot products.  F32, F16 and BF16 follow THE FLOAT-DOT ORDER of
+ * kernels/fdot.h, which the SIMD kernels (kernels/x86/avx2_float.c,
+ * avx2_f32act.c, and any AVX-512 one) implement too, so that every level
+ * returns the same bits (issue #10).  It is the order llama.cpp's CPU backend
+ * uses on AVX2 machines for prompt batches (8 float lanes with FMA and a
+ * fixed tree; ggml_vec_dot_f16's 32 lanes for rows that are no multiple of
+ * 8), so F16 and BF16 products agree with llama.cpp's bit for bit there.
  * (llama.cpp's one-token decode takes ggml_vec_dot_f16 for every n; qk keeps
  * one order for prompt and decode, so its decode logits do not depend on
- * the batch.)  The product of two F16 values is exact in float (22-bit
- * significand, magnitude within [2^-48, 2^32]), so x * y + lane rounds
- * once, as fmaf does; BF16 products can leave the float range, so BF16
- * calls fmaf (glibc's is correctly rounded, like the FMA instruction).
+ * the batch.)  F32 x F32 is the same order on the floats themselves, and so
+ * is every float-activation product (kernels/f32act.c): a quantized row
+ * against float activations gives the bits of the F32 product on the row's
+ * decoded values, so `--act-type f32` on a quantized model equals the model
+ * dequantized to F32 (issue #24).  The product of two F16 values is exact
+ * in float (22-bit significand, magnitude within [2^-48, 2^32]), so x * y +
+ * lane rounds once, as fmaf does; F32 and BF16 products can round or leave
+ * the float range, so the order is defined with fmaf (glibc's is correctly
+ * rounded, like the FMA instruction).
  */
 #include <math.h>
 #include <string.h>
 
+#include "kernels/fdot.h"
 #include "kernels/half.h"
 #include "kernels/types.h"
 
@@ -63,14 +56,16 @@ static size_t f32_quantize(const float *src, void *dst, int64_t nrows, int64_t n
 static float f32_vec_dot(int64_t n, const void *vx, const void *vy)
 {
     const uint8_t *x = vx, *y = vy;
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        float a, b;
-        memcpy(&a, x + 4 * i, 4);
-        memcpy(&b, y + 4 * i, 4);
-        sum += (double)(a * b);
+    float a[64], b[64];
+    qk_fdot_acc acc;
+    qk_fdot_begin(&acc, n);
+    for (int64_t i = 0; i < n; i += 64) {
+        const int64_t m = n - i < 64 ? n - i : 64;
+        memcpy(a, x + 4 * i, (size_t)m * 4);
+        memcpy(b, y + 4 * i, (size_t)m * 4);
+        qk_fdot_feed(&acc, i, a, b, m);
     }
-    return (float)sum;
+    return qk_fdot_end(&acc);
 }
 
 /* ---- F16 and BF16 ------------------------------------------------------ */
@@ -103,44 +98,22 @@ static size_t f16_quantize(const float *src, void *dst, int64_t nrows, int64_t n
     return (size_t)nrows * (size_t)ncols * 2;
 }
 
-/* ---- the float-dot order (see the header comment) ---------------------- */
-
-/* ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)): tinyBLAS's hsum(__m256). */
-static float fdot_hsum8(const float *l)
-{
-    return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
-}
-
-/* ggml_vec_dot_f16's GGML_F16_VEC_REDUCE of 32 lanes (clobbers lane). */
-static float fdot_reduce32(float *lane)
-{
-    for (int l = 0; l < 16; l++)
-        lane[l] = lane[l] + lane[l + 16];
-    for (int l = 0; l < 8; l++)
-        lane[l] = lane[l] + lane[l + 8];
-    const float t0 = lane[0] + lane[4], t1 = lane[1] + lane[5], t2 = lane[2] + lane[6],
-                t3 = lane[3] + lane[7];
-    return (t0 + t1) + (t2 + t3);
-}
-
-/* The float-dot order over elements decoded by dec (see the header). */
-#define FLOAT_DOT(name, dec)                                                      \
-    static float name(int64_t n, const void *x, const void *y)                    \
-    {                                                                             \
-        if (n % 8 == 0) {                                                         \
-            float lane[8] = {0};                                                  \
-            for (int64_t i = 0; i < n; i++)                                       \
-                lane[i % 8] = fmaf(dec(ld16(x, i)), dec(ld16(y, i)), lane[i % 8]); \
-            return fdot_hsum8(lane);                                              \
-        }                                                                         \
-        float lane[32] = {0};                                                     \
-        const int64_t np = n - n % 32;                                            \
-        for (int64_t i = 0; i < np; i++)                                          \
-            lane[i % 32] = fmaf(dec(ld16(x, i)), dec(ld16(y, i)), lane[i % 32]);  \
-        double s = fdot_reduce32(lane);                                           \
-        for (int64_t i = np; i < n; i++)                                          \
-            s += (double)(dec(ld16(x, i)) * dec(ld16(y, i)));                     \
-        return (float)s;                                                          \
+/* The float-dot order (kernels/fdot.h) over 2-byte elements decoded by dec. */
+#define FLOAT_DOT(name, dec)                                       \
+    static float name(int64_t n, const void *x, const void *y)     \
+    {                                                              \
+        float a[64], b[64];                                        \
+        qk_fdot_acc acc;                                           \
+        qk_fdot_begin(&acc, n);                                    \
+        for (int64_t i = 0; i < n; i += 64) {                      \
+            const int64_t m = n - i < 64 ? n - i : 64;             \
+            for (int64_t k = 0; k < m; k++) {                      \
+                a[k] = dec(ld16(x, i + k));                        \
+                b[k] = dec(ld16(y, i + k));                        \
+            }                                                      \
+            qk_fdot_feed(&acc, i, a, b, m);                        \
+        }                                                          \
+        return qk_fdot_end(&acc);                                  \
     }
 
 FLOAT_DOT(f16_vec_dot, qk_f16_to_f32)

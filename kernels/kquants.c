@@ -107,38 +107,8 @@ static void lanes_block(int32_t lane[8], const int8_t *q8, const int8_t *a, cons
 
 /* ---- Q8_K (activations) ------------------------------------------------- */
 
-/* quantize_row_q8_K_ref.  An all-zero block gets d = 0 and zero quants;
- * ggml leaves its bsums unwritten there, we write zeros. */
-static void q8_K_from_float(const float *x, void *dst, int64_t n)
-{
-    qk_block_q8_K *y = dst;
-    for (int64_t i = 0; i < n / QK_K_BLOCK; i++, x += QK_K_BLOCK) {
-        float max = 0, amax = 0;
-        for (int j = 0; j < QK_K_BLOCK; j++) {
-            float ax = fabsf(x[j]);
-            if (ax > amax) {
-                amax = ax;
-                max = x[j];
-            }
-        }
-        if (!amax) {
-            memset(&y[i], 0, sizeof y[i]);
-            continue;
-        }
-        const float iscale = -127.f / max;
-        for (int j = 0; j < QK_K_BLOCK; j++) {
-            int v = qk_nearest_int(iscale * x[j]);
-            y[i].qs[j] = (int8_t)(v < 127 ? v : 127);
-        }
-        for (int j = 0; j < QK_K_BLOCK / 16; j++) {
-            int sum = 0;
-            for (int l = 0; l < 16; l++)
-                sum += y[i].qs[16 * j + l];
-            qk_st_u16(y[i].bsums + 2 * j, (uint16_t)(int16_t)sum);
-        }
-        qk_st_f32(y[i].d, 1 / iscale);
-    }
-}
+/* quantize_row_q8_K_ref (kernels/actvar.c, unperturbed). */
+static void q8_K_from_float(const float *x, void *dst, int64_t n) { qk_q8_K_act_row(x, dst, n, 0, false); }
 
 static void q8_K_to_float(const void *src, float *dst, int64_t n)
 {

@@ -380,46 +380,12 @@ static float q8_block(const float *x, int8_t *qs)
  * and rounding half to even (_mm256_round_ps) instead of roundf.  Those are
  * the activations llama.cpp's matrix products see on the CPUs it is
  * compared against here, so logits agree more closely (issue #5).  A
- * non-finite product becomes -128 as cvtps + saturating packs make it. */
-static inline int8_t q8_act_round(float v)
-{
-    if (!(v >= -2147483648.0f && v < 2147483648.0f))
-        return -128;
-    const float r = rintf(v);
-    return (int8_t)(r > 127.0f ? 127 : r < -128.0f ? -128 : (int)r);
-}
+ * non-finite product becomes -128 as cvtps + saturating packs make it.
+ * They are written once, in kernels/actvar.c, with the noise floor's
+ * perturbations as parameters (here none). */
+static void q8_0_from_float(const float *src, void *dst, int64_t n) { qk_q8_0_act_row(src, dst, n, 0, false); }
 
-static float q8_act_block(const float *x, int8_t *qs)
-{
-    float amax = 0.0f;
-    for (int j = 0; j < QK; j++)
-        amax = amax > fabsf(x[j]) ? amax : fabsf(x[j]);
-    const float d = amax / 127.f;
-    const float id = amax != 0.0f ? 127.f / amax : 0.0f;
-    for (int j = 0; j < QK; j++)
-        qs[j] = q8_act_round(x[j] * id);
-    return d;
-}
-
-static void q8_0_from_float(const float *src, void *dst, int64_t n)
-{
-    qk_block_q8_0 *y = dst;
-    for (int64_t i = 0; i < n / QK; i++)
-        qk_st_f16(y[i].d, q8_act_block(src + i * QK, y[i].qs));
-}
-
-static void q8_1_from_float(const float *src, void *dst, int64_t n)
-{
-    qk_block_q8_1 *y = dst;
-    for (int64_t i = 0; i < n / QK; i++) {
-        const float d = q8_act_block(src + i * QK, y[i].qs);
-        int sum = 0;
-        for (int j = 0; j < QK; j++)
-            sum += y[i].qs[j];
-        qk_st_f16(y[i].d, d);
-        qk_st_f16(y[i].s, sum * d);
-    }
-}
+static void q8_1_from_float(const float *src, void *dst, int64_t n) { qk_q8_1_act_row(src, dst, n, 0, false); }
 
 static void q8_0_to_float(const void *src, float *dst, int64_t n)
 {

@@ -68,6 +68,15 @@ _Static_assert(sizeof(qk_block_q8_K) == 292, "q8_K block");
 
 static inline int qk_q8K_bsum(const qk_block_q8_K *b, int j) { return (int16_t)qk_ld_u16(b->bsums + 2 * j); }
 
+/* The activation encoders of rows of n floats (kernels/actvar.c): Q8_0 and
+ * Q8_1 as llama.cpp's x86 quantize_row_q8_0/_1, Q8_K as
+ * quantize_row_q8_K_ref, each block's inverse scale moved `ulp` (-1, 0, +1)
+ * ulps in magnitude and ties broken the other way when `flip` (the noise
+ * floor's variants, kernels/actvar.h); ulp 0 and !flip: the encoders. */
+void qk_q8_0_act_row(const float *src, void *dst, int64_t n, int ulp, bool flip);
+void qk_q8_1_act_row(const float *src, void *dst, int64_t n, int ulp, bool flip);
+void qk_q8_K_act_row(const float *src, void *dst, int64_t n, int ulp, bool flip);
+
 /* ---- rounding ---------------------------------------------------------- */
 
 /* ggml's nearest_int: round to nearest, ties to even, by adding 1.5*2^23 and

@@ -62,6 +62,19 @@ for d_l in $d_levels; do
     d_same "Q8_0 QK_CPU=$d_l -t 2 -b 1" "$T/d_q8ref" "$T/d_out" "$d_l" -m "$D_Q8" --tokens-in "$T/d_ids24" -t 2 -b 1
 done
 
+# float activations (--act-type f32): the float-activation products, their
+# own order at every level; and not the default arithmetic's logits
+d_run "$T/d_f32ref" "" -m "$D_Q8" --tokens-in "$T/d_ids24" -t 1 --act-type f32 && ok ||
+    bad "qk-run --act-type f32 on $D_Q8: $(cat "$T/err")"
+cmp -s "$T/d_f32ref" "$T/d_q8ref" && bad "--act-type f32 gave the default logits" || ok
+d_same "Q8_0 f32 activations -t 3 -b 7" "$T/d_f32ref" "$T/d_out" "" -m "$D_Q8" --tokens-in "$T/d_ids24" -t 3 -b 7 --act-type f32
+for d_l in $d_levels; do
+    d_same "Q8_0 f32 activations QK_CPU=$d_l -t 2 -b 1" "$T/d_f32ref" "$T/d_out" "$d_l" -m "$D_Q8" --tokens-in "$T/d_ids24" -t 2 -b 1 --act-type f32
+done
+# F32 weights have no activation encoding: --act-type f32 changes nothing
+d_run "$T/d_gg" "" -m "$D_GG" --tokens-in "$T/d_ids100" -t 2
+d_same "stories260K F32 --act-type f32" "$T/d_gg" "$T/d_out" "" -m "$D_GG" --tokens-in "$T/d_ids100" -t 3 -b 7 --act-type f32
+
 # decode vs prompt: 40 prompt ids and 16 greedy tokens (15 of them fed back)
 # give the file of the same 55 ids evaluated as one prompt
 head -n 40 "$T/d_ids100" >"$T/d_p40"

@@ -15,7 +15,9 @@
  * size 32: the F32 accumulator; 64 tokens) and a small random qwen3 model
  * written here with F16 weights (the float-dot order of kernels/float.c;
  * sizes that are no multiple of 16, so every dot has a tail; q/k norms and
- * biases; F32 cache; 530 tokens, so that batches of 512 split the prompt).
+ * biases; F32 cache; 530 tokens, so that batches of 512 split the prompt),
+ * and stories4M's Q8_0 again with float activations (--act-type f32: the
+ * float-activation products over Q8_0's decoders).
  *
  * The kernel level is fixed per process at the first kernel call (cpu.h),
  * so each level runs in a child process (fork before any kernel call here)
@@ -116,14 +118,14 @@ static int32_t *eval_tokens(int n)
 
 /* Logits of every position of tokens[0..v.n) under variant v into out; 0 or
  * an error code with err set.  (Child process: no Criterion asserts.) */
-static int evaluate(const qk_model *m, const int32_t *tok, int kv_type, variant v, float *out,
-                    qk_err *err)
+static int evaluate(const qk_model *m, const int32_t *tok, int kv_type, int act_type, variant v,
+                    float *out, qk_err *err)
 {
     const size_t nv = (size_t)m->hp.n_vocab;
     const int n = v.n;
     qk_ctx *c;
     qk_ctx_params p = {.n_ctx = n, .n_batch = v.n_batch ? v.n_batch : n, .nthreads = v.nthreads,
-                       .kv_type = kv_type};
+                       .kv_type = kv_type, .act_type = act_type};
     int rc = qk_ctx_new(&c, m, &p, err);
     if (rc)
         return rc;
@@ -149,7 +151,8 @@ static long first_difference(const float *a, const float *b, size_t count)
 }
 
 /* The child's work: kernels at QK_CPU=level_name, every variant. */
-static int child_run(shared *sh, const char *path, const int32_t *tok, int n, int kv_type)
+static int child_run(shared *sh, const char *path, const int32_t *tok, int n, int kv_type,
+                     int act_type)
 {
     qk_err err = {0};
     sh->level = (int)qk_cpu_level_active();
@@ -166,7 +169,7 @@ static int child_run(shared *sh, const char *path, const int32_t *tok, int n, in
     int rc = got ? 0 : qk_errf(&err, QK_EIO, "out of memory");
     sh->n_variants = variants_for(n, sh->level > QK_CPU_SCALAR, sh->v);
     for (int i = 0; !rc && i < sh->n_variants; i++) {
-        rc = evaluate(&m, tok, kv_type, sh->v[i], i ? got : sh->logits, &err);
+        rc = evaluate(&m, tok, kv_type, act_type, sh->v[i], i ? got : sh->logits, &err);
         sh->first_diff[i] =
             rc || !i ? -1 : first_difference(sh->logits, got, (size_t)sh->v[i].n * nv);
     }
@@ -185,7 +188,7 @@ fail:
 
 /* Fork a child with QK_CPU=name; wait for it.  Returns its shared block. */
 static shared *run_level(const char *name, const char *path, const int32_t *tok, int n,
-                         int n_vocab, int kv_type, size_t *map_size)
+                         int n_vocab, int kv_type, int act_type, size_t *map_size)
 {
     *map_size = sizeof(shared) + (size_t)n * (size_t)n_vocab * sizeof(float);
     shared *sh = mmap(NULL, *map_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -196,7 +199,7 @@ static shared *run_level(const char *name, const char *path, const int32_t *tok,
     cr_assert(pid >= 0, "fork failed");
     if (pid == 0) {
         setenv("QK_CPU", name, 1);
-        _exit(child_run(sh, path, tok, n, kv_type));
+        _exit(child_run(sh, path, tok, n, kv_type, act_type));
     }
     int st;
     cr_assert_eq(waitpid(pid, &st, 0), pid);
@@ -220,7 +223,7 @@ static void describe(char *buf, size_t n, variant v)
 
 /* The whole matrix for one model: every variant at every level equals the
  * scalar level's reference. */
-static void check_model(const char *path, int n_vocab, int n, int kv_type)
+static void check_model_act(const char *path, int n_vocab, int n, int kv_type, int act_type)
 {
     int32_t *tok = eval_tokens(n);
     for (int i = 0; i < n; i++)
@@ -231,7 +234,7 @@ static void check_model(const char *path, int n_vocab, int n, int kv_type)
     int checked = 0;
     for (int l = 0; l < 3; l++) {
         size_t size;
-        shared *sh = run_level(levels[l], path, tok, n, n_vocab, kv_type, &size);
+        shared *sh = run_level(levels[l], path, tok, n, n_vocab, kv_type, act_type, &size);
         if (sh->level != l) { /* the CPU lacks it: QK_CPU cannot raise the level */
             cr_log_info("%s: QK_CPU=%s not supported by this CPU: skipped", path, levels[l]);
             munmap(sh, size);
@@ -269,6 +272,11 @@ static void check_model(const char *path, int n_vocab, int n, int kv_type)
     cr_expect(finite && varied, "%s: degenerate logits", path);
     munmap(ref, ref_size);
     free(tok);
+}
+
+static void check_model(const char *path, int n_vocab, int n, int kv_type)
+{
+    check_model_act(path, n_vocab, n, kv_type, QK_ACT_DEFAULT);
 }
 
 /* ---- a small random F16 model -------------------------------------------------- */
@@ -375,6 +383,13 @@ static void write_random_f16(const char *path)
 Test(determinism, stories260K_f32) { check_model(STORIES260K, 512, 128, QK_F16); }
 
 Test(determinism, stories4M_q8_0) { check_model(STORIES4M_Q8, 32000, 64, QK_F16); }
+
+/* --act-type f32: the float-activation products (kernels/f32act.c,
+ * kernels/x86/avx2_f32act.c) with Q8_0's decoder of each level. */
+Test(determinism, stories4M_q8_0_f32_activations)
+{
+    check_model_act(STORIES4M_Q8, 32000, 64, QK_F16, QK_ACT_F32);
+}
 
 Test(determinism, random_qwen3_f16)
 {

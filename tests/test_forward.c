@@ -2,7 +2,7 @@
  * (reference data from llama.cpp in goldens/llamacpp: stories260K and stories4M):
  * - window 1 of `llama-perplexity -c 256` (tokens 0..255 of eval-64k, the
  *   second half scored): with the F16 cache (llama.cpp's default) stories260K
- *   reproduces its "[1]" printout to 4 decimals and the log-probabilities of
+ *   reproduces its "[1]" printout to 2 units of the 4th decimal and the log-probabilities of
  *   its base-logits file f32.kld; F32 cache and stories4M: close to them;
  * - quantized stories4M (Q8_0 from llama-quantize; check_quantized() works for
  *   every type there, but the scalar K/IQ kernels make them slow): window-1
@@ -200,16 +200,19 @@ static window_cmp compare_window1(const char *model, const char *dir, int kv_typ
     return r;
 }
 
-/* With llama.cpp's F16 cache the printout is reproduced to its 4 decimals;
- * log-probabilities differ by about 1e-3 of F16 rounding noise, amplified
- * by any last-bit difference upstream (ggml sums in SIMD order). */
+/* With llama.cpp's F16 cache the printout (4 decimals) is reproduced to
+ * within 2 units of its last digit; log-probabilities differ by about 1e-3
+ * of F16 rounding noise, amplified by any last-bit difference upstream
+ * (ggml sums in SIMD order).  The F32 products' order decides the last
+ * digit: llama.cpp's AVX-512 build sums in 16 lanes, qk in the 8 lanes of
+ * kernels/fdot.h (issue #24); a double sum gave 4.04484, the 8 lanes give
+ * 4.04494, with the same log-prob agreement (mean 6.0e-4 and 6.1e-4,
+ * largest 6.2e-3 and 7.0e-3). */
 Test(forward, stories260K_f16_cache_matches_llama_cpp)
 {
     window_cmp r = compare_window1(MODEL, REF, QK_F16);
-    char got[32], want[32];
-    snprintf(got, sizeof got, "%.4f", r.ppl);
-    snprintf(want, sizeof want, "%.4f", r.ref_ppl);
-    cr_expect_str_eq(got, want, "perplexity of window 1: %.6f, llama.cpp %s", r.ppl, want);
+    cr_expect_lt(fabs(r.ppl - r.ref_ppl), 2e-4, "perplexity of window 1: %.6f, llama.cpp %.4f", r.ppl,
+                 r.ref_ppl);
     cr_expect_lt(r.mean, 1e-3, "mean log-prob difference %g", r.mean);
     cr_expect_lt(r.worst, 0.02, "largest log-prob difference %g", r.worst);
 }
@@ -474,6 +477,7 @@ Test(forward, greedy_stories4M_f16_cache) { check_greedy(MODEL4M, REF4M, QK_F16)
 /* ---- model files that differ from stories260K in one way ------------------ */
 
 typedef struct {
+    const char *src;    /* the model to vary (NULL: stories260K) */
     const char *skip;   /* leave this tensor out */
     const char *arch;   /* relabel general.architecture and the llama.* keys */
     bool to_neox;       /* q/k rows back in Hugging Face order (rope NEOX) */
@@ -497,7 +501,7 @@ static void *neox_rows(const qk_gguf_tensor *t, int hd)
 static void write_variant(const char *dst, const variant *v)
 {
     loaded l;
-    load(&l);
+    load_path(&l, v->src ? v->src : MODEL);
     const qk_gguf *g = l.g;
     qk_err err = {0};
     qk_gguf_writer *w = qk_gguf_writer_new(3);
@@ -576,6 +580,52 @@ Test(model, unsupported_architecture_is_named)
 Test(model, qwen3_needs_its_q_norm)
 {
     expect_load_error(&(variant){.arch = "qwen3"}, "blk.0.attn_q_norm.weight");
+}
+
+/* the families of lib/engine/arch.c: each asks for its own keys and tensors */
+#define ARCH "goldens/arch/"
+Test(model, family_traits_are_required)
+{
+    expect_load_error(&(variant){.arch = "qwen3moe"}, "qwen3moe.expert_count");
+    expect_load_error(&(variant){.arch = "gemma2"}, "blk.0.post_attention_norm.weight");
+    expect_load_error(&(variant){.arch = "gpt-oss"}, "gpt-oss.attention.sliding_window");
+    expect_load_error(&(variant){.src = ARCH "qwen3moe/qwen3moe-f32.gguf",
+                                 .skip = "blk.1.ffn_gate_inp.weight"}, "blk.1.ffn_gate_inp.weight");
+    expect_load_error(&(variant){.src = ARCH "mixtral/mixtral-f32.gguf",
+                                 .skip = "blk.0.ffn_down_exps.weight"}, "blk.0.ffn_down_exps.weight");
+    expect_load_error(&(variant){.src = ARCH "gpt-oss/gpt-oss-f32.gguf",
+                                 .skip = "blk.1.attn_sinks.weight"}, "blk.1.attn_sinks.weight");
+    expect_load_error(&(variant){.src = ARCH "phi3/phi3-f32.gguf",
+                                 .skip = "blk.0.attn_qkv.weight"}, "blk.0.attn_q.weight");
+}
+
+Test(model, experts_are_views_of_one_tensor)
+{
+    loaded l;
+    load_path(&l, ARCH "qwen3moe/qwen3moe-f32.gguf");
+    const qk_hparams *hp = &l.m.hp;
+    cr_expect_eq(hp->n_expert, 8);
+    cr_expect_eq(hp->n_expert_used, 2);
+    cr_expect_eq(hp->n_ff_exp, 32);
+    const qk_layer *L = &l.m.layers[1];
+    cr_assert(L->moe);
+    const qk_gguf_tensor *t = qk_gguf_find_tensor(l.g, "blk.1.ffn_up_exps.weight");
+    for (int e = 0; e < hp->n_expert; e++) {
+        cr_expect_eq(L->exps.up[e].rows, 32);
+        cr_expect_eq(L->exps.up[e].cols, 64);
+        cr_expect_eq(L->exps.up[e].data, t->data + (size_t)e * 32 * L->exps.up[e].row_size);
+    }
+    unload(&l);
+    /* phi3: q, k, v as row ranges of attn_qkv, gate and up as halves of ffn_up */
+    load_path(&l, ARCH "phi3/phi3-f32.gguf");
+    const qk_layer *P = &l.m.layers[0];
+    const qk_gguf_tensor *qkv = qk_gguf_find_tensor(l.g, "blk.0.attn_qkv.weight");
+    cr_expect_eq(P->wq.data, qkv->data);
+    cr_expect_eq(P->wk.data, qkv->data + 64 * P->wq.row_size);
+    cr_expect_eq(P->wv.data, qkv->data + 96 * P->wq.row_size);
+    cr_expect_eq(P->w_up.data, P->w_gate.data + 64 * P->w_gate.row_size);
+    cr_expect(l.m.rope_long && l.m.rope_short);
+    unload(&l);
 }
 
 Test(model, absent_output_is_tied_to_embeddings)

@@ -31,6 +31,7 @@
 #include "lib/quant/imatrix.h"
 #include "lib/quant/quant_model.h"
 #include "kernels/quantize.h"
+#include "lib/core/sha256.h"
 #include "tests/testutil.h"
 #include "kernels/types.h"
 
@@ -48,86 +49,13 @@
 #define STORIES "goldens/models/stories4M/stories4M-f32.gguf"
 #define GQ "goldens/quant/"
 
-/* ---- SHA-256 (FIPS 180-4), for comparing outputs with the stored hashes ---- */
-
-typedef struct { uint32_t h[8]; uint8_t buf[64]; uint64_t len; size_t n; } sha256;
-
-static const uint32_t K256[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
-
-static uint32_t ror(uint32_t x, int n) { return x >> n | x << (32 - n); }
-
-static void sha_block(sha256 *s, const uint8_t *p)
-{
-    uint32_t w[64], a[8];
-    for (int i = 0; i < 16; i++)
-        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
-    for (int i = 16; i < 64; i++)
-        w[i] = w[i - 16] + (ror(w[i - 15], 7) ^ ror(w[i - 15], 18) ^ w[i - 15] >> 3) + w[i - 7] +
-               (ror(w[i - 2], 17) ^ ror(w[i - 2], 19) ^ w[i - 2] >> 10);
-    memcpy(a, s->h, sizeof a);
-    for (int i = 0; i < 64; i++) {
-        uint32_t t1 = a[7] + (ror(a[4], 6) ^ ror(a[4], 11) ^ ror(a[4], 25)) + ((a[4] & a[5]) ^ (~a[4] & a[6])) + K256[i] + w[i];
-        uint32_t t2 = (ror(a[0], 2) ^ ror(a[0], 13) ^ ror(a[0], 22)) + ((a[0] & a[1]) ^ (a[0] & a[2]) ^ (a[1] & a[2]));
-        memmove(a + 1, a, 7 * sizeof *a);
-        a[4] += t1;
-        a[0] = t1 + t2;
-    }
-    for (int i = 0; i < 8; i++)
-        s->h[i] += a[i];
-}
-
-static void sha_init(sha256 *s)
-{
-    static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-    memcpy(s->h, h0, sizeof h0);
-    s->len = 0;
-    s->n = 0;
-}
-
-static void sha_add(sha256 *s, const uint8_t *p, size_t n)
-{
-    s->len += n;
-    while (n--) {
-        s->buf[s->n++] = *p++;
-        if (s->n == 64) {
-            sha_block(s, s->buf);
-            s->n = 0;
-        }
-    }
-}
-
-static void sha_hex(sha256 *s, char out[65])
-{
-    uint64_t bits = s->len * 8;
-    uint8_t pad = 0x80, z = 0;
-    sha_add(s, &pad, 1);
-    while (s->n != 56)
-        sha_add(s, &z, 1);
-    for (int i = 7; i >= 0; i--) {
-        uint8_t b = (uint8_t)(bits >> (8 * i));
-        sha_add(s, &b, 1);
-    }
-    for (int i = 0; i < 8; i++)
-        snprintf(out + 8 * i, 9, "%08x", s->h[i]);
-}
+/* ---- SHA-256 of outputs, for comparing with the stored hashes ---- */
 
 static void file_sha(const char *path, char out[65])
 {
     size_t n;
     uint8_t *p = tu_read(path, &n);
-    sha256 s;
-    sha_init(&s);
-    sha_add(&s, p, n);
-    sha_hex(&s, out);
+    qk_sha256_hex(p, n, out);
     free(p);
 }
 
@@ -297,10 +225,7 @@ Test(quant_model, smol_slice_imatrix_matches_llama_quantize, .timeout = 120)
         uint8_t *q = malloc(qn);
         qk_type_get(t->type)->to_float(t->data, x, (int64_t)n);
         cr_assert_eq(qk_quantize_rows(type, x, q, t->ne[1], t->ne[0], e->values, 2, &err), 0, "%s", err.msg);
-        sha256 h;
-        sha_init(&h);
-        sha_add(&h, q, qn);
-        sha_hex(&h, got);
+        qk_sha256_hex(q, qn, got);
         cr_expect_str_eq(got, want, "%s as %s (%s) differs from llama-quantize", name,
                          qk_type_get(type)->name, preset);
         free(x);

@@ -13,6 +13,7 @@
 
 #include "formats/gguf.h"
 #include "tests/testutil.h"
+#define QK_TOKENIZER_INTERNAL
 #include "lib/engine/tokenizer.h"
 
 #define VOCAB "goldens/vocab/ggml-vocab-"
@@ -119,7 +120,8 @@ static void check_ids(const char *name, const char *what, size_t i, const char *
     }
 }
 
-static void run_suite_with(qk_tokenizer *t, const char *name)
+/* orig: the full vocabulary's id of each token (compact vocabularies), or NULL. */
+static void run_suite_mapped(qk_tokenizer *t, const char *name, const int64_t *orig, size_t n_orig)
 {
     suite s;
     suite_load(&s, name, "out");
@@ -129,11 +131,109 @@ static void run_suite_with(qk_tokenizer *t, const char *name)
         size_t n;
         qk_err err = {0};
         cr_assert_eq(qk_tok_encode(t, s.text[i], s.len[i], false, false, &ids, &n, &err), 0, "%s", err.msg);
+        for (size_t j = 0; j < n && orig; j++) {
+            cr_assert(ids[j] >= 0 && (size_t)ids[j] < n_orig);
+            ids[j] = (int32_t)orig[ids[j]];
+        }
         size_t nw = parse_ints(s.line[i], want, 512);
         check_ids(name, "ids", i, s.text[i], s.len[i], ids, n, want, nw);
         free(ids);
     }
     suite_free(&s);
+}
+
+static void run_suite_with(qk_tokenizer *t, const char *name) { run_suite_mapped(t, name, NULL, 0); }
+
+/* A suite whose vocabulary is committed compacted (tools/compact_vocab.py):
+ * ggml-vocab-NAME.compact.gguf keeps the tokens and merges the inputs can
+ * use, renumbered; qk.vocab.orig_ids maps qk's ids back to the full
+ * vocabulary's, which the .out file holds. */
+static void run_compact_suite(const char *name)
+{
+    char path[256];
+    snprintf(path, sizeof path, VOCAB "%s.compact.gguf", name);
+    qk_gguf *g;
+    qk_err err = {0};
+    cr_assert_eq(qk_gguf_open(&g, path, 0, &err), 0, "%s", err.msg);
+    qk_tokenizer *t = qk_tok_from_gguf(g, &err);
+    cr_assert(t, "%s", err.msg);
+    const qk_gguf_kv *kv = qk_gguf_find(g, "qk.vocab.orig_ids");
+    cr_assert(kv && kv->v.type == QK_GGUF_ARRAY && kv->v.arr.n == qk_tok_n_vocab(t), "%s: qk.vocab.orig_ids", name);
+    int64_t *orig = malloc(kv->v.arr.n * sizeof *orig);
+    for (uint64_t i = 0; i < kv->v.arr.n; i++)
+        orig[i] = qk_gguf_arr_i64(&kv->v, i);
+    qk_gguf_close(g);
+    run_suite_mapped(t, name, orig, kv ? (size_t)qk_tok_n_vocab(t) : 0);
+    free(orig);
+    qk_tok_free(t);
+}
+
+Test(tokenizer_suite, llama_bpe) { run_compact_suite("llama-bpe"); }
+Test(tokenizer_suite, qwen2) { run_compact_suite("qwen2"); }
+Test(tokenizer_suite, qwen35) { run_compact_suite("qwen35"); }
+Test(tokenizer_suite, command_r) { run_compact_suite("command-r"); }
+Test(tokenizer_suite, deepseek_coder) { run_compact_suite("deepseek-coder"); }
+Test(tokenizer_suite, gemma_4) { run_compact_suite("gemma-4"); }
+Test(tokenizer_suite, mpt) { run_compact_suite("mpt"); }
+Test(tokenizer_suite, refact) { run_compact_suite("refact"); }
+Test(tokenizer_suite, bert_bge) { run_compact_suite("bert-bge"); }
+
+/* Every pre-tokenizer over GPT-2's vocabulary against llama.cpp's
+ * llama-tokenize with the same tokenizer.ggml.pre (goldens/vocab/pretok-ids.txt,
+ * tools/gen_pretok_ids.py): the gpt-2 suite's .inp file and pretok-extra.inp,
+ * each tokenized whole, id for id. */
+Test(tokenizer_pretok, every_pre_tokenizer_vs_llama_cpp)
+{
+    static const char *const files[] = {VOCAB "gpt-2.gguf.inp", "goldens/vocab/pretok-extra.inp"};
+    char *texts[2];
+    size_t lens[2];
+    for (int i = 0; i < 2; i++)
+        texts[i] = tu_read(files[i], &lens[i]);
+    size_t nr;
+    char *ref = tu_read("goldens/vocab/pretok-ids.txt", &nr);
+    ref = realloc(ref, nr + 1);
+    ref[nr] = '\0';
+    qk_gguf *g;
+    qk_err err = {0};
+    cr_assert_eq(qk_gguf_open(&g, VOCAB "gpt-2.gguf", 0, &err), 0, "%s", err.msg);
+    size_t n_pre = 0;
+    long *want = malloc(8192 * sizeof *want);
+    for (char *p = ref; *p;) {
+        cr_assert(!strncmp(p, "## ", 3), "pretok-ids.txt: expected a ## line");
+        char *nl = strchr(p, '\n');
+        *nl = '\0';
+        const char *name = p + 3;
+        p = nl + 1;
+        qk_tokenizer *t = qk_tok_from_gguf_pre(g, name, &err);
+        cr_assert(t, "%s: %s", name, err.msg);
+        for (int i = 0; i < 2; i++) {
+            nl = strchr(p, '\n');
+            cr_assert(nl, "pretok-ids.txt: %s: too few lines", name);
+            *nl = '\0';
+            size_t nw = parse_ints(p, want, 8192);
+            p = nl + 1;
+            int32_t *ids;
+            size_t n;
+            cr_assert_eq(qk_tok_encode(t, texts[i], lens[i], false, false, &ids, &n, &err), 0, "%s", err.msg);
+            check_ids(name, files[i], 0, "(whole file)", 12, ids, n, want, nw);
+            free(ids);
+        }
+        qk_tok_free(t);
+        n_pre++;
+    }
+    cr_assert_geq(n_pre, 25, "pretok-ids.txt: only %zu pre-tokenizers", n_pre);
+    free(want);
+    qk_gguf_close(g);
+    free(ref);
+    for (int i = 0; i < 2; i++)
+        free(texts[i]);
+}
+
+/* Every regex of every pre-tokenizer compiles. */
+Test(tokenizer_pretok, every_regex_compiles)
+{
+    qk_err err = {0};
+    cr_assert_eq(qk_pre_check_all(&err), 0, "%s", err.msg);
 }
 
 static void run_suite(const char *name)

@@ -8,7 +8,8 @@
 # unless QK_CROSSCHECK_NO_TORCH=1, torch + compressed-tensors (PyPI's torch
 # for Linux x86-64 is the CUDA build: a few GB to download once), then runs
 # tools/crosscheck.py, which drives BUILD/tools/ckpt-tool (make crosscheck
-# builds it first).
+# builds it first).  With LLAMA_CPP set, also the qk-convert and pre-tokenizer
+# goldens (see below).
 set -eu
 B=${1:-build}
 VENV=$B/crosscheck-venv
@@ -20,8 +21,39 @@ stamp=$VENV/.qk-installed
 if [ ! -f "$stamp" ]; then
     "$VENV/bin/pip" install -q --disable-pip-version-check numpy ml_dtypes safetensors
     if [ "${QK_CROSSCHECK_NO_TORCH:-0}" != 1 ]; then
-        "$VENV/bin/pip" install -q --disable-pip-version-check torch compressed-tensors
+        "$VENV/bin/pip" install -q --disable-pip-version-check torch compressed-tensors transformers \
+            tokenizers sentencepiece
     fi
     touch "$stamp"
 fi
-exec "$VENV/bin/python" tools/crosscheck.py --build "$B"
+"$VENV/bin/python" tools/crosscheck.py --build "$B" || status=1
+LLAMA_CPP=${LLAMA_CPP:-/work/peers/llama.cpp}
+# the model families (tools/archmodels.py, goldens/arch/README.md): needs
+# transformers and llama.cpp (LLAMA_CPP, a built checkout of the commit in
+# ../shared/README.md); ARCH_PYTHON: a Python that has transformers
+AP=${ARCH_PYTHON:-$VENV/bin/python}
+if [ -x "$LLAMA_CPP/build/bin/llama-perplexity" ] && "$AP" -c 'import transformers, tokenizers' 2>/dev/null; then
+    "$AP" tools/archmodels.py make "$B/arch" --llama "$LLAMA_CPP" &&
+        "$AP" tools/archmodels.py check "$B/arch" --qk "$B/qk" &&
+        "$AP" tools/archmodels.py check goldens/arch --qk "$B/qk" &&
+        "$AP" tools/archmodels.py quant "$B/arch" --llama "$LLAMA_CPP" --qk "$(pwd)/$B/qk" || status=1
+    cmp -s "$B/arch/SUMS" goldens/arch/SUMS && echo "arch: regenerated models identical to goldens/arch" ||
+        echo "arch: regenerated models differ from goldens/arch (other torch/transformers versions?)"
+else
+    echo "arch: skipped (needs llama.cpp at LLAMA_CPP=$LLAMA_CPP and transformers in $AP)"
+fi
+# qk-convert and the pre-tokenizers against llama.cpp (a checkout at the reference
+# commit with build/bin/llama-tokenize): regenerate their goldens and fail when they change.
+if [ -x "$LLAMA_CPP/build/bin/llama-tokenize" ]; then
+    if [ ! -f "$VENV/.qk-convert-installed" ]; then
+        "$VENV/bin/pip" install -q --disable-pip-version-check torch transformers tokenizers sentencepiece protobuf
+        touch "$VENV/.qk-convert-installed"
+    fi
+    { PYTHON="$VENV/bin/python" "$VENV/bin/python" tools/gen_convert_goldens.py "$B" &&
+        "$VENV/bin/python" tools/gen_pretok_ids.py "$LLAMA_CPP/build/bin/llama-tokenize" goldens/vocab/pretok-ids.txt &&
+        "$VENV/bin/python" tools/gen_chkhsh_table.py "$LLAMA_CPP" >lib/convert/conv_prehash.c &&
+        git diff --exit-code -- goldens/convert goldens/vocab/pretok-ids.txt lib/convert/conv_prehash.c; } || status=1
+else
+    echo "convert: skipped (needs llama.cpp with llama-tokenize at LLAMA_CPP=$LLAMA_CPP)"
+fi
+exit ${status:-0}

@@ -1,8 +1,6 @@
 /* avx2_float.c - AVX2 kernels of the float element types: F16 and BF16 dot
- * products, F16 encode/decode.  F32 x F32 keeps the scalar reference's
- * double sum (F32 weights only occur in tiny models, whose tests compare
- * printouts with llama.cpp to the last digit); its packed kernel, the same
- * arithmetic with lanes across rows, is avx2_f32.c.
+ * products, F16 encode/decode.  F32 x F32 is in avx2_f32act.c (the same
+ * order, read in place).
  *
  * The float dots implement the float-dot order defined in kernels/float.c
  * (llama.cpp's own AVX2 order) and so return the scalar reference's bits

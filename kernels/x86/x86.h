@@ -40,8 +40,12 @@ extern const qk_pack_ops qk_x86_avx2_packed_k4[];
 extern const qk_pack_ops qk_x86_avx2_packed_k6[];
 extern const qk_pack_ops qk_x86_avx2_packed_sum[];
 extern const qk_pack_ops qk_x86_avx2_packed_f[];
-extern const qk_pack_ops qk_x86_avx2_packed_f32[];
 extern const qk_simd_ops qk_x86_avx512[];
+/* Float-activation products and the F32 x F32 tile (avx2_f32act.c): the
+ * generic tile over any type's to_float at the AVX2 level. */
+extern const qk_simd_ops qk_x86_avx2_f32act[];
+void qk_x86_avx2_fdot_tile(const qk_kernels *k, int64_t n, const void *x, size_t xs, int nr,
+                           const float *y, size_t ys, int nt, float *out, size_t ldo);
 
 /* Outer-product sums (avx2_gram.c; see kernels/gram.h). */
 void qk_x86_avx2_gram(double *s, int64_t d, const float *x, int64_t n, int64_t i0, int64_t i1);

@@ -19,7 +19,7 @@
 
 enum {
     C_MODEL, C_SIZE, C_PARAMS, C_BPW, C_BACKEND, C_THREADS, C_TEST, C_TS, C_ROOF,
-    C_FILE, C_BYTES, C_NPARAMS, C_NPROMPT, C_NGEN, C_NBATCH, C_KV, C_BPT, C_BW, C_NCOLS
+    C_FILE, C_BYTES, C_NPARAMS, C_NPROMPT, C_NGEN, C_NBATCH, C_KV, C_ACT, C_BPT, C_BW, C_NCOLS
 };
 static const qk_col model_cols[C_NCOLS] = {
     {"model", "model", NULL, false},
@@ -38,6 +38,7 @@ static const qk_col model_cols[C_NCOLS] = {
     {"n_gen", "n_gen", NULL, true},
     {"n_batch", "n_batch", NULL, true},
     {"kv_cache", "kv cache", NULL, true},
+    {"act_type", "activations", NULL, true},
     {"bytes_per_token", "bytes/token", NULL, true},
     {"read_gbps", "read GB/s", NULL, true},
 };
@@ -57,9 +58,16 @@ void qk_model_decode_bytes(const qk_model *m, int kv_type, int64_t n_past, doubl
         w += (double)hp->n_vocab * f;
     for (int il = 0; il < hp->n_layer; il++) {
         const qk_layer *l = &m->layers[il];
-        const qk_weight *mats[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down};
+        const qk_weight *mats[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down,
+                                   &l->gate_inp, &l->gate_inp_shexp, &l->gate_shexp, &l->up_shexp,
+                                   &l->down_shexp};
         for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
-            w += weight_bytes(mats[i]);
+            w += mats[i]->data ? weight_bytes(mats[i]) : 0.0;
+        /* a token reads the n_expert_used experts it is routed to (all experts
+         * of a layer have the same size and type) */
+        if (l->moe)
+            w += hp->n_expert_used * (weight_bytes(&l->exps.gate[0]) + weight_bytes(&l->exps.up[0]) +
+                                      weight_bytes(&l->exps.down[0]));
         w += 2 * e * f;                               /* attention and FFN norms */
         const double q = (double)hp->n_head * hp->head_dim, kvd = (double)hp->n_head_kv * hp->head_dim;
         if (l->bq)
@@ -183,7 +191,8 @@ static int run_test(bench *b, bool gen, int n, int ti, qk_err *err)
     const qk_model_bench_opts *o = b->o;
     const int nt = o->threads[ti];
     qk_ctx *c;
-    qk_ctx_params cp = {.n_ctx = n, .n_batch = o->n_batch, .nthreads = nt, .kv_type = o->kv_type};
+    qk_ctx_params cp = {.n_ctx = n, .n_batch = o->n_batch, .nthreads = nt, .kv_type = o->kv_type,
+                        .act_type = o->act_type};
     int rc = qk_ctx_new(&c, b->m, &cp, err);
     if (rc)
         return rc;
@@ -221,6 +230,7 @@ static int run_test(bench *b, bool gen, int n, int ti, qk_err *err)
     qk_report_int(r, C_NGEN, gen ? n : 0);
     qk_report_int(r, C_NBATCH, o->n_batch ? o->n_batch : 512);
     qk_report_str(r, C_KV, o->kv_type == QK_F16 ? "f16" : "f32");
+    qk_report_str(r, C_ACT, qk_act_type_name(o->act_type));
     if (!gen || o->bandwidth < 0)
         return 0;
     /* tokens attend to 1..n positions: on average (n + 1) / 2, i.e. n_past (n - 1) / 2 */
@@ -336,6 +346,7 @@ int qk_bench_model(const qk_model_bench_opts *o, qk_report *r, qk_err *err)
     qk_report_meta_str(r, "warmup", o->warmup ? "yes" : "no");
     qk_report_meta_int(r, "n_batch", o->n_batch ? o->n_batch : 512);
     qk_report_meta_str(r, "kv_cache", o->kv_type == QK_F16 ? "f16" : "f32");
+    qk_report_meta_str(r, "act_type", qk_act_type_name(o->act_type));
     if (o->bandwidth > 0)
         qk_report_meta_num(r, "read_gbps_given", o->bandwidth / 1e9, "%.2f");
     for (int ti = 0; ti < o->n_threads; ti++)

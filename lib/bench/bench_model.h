@@ -40,6 +40,7 @@ typedef struct qk_model_bench_opts {
     bool warmup;
     int n_batch;         /* tokens per batch, 0: 512 */
     int kv_type;         /* QK_F16 (llama.cpp's default) or QK_F32 */
+    int act_type;        /* QK_ACT_DEFAULT or QK_ACT_F32 (lib/engine/matmul.h) */
     double bandwidth;    /* bytes/s of read bandwidth: > 0 given, 0 measure, < 0 no roofline */
     size_t bw_bytes;     /* buffer for measuring it */
     int bw_passes;

@@ -131,3 +131,18 @@ int qk_cpt_to_byte(uint32_t cpt)
             return (int)b;
     return -1;
 }
+
+uint32_t qk_ucd_nfd_first(uint32_t cpt)
+{
+    /* the last run starting at or before cpt (upper_bound - 1) */
+    size_t lo = 0, hi = qk_ucd_n_nfd;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (qk_ucd_nfd[mid].first <= cpt)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    const qk_ucd_nfd_run *r = &qk_ucd_nfd[lo - 1];
+    return r->first <= cpt && cpt <= r->last ? r->nfd : cpt;
+}

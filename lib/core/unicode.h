@@ -39,6 +39,14 @@ extern const size_t qk_ucd_n_whitespace;
 extern const qk_ucd_pair qk_ucd_lower[];
 extern const size_t qk_ucd_n_lower;
 
+typedef struct qk_ucd_nfd_run { uint32_t first, last, nfd; } qk_ucd_nfd_run;
+extern const qk_ucd_nfd_run qk_ucd_nfd[];  /* lib/core/unicode_nfd.c */
+extern const size_t qk_ucd_n_nfd;
+
+/* The first code point of cpt's NFD decomposition (llama.cpp's
+ * unicode_cpts_normalize_nfd, one code point in, one out). */
+uint32_t qk_ucd_nfd_first(uint32_t cpt);
+
 /* Category flag | WHITESPACE of a code point; 0x110000 and above: UNDEFINED. */
 uint16_t qk_ucd_flags(uint32_t cpt);
 /* Simple lowercase mapping (UnicodeData.txt); cpt itself when none. */

@@ -1,16 +1,30 @@
 /* forward.c - the transformer forward pass, one layer at a time, as
- * llama.cpp builds it (src/models/llama.cpp, qwen2.cpp, qwen3.cpp) and as
- * ggml's CPU backend computes each op (ggml-cpu/ops.cpp, vec.h):
+ * llama.cpp builds it (src/models/llama.cpp, qwen2.cpp, qwen3.cpp,
+ * qwen2moe.cpp, qwen3moe.cpp, openai-moe.cpp, gemma2.cpp, gemma3.cpp,
+ * phi3.cpp, and src/llama-graph.cpp's build_qkv, build_ffn, build_moe_ffn,
+ * build_attn at d32676d) and as ggml's CPU backend computes each op
+ * (ggml-cpu/ops.cpp, vec.h).  For Hugging Face directories the same graph is
+ * what transformers' modeling files compute (models/{llama,mistral,mixtral,
+ * qwen2,qwen3,qwen2_moe,qwen3_moe,gpt_oss,gemma2,gemma3,phi3}/modeling_*.py).
+ * The architectures differ by the traits of qk_hparams (lib/engine/arch.c),
+ * not by copies of this loop:
  *
- *   x = embed(token)
- *   per layer:  h  = rmsnorm(x) * attn_norm
- *               q, k, v = Wq h + bq, Wk h + bk, Wv h + bv
- *               (qwen3: q, k = rmsnorm per head * q_norm, k_norm)
- *               q, k = rope(q, k, pos);  k, v -> cache
- *               x += Wo attention(q, cache) + bo
- *               h  = rmsnorm(x) * ffn_norm
- *               x += Wdown (silu(Wgate h) * Wup h)
- *   logits = Wout (rmsnorm(x) * output_norm)
+ *   x = embed(token)                        (* sqrt(n_embd): gemma)
+ *   per layer:  h  = qk_rmsnorm(x) * attn_norm
+ *               q, k, v = Wq h + bq, Wk h + bk, Wv h + bv   (phi3: one fused Wqkv)
+ *               (qk_norm: q, k = rmsnorm per head * q_norm, k_norm)
+ *               q, k = rope(q, k, pos)     (the sliding-window layers' own base;
+ *                                           YaRN, LongRoPE factors)
+ *               (q_prescale: q *= kq_scale, the scores' scale then 1)
+ *               k, v -> cache
+ *               a  = Wo attention(q, cache) + bo   (attention.c: window,
+ *                                                   soft-cap, sinks)
+ *               x += a                      (post_norms: qk_rmsnorm(a) * attn_post_norm)
+ *               h  = qk_rmsnorm(x) * ffn_norm
+ *               f  = Wdown act(Wgate h, Wup h)     (silu, GeGLU; phi3: fused gate/up)
+ *                  or the experts' sum (moe.c)
+ *               x += f                      (post_norms: qk_rmsnorm(f) * ffn_post_norm)
+ *   logits = Wout (qk_rmsnorm(x) * output_norm) + bout   (final soft-cap: gemma)
  *
  * Reduction orders (issue #10; the REPRODUCIBILITY section of qk-run(1)
  * states them for users).  Every value below is computed by one thread, in
@@ -19,9 +33,11 @@
  * prompt or one-token decode, and any SIMD level:
  * - y = W x (matmul.c): each y[t][r] is one dot product over the whole
  *   row, never split along K; its order is the weight type's (types.h,
- *   kernels/float.c: F32 a double sum, F16/BF16 the float-dot order
- *   (llama.cpp's AVX2 one), quantized types integer block sums then float over blocks in
- *   block order), the same bits at every level (cpu.h).  Threads take
+ *   kernels/float.c: F32, F16 and BF16 the float-dot order of
+ *   kernels/fdot.h (llama.cpp's AVX2 one), quantized types integer block
+ *   sums then float over blocks in block order; with act_type QK_ACT_F32
+ *   every type the float-dot order over its decoded row), the same bits at
+ *   every level (cpu.h).  Threads take
  *   fixed ranges of weight rows (and of tokens for the activation encoding).
  * - rmsnorm: squares summed in double in index order, per token row (and
  *   per head for qwen3's q/k norms).
@@ -47,10 +63,9 @@
  *   a query at position p reads a key from the quantized group copy exactly
  *   when that group ends at or before p, so what it sees depends on p alone.
  */
-#include "lib/engine/forward.h"
+#include "lib/engine/forward_impl.h"
 
 #include <math.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,9 +77,7 @@
 
 /* ---- elementwise ops ------------------------------------------------------ */
 
-/* ggml_compute_forward_rms_norm_f32 followed by ggml_mul with the weight:
- * squares summed in double, scale = 1/sqrtf(mean + eps) in float. */
-static void rmsnorm(float *y, const float *x, const float *w, int n, float eps)
+void qk_rmsnorm(float *y, const float *x, const float *w, int n, float eps)
 {
     double sum = 0.0;
     for (int i = 0; i < n; i++)
@@ -75,39 +88,116 @@ static void rmsnorm(float *y, const float *x, const float *w, int n, float eps)
         y[i] = x[i] * scale * w[i];
 }
 
-static void add_bias(float *y, const float *b, int n_tok, int n)
+void qk_add_rows(float *y, const float *b, int n_rows, int n)
 {
     if (!b)
         return;
-    for (int t = 0; t < n_tok; t++)
+    for (int t = 0; t < n_rows; t++)
         for (int i = 0; i < n; i++)
             y[(size_t)t * n + i] += b[i];
 }
 
-/* ggml_vec_swiglu_f32: silu(g) * u with silu(x) = x / (1 + expf(-x)). */
-static void swiglu(float *g, const float *u, size_t n)
+/* ggml_gelu_f32, the tanh approximation */
+static float gelu_f32(float x)
 {
-    for (size_t i = 0; i < n; i++)
-        g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    return 0.5f * x * (1.0f + tanhf(0.79788456080286535587989211986876f * x * (1.0f + 0.044715f * x * x)));
+}
+
+/* ggml_vec_swiglu_f32: silu(g) * u with silu(x) = x / (1 + expf(-x));
+ * ggml_vec_geglu_f32 with GGML_GELU_FP16: gelu of g rounded to F16 through
+ * ggml's F16 table (its entries are F16 roundings of ggml_gelu_f32), 0 below
+ * -10, g itself above 10; ggml_compute_forward_swiglu_oai_f32's clamped form. */
+void qk_ffn_act_rows(const qk_hparams *hp, float *g, const float *u, size_t n)
+{
+    switch (hp->ffn_act) {
+    case QK_ACT_SILU:
+        for (size_t i = 0; i < n; i++)
+            g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+        break;
+    case QK_ACT_GELU:
+        for (size_t i = 0; i < n; i++) {
+            const float x = g[i];
+            float y;
+            if (x <= -10.0f)
+                y = 0.0f;
+            else if (x >= 10.0f)
+                y = x;
+            else
+                y = qk_f16_to_f32(qk_f32_to_f16(gelu_f32(qk_f16_to_f32(qk_f32_to_f16(x)))));
+            g[i] = y * u[i];
+        }
+        break;
+    case QK_ACT_SWIGLU_OAI: {
+        const float alpha = hp->swiglu_alpha, limit = hp->swiglu_limit;
+        for (size_t i = 0; i < n; i++) {
+            const float x = g[i] < limit ? g[i] : limit;
+            const float y = u[i] < -limit ? -limit : u[i] > limit ? limit : u[i];
+            g[i] = x / (1.0f + expf(alpha * (-x))) * (y + 1.0f);
+        }
+        break;
+    }
+    }
 }
 
 /* ---- rope ------------------------------------------------------------------ */
 
-/* ggml_rope_cache_init without YaRN (ext_factor 0, attn_factor 1):
- * theta_i = pos * freq_scale * base^(-2i/n_rot) / freq_factor_i, the power
- * built by repeated multiplication in float like ggml. */
-static void rope_cache(float *cs, int pos, const qk_model *m)
+/* ggml_rope_cache_init and rope_yarn: theta_i = pos * base^(-2i/n_rot) /
+ * factor_i, the power built by repeated multiplication in float like ggml;
+ * interpolated theta freq_scale * theta, and with YaRN (ext_factor != 0)
+ * mixed with the extrapolated one by the ramp between the correction
+ * dimensions, the cos/sin magnitude scaled by 1 + 0.1 ln(1/freq_scale);
+ * cos and sin times mscale (rope_attn_factor). */
+static void rope_cache(float *cs, int pos, const qk_rope_params *rp, int n_rot)
 {
-    const qk_hparams *hp = &m->hp;
-    const float theta_scale = powf(hp->rope_freq_base, -2.0f / (float)hp->n_rot);
     float theta = (float)pos;
-    for (int i0 = 0; i0 < hp->n_rot; i0 += 2) {
-        const float ff = m->rope_freqs ? m->rope_freqs[i0 / 2] : 1.0f;
-        const float t = hp->rope_freq_scale * (theta / ff);
-        cs[i0] = cosf(t);
-        cs[i0 + 1] = sinf(t);
-        theta *= theta_scale;
+    for (int i0 = 0; i0 < n_rot; i0 += 2) {
+        const float ff = rp->factors ? rp->factors[i0 / 2] : 1.0f;
+        const float extrap = theta / ff, interp = rp->freq_scale * extrap;
+        float t = interp, mscale = rp->mscale;
+        if (rp->ext_factor != 0.0f) {
+            const float low = rp->corr[0], high = rp->corr[1];
+            const float y = ((float)(i0 / 2) - low) / fmaxf(0.001f, high - low);
+            const float mix = (1.0f - fminf(1.0f, fmaxf(0.0f, y))) * rp->ext_factor;
+            t = interp * (1.0f - mix) + extrap * mix;
+            mscale *= 1.0f + 0.1f * logf(1.0f / rp->freq_scale);
+        }
+        cs[i0] = cosf(t) * mscale;
+        cs[i0 + 1] = sinf(t) * mscale;
+        theta *= rp->theta_scale;
     }
+}
+
+/* ggml_rope_yarn_corr_dims; untruncated (transformers' "truncate": false)
+ * the dimensions keep their fractions. */
+static void yarn_corr_dims(const qk_hparams *hp, float base, float corr[2])
+{
+    const float n = (float)hp->n_rot, ctx = (float)hp->n_ctx_orig;
+    const float pi2 = 2.0f * 3.14159265358979323846f;
+    float lo = n * logf(ctx / (hp->yarn_beta_fast * pi2)) / (2.0f * logf(base));
+    float hi = n * logf(ctx / (hp->yarn_beta_slow * pi2)) / (2.0f * logf(base));
+    if (hp->yarn_truncate)
+        lo = floorf(lo), hi = ceilf(hi);
+    corr[0] = fmaxf(0.0f, lo);
+    corr[1] = fminf(n - 1.0f, hi);
+}
+
+/* The rope of the other layers (swa false) or of the sliding-window ones:
+ * their base and scale, llama3's factors or LongRoPE's long ones when the
+ * context is longer than the original one (llama_model::get_rope_factors). */
+static void rope_params(const qk_ctx *c, bool swa, qk_rope_params *rp)
+{
+    const qk_model *m = c->m;
+    const qk_hparams *hp = &m->hp;
+    const float base = swa ? hp->rope_freq_base_swa : hp->rope_freq_base;
+    rp->theta_scale = powf(base, -2.0f / (float)hp->n_rot);
+    rp->freq_scale = swa ? hp->rope_freq_scale_swa : hp->rope_freq_scale;
+    rp->ext_factor = hp->rope_scaling == QK_ROPE_YARN ? hp->yarn_ext_factor : 0.0f;
+    rp->mscale = hp->rope_attn_factor;
+    rp->corr[0] = rp->corr[1] = 0.0f;
+    if (rp->ext_factor != 0.0f)
+        yarn_corr_dims(hp, base, rp->corr);
+    const int orig = hp->n_ctx_orig ? hp->n_ctx_orig : hp->n_ctx_train;
+    rp->factors = m->rope_freqs ? m->rope_freqs : c->n_ctx > orig ? m->rope_long : m->rope_short;
 }
 
 /* rotate_pairs() of ggml_compute_forward_rope_flt for one head: NORMAL mode
@@ -124,221 +214,23 @@ static void rope_head(float *v, const float *cs, int n_rot, qk_rope_mode mode)
     }
 }
 
-/* Per-head RMSNorm (qwen3), then rope, for the n_heads heads of token t's row. */
-static void prepare_heads(const qk_ctx *c, float *row, int t, int n_heads, const float *norm)
+/* Per-head RMSNorm (qk_norm), then rope, then (q of q_prescale) the
+ * attention scale, for the n_heads heads of token t's row. */
+static void prepare_heads(const qk_ctx *c, const qk_layer *L, float *row, int t, int n_heads,
+                          const float *norm, float scale)
 {
     const qk_hparams *hp = &c->m->hp;
     const int hd = hp->head_dim;
+    const float *cs = (L->swa && c->rope_swa ? c->rope_swa : c->rope) + (size_t)t * hp->n_rot;
     for (int h = 0; h < n_heads; h++) {
         float *v = row + (size_t)h * hd;
         if (norm)
-            rmsnorm(v, v, norm, hd, hp->rms_eps);
-        rope_head(v, c->rope + (size_t)t * hp->n_rot, hp->n_rot, hp->rope_mode);
+            qk_rmsnorm(v, v, norm, hd, hp->rms_eps);
+        rope_head(v, cs, hp->n_rot, hp->rope_mode);
+        if (scale != 0.0f)
+            for (int i = 0; i < hd; i++)
+                v[i] *= scale;
     }
-}
-
-/* ---- attention ------------------------------------------------------------ */
-
-typedef struct {
-    qk_ctx *c;
-    const void *kc, *vc; /* this layer's cache */
-    const float *kqc;    /* KIVI: this layer's quantized key groups, or NULL */
-    int pos0;
-    int n_tok, tb, hc;   /* attend_blocks: tokens in the batch, tokens per block, heads per chunk */
-    atomic_int *oom;     /* attend_blocks: set when its scratch could not be allocated */
-} attn_job;
-
-/* The online softmax of ggml's flash-attention kernel
- * (ggml_compute_forward_flash_attn_ext_f16_one_chunk): keys in order, running
- * maximum M and sum S in float; when a score raises the maximum the value
- * accumulator is scaled by ms = expf(Mold - M), otherwise the value is added
- * with weight vs = expf(s - M); at the end the accumulator is divided by S. */
-typedef struct {
-    float M, S;
-} online;
-
-static void online_step(online *o, float s, float *ms, float *vs)
-{
-    *ms = 1.0f;
-    *vs = 1.0f;
-    if (s > o->M) {
-        *ms = expf(o->M - s);
-        o->M = s;
-    } else {
-        *vs = expf(s - o->M);
-    }
-}
-
-/* F16 cache and F16 accumulator, llama.cpp's generic kernel
- * (ggml_compute_forward_flash_attn_ext_f16_one_chunk with F16 K and V): q is
- * rounded to F16, each score is ggml_vec_dot_f16 (exact products summed in
- * double), and the value accumulator itself is F16, rounded after every
- * ggml_vec_scale_f16 / ggml_vec_mad_f16 step. */
-static void attend_f16acc(const attn_job *j, const float *q, int kvh, int pos, float *out)
-{
-    const qk_ctx *c = j->c;
-    const int hd = c->m->hp.head_dim, hdv = c->m->hp.head_dim_v;
-    const uint16_t *kc = j->kc, *vc = j->vc;
-    uint16_t q16[QK_MAX_HEAD_DIM], acc[QK_MAX_HEAD_DIM];
-    for (int i = 0; i < hd; i++)
-        q16[i] = qk_f32_to_f16(q[i]);
-    memset(acc, 0, (size_t)hdv * sizeof *acc);
-    online o = {-INFINITY, 0.0f};
-    for (int p = 0; p <= pos; p++) {
-        const uint16_t *k = kc + (size_t)p * c->kv_dim + (size_t)kvh * hd;
-        const uint16_t *v = vc + (size_t)p * c->kv_dim_v + (size_t)kvh * hdv;
-        double dot = 0.0;
-        for (int i = 0; i < hd; i++)
-            dot += (double)(qk_f16_to_f32(k[i]) * qk_f16_to_f32(q16[i]));
-        float ms, vs;
-        online_step(&o, (float)dot * c->m->hp.kq_scale, &ms, &vs);
-        if (ms != 1.0f)
-            for (int i = 0; i < hdv; i++)
-                acc[i] = qk_f32_to_f16(qk_f16_to_f32(acc[i]) * ms);
-        /* y = f16(y + x*vs), the product and sum fused as in ggml's FMA */
-        for (int i = 0; i < hdv; i++)
-            acc[i] = qk_f32_to_f16(
-                (float)((double)qk_f16_to_f32(v[i]) * vs + (double)qk_f16_to_f32(acc[i])));
-        o.S = o.S * ms + vs;
-    }
-    const float inv = o.S == 0.0f ? 0.0f : 1.0f / o.S;
-    for (int i = 0; i < hdv; i++)
-        out[i] = qk_f16_to_f32(acc[i]) * inv;
-}
-
-/* Work items: (token, head) pairs, for the F16 accumulator. */
-static void attend_range(void *ctx, size_t begin, size_t end)
-{
-    const attn_job *j = ctx;
-    const qk_ctx *c = j->c;
-    const qk_hparams *hp = &c->m->hp;
-    const int group = hp->n_head / hp->n_head_kv;
-    for (size_t i = begin; i < end; i++) {
-        const int t = (int)(i / (size_t)hp->n_head), h = (int)(i % (size_t)hp->n_head);
-        const float *q = c->q + ((size_t)t * hp->n_head + h) * hp->head_dim;
-        float *out = c->att + ((size_t)t * hp->n_head + h) * hp->head_dim_v;
-        attend_f16acc(j, q, h / group, j->pos0 + t, out);
-    }
-}
-
-/* ---- attention for a block of queries sharing one KV head ------------------- */
-
-/* F32 accumulator, keys and values read from an F32 or an F16 cache, in
- * tiles of QK_ATT_TILE keys at positions 0, 64, 128, ..., with attn.h's
- * arithmetic (llama.cpp's tiled kernel).  The queries of up to ATT_TB
- * consecutive tokens times up to ATT_MAXQ heads of one KV group walk the
- * keys together: each key and value row is converted to float once for all
- * of them.  A query's numbers do not depend on its companions: it reads
- * its own scores, its maximum and sum cover the keys it may see, and the
- * others add w = 0 to its accumulator (acc + 0 v = acc; a -0 left by a
- * scaling is made +0 first, so the sign of a zero cannot tell either).
- * With KIVI keys a block holds one token, so all its queries read a key
- * from the same copy. */
-#define ATT_TB 16
-#define ATT_MAXQ 64
-
-typedef struct {
-    float *qt, *kf, *vf, *st, *acc, *M, *S, *ms;
-    int *pos;
-} att_scratch;
-
-static float *att_scratch_new(att_scratch *w, int hd, int hdv)
-{
-    const size_t nf = (size_t)ATT_MAXQ * hd + (size_t)QK_ATT_TILE * (hd + hdv) +
-                      (size_t)QK_ATT_TILE * ATT_MAXQ + (size_t)ATT_MAXQ * hdv + 3 * ATT_MAXQ;
-    float *f = malloc(nf * sizeof *f + ATT_MAXQ * sizeof *w->pos);
-    if (!f)
-        return NULL;
-    w->qt = f;
-    w->kf = w->qt + (size_t)ATT_MAXQ * hd;
-    w->vf = w->kf + (size_t)QK_ATT_TILE * hd;
-    w->st = w->vf + (size_t)QK_ATT_TILE * hdv;
-    w->acc = w->st + (size_t)QK_ATT_TILE * ATT_MAXQ;
-    w->M = w->acc + (size_t)ATT_MAXQ * hdv;
-    w->S = w->M + ATT_MAXQ;
-    w->ms = w->S + ATT_MAXQ;
-    w->pos = (int *)(w->ms + ATT_MAXQ);
-    return f;
-}
-
-/* Row p of a cache (F16 or F32, row length `len`, this head at `off`) as floats. */
-static void cache_row(const qk_ctx *c, const void *cache, size_t stride, size_t off, int p, int len,
-                      float *dst)
-{
-    const size_t o = (size_t)p * stride + off;
-    if (c->kv_type == QK_F16)
-        c->attn->f16_row((const uint16_t *)cache + o, dst, len);
-    else
-        memcpy(dst, (const float *)cache + o, (size_t)len * sizeof *dst);
-}
-
-static void attend_block(const attn_job *j, int kvh, int g0, int ng, int t0, int nt, att_scratch *w)
-{
-    const qk_ctx *c = j->c;
-    const qk_hparams *hp = &c->m->hp;
-    const qk_attn_kernels *ak = c->attn;
-    const int hd = hp->head_dim, hdv = hp->head_dim_v, group = hp->n_head / hp->n_head_kv;
-    const int nq = nt * ng, nqp = (nq + 7) / 8 * 8, pos_max = j->pos0 + t0 + nt - 1;
-    for (int i = 0; i < nqp; i++) {
-        const int t = t0 + i / ng, g = g0 + i % ng;
-        const float *q = c->q + ((size_t)t * hp->n_head + (size_t)(kvh * group + g)) * hd;
-        for (int d = 0; d < hd; d++)
-            w->qt[(size_t)d * nqp + i] = i < nq ? q[d] : 0.0f;
-        w->pos[i] = i < nq ? j->pos0 + t : -1;
-        w->M[i] = -INFINITY, w->S[i] = 0.0f;
-    }
-    memset(w->acc, 0, (size_t)nq * hdv * sizeof *w->acc);
-    const int kq_end = j->kqc ? (pos_max + 1) / qk_kvq_group(&c->kvq) * qk_kvq_group(&c->kvq) : 0;
-    for (int p0 = 0; p0 <= pos_max; p0 += QK_ATT_TILE) {
-        const int nk = pos_max + 1 - p0 < QK_ATT_TILE ? pos_max + 1 - p0 : QK_ATT_TILE;
-        /* KIVI: keys of the groups complete at the (one) token's position
-         * come from the quantized copy */
-        for (int k = 0; k < nk; k++)
-            cache_row(c, p0 + k < kq_end ? (const void *)j->kqc : j->kc, (size_t)c->kv_dim,
-                      (size_t)kvh * hd, p0 + k, hd, w->kf + (size_t)k * hd);
-        ak->scores(w->qt, nqp, w->kf, nk, hd, hp->kq_scale, w->st);
-        ak->softmax(w->st, nqp, nk, p0, w->pos, w->M, w->S, w->ms);
-        for (int i = 0; i < nq; i++)
-            if (w->ms[i] != 1.0f) {
-                float *a = w->acc + (size_t)i * hdv;
-                ak->scale(a, w->ms[i], hdv);
-                for (int d = 0; d < hdv; d++)
-                    a[d] += 0.0f; /* -0 -> +0 */
-            }
-        for (int k = 0; k < nk; k++)
-            cache_row(c, j->vc, (size_t)c->kv_dim_v, (size_t)kvh * hdv, p0 + k, hdv,
-                      w->vf + (size_t)k * hdv);
-        ak->pv(w->acc, nq, hdv, w->st, nqp, w->vf, nk);
-    }
-    for (int i = 0; i < nq; i++) {
-        const int t = t0 + i / ng, g = g0 + i % ng;
-        float *out = c->att + ((size_t)t * hp->n_head + (size_t)(kvh * group + g)) * hdv;
-        memcpy(out, w->acc + (size_t)i * hdv, (size_t)hdv * sizeof *out);
-        ak->scale(out, w->S[i] == 0.0f ? 0.0f : 1.0f / w->S[i], hdv);
-    }
-}
-
-/* Work items: (block of j->tb tokens, KV head, chunk of j->hc heads). */
-static void attend_blocks(void *ctx, size_t begin, size_t end)
-{
-    const attn_job *j = ctx;
-    const qk_hparams *hp = &j->c->m->hp;
-    const int group = hp->n_head / hp->n_head_kv, nch = (group + j->hc - 1) / j->hc;
-    att_scratch w;
-    float *mem = att_scratch_new(&w, hp->head_dim, hp->head_dim_v);
-    if (!mem) {
-        atomic_store(j->oom, 1);
-        return;
-    }
-    for (size_t i = begin; i < end; i++) {
-        const int ch = (int)(i % (size_t)nch);
-        const int kvh = (int)(i / (size_t)nch % (size_t)hp->n_head_kv);
-        const int blk = (int)(i / (size_t)nch / (size_t)hp->n_head_kv);
-        const int t0 = blk * j->tb, nt = j->n_tok - t0 < j->tb ? j->n_tok - t0 : j->tb;
-        const int g0 = ch * j->hc, ng = group - g0 < j->hc ? group - g0 : j->hc;
-        attend_block(j, kvh, g0, ng, t0, nt, &w);
-    }
-    free(mem);
 }
 
 /* ---- per-token stages ------------------------------------------------------- */
@@ -347,11 +239,12 @@ static void attend_blocks(void *ctx, size_t begin, size_t end)
  * the threads (each row's arithmetic is its own, so the bits do not depend
  * on the split). */
 typedef enum {
+    ST_EMBD,      /* x *= embd_scale */
     ST_ATTN_NORM, /* xb = rmsnorm(x) * attn_norm */
     ST_QKV,       /* biases, per-head norms and rope of q and k; k, v into an F16/F32 cache */
-    ST_ATTN_OUT,  /* x += Wo att + bo, then xb = rmsnorm(x) * ffn_norm */
-    ST_SWIGLU,    /* gate = silu(gate) * up */
-    ST_FFN_OUT,   /* x += Wdown ... */
+    ST_ATTN_OUT,  /* x += (post-norm of) Wo att + bo, then xb = rmsnorm(x) * ffn_norm */
+    ST_ACT,       /* gate = act(gate, up) */
+    ST_FFN_OUT,   /* x += (post-norm of) the FFN's output */
     ST_OUT_NORM,  /* xb[t - first] = rmsnorm(x[t]) * output_norm */
 } stage_id;
 
@@ -385,17 +278,21 @@ static void stage_rows(void *ctx, size_t begin, size_t end)
         const size_t t = i + (size_t)j->off;
         float *x = c->x + t * e, *xb = c->xb + t * e;
         switch (j->st) {
+        case ST_EMBD:
+            for (size_t d = 0; d < e; d++)
+                x[d] *= hp->embd_scale;
+            break;
         case ST_ATTN_NORM:
-            rmsnorm(xb, x, L->attn_norm, (int)e, hp->rms_eps);
+            qk_rmsnorm(xb, x, L->attn_norm, (int)e, hp->rms_eps);
             break;
         case ST_QKV: {
             const size_t nq = (size_t)hp->n_head * hp->head_dim;
             float *q = c->q + t * nq, *k = c->k + t * c->kv_dim, *v = c->v + t * c->kv_dim_v;
-            add_bias(q, L->bq, 1, (int)nq);
-            add_bias(k, L->bk, 1, c->kv_dim);
-            add_bias(v, L->bv, 1, c->kv_dim_v);
-            prepare_heads(c, q, (int)t, hp->n_head, L->q_norm);
-            prepare_heads(c, k, (int)t, hp->n_head_kv, L->k_norm);
+            qk_add_rows(q, L->bq, 1, (int)nq);
+            qk_add_rows(k, L->bk, 1, c->kv_dim);
+            qk_add_rows(v, L->bv, 1, c->kv_dim_v);
+            prepare_heads(c, L, q, (int)t, hp->n_head, L->q_norm, hp->q_prescale ? hp->kq_scale : 0.0f);
+            prepare_heads(c, L, k, (int)t, hp->n_head_kv, L->k_norm, 0.0f);
             if (j->kc) {
                 cache_put(c, j->kc, j->pos0 + (int)t, k, c->kv_dim);
                 cache_put(c, j->vc, j->pos0 + (int)t, v, c->kv_dim_v);
@@ -404,23 +301,28 @@ static void stage_rows(void *ctx, size_t begin, size_t end)
         }
         case ST_ATTN_OUT: {
             float *proj = c->proj + t * e;
-            add_bias(proj, L->bo, 1, (int)e);
+            qk_add_rows(proj, L->bo, 1, (int)e);
+            if (L->attn_post_norm)
+                qk_rmsnorm(proj, proj, L->attn_post_norm, (int)e, hp->rms_eps);
             for (size_t d = 0; d < e; d++)
                 x[d] = proj[d] + x[d];
-            rmsnorm(xb, x, L->ffn_norm, (int)e, hp->rms_eps);
+            qk_rmsnorm(xb, x, L->ffn_norm, (int)e, hp->rms_eps);
             break;
         }
-        case ST_SWIGLU:
-            swiglu(c->gate + t * (size_t)hp->n_ff, c->up + t * (size_t)hp->n_ff, (size_t)hp->n_ff);
+        case ST_ACT:
+            qk_ffn_act_rows(hp, c->gate + t * (size_t)hp->n_ff, c->up + t * (size_t)hp->n_ff,
+                            (size_t)hp->n_ff);
             break;
         case ST_FFN_OUT: {
-            const float *proj = c->proj + t * e;
+            float *proj = c->proj + t * e;
+            if (L->ffn_post_norm)
+                qk_rmsnorm(proj, proj, L->ffn_post_norm, (int)e, hp->rms_eps);
             for (size_t d = 0; d < e; d++)
                 x[d] = proj[d] + x[d];
             break;
         }
         case ST_OUT_NORM:
-            rmsnorm(c->xb + i * e, x, m->output_norm, (int)e, hp->rms_eps);
+            qk_rmsnorm(c->xb + i * e, x, m->output_norm, (int)e, hp->rms_eps);
             break;
         }
     }
@@ -502,23 +404,8 @@ static int attention_block(qk_ctx *c, int il, int n_tok, qk_err *err)
          (kqc && key_groups(c, kc, kqc, c->n_past, n_tok, err))))
         return err->code;
 
-    attn_job j = {.c = c, .kc = kc, .vc = vc, .kqc = kqc, .pos0 = c->n_past};
-    const int group = hp->n_head / hp->n_head_kv;
-    if (c->f16_acc) {
-        qk_parallel_for(c->nthreads, (size_t)n_tok * hp->n_head, 1, attend_range, &j);
-    } else {
-        j.n_tok = n_tok;
-        j.hc = group < ATT_MAXQ ? group : ATT_MAXQ;
-        j.tb = kqc ? 1 : j.hc * ATT_TB <= ATT_MAXQ ? ATT_TB : ATT_MAXQ / j.hc;
-        const size_t nblk = (size_t)(n_tok + j.tb - 1) / (size_t)j.tb;
-        const size_t nch = (size_t)(group + j.hc - 1) / (size_t)j.hc;
-        atomic_int oom = 0;
-        j.oom = &oom;
-        qk_parallel_for(c->nthreads, nblk * (size_t)hp->n_head_kv * nch, 1, attend_blocks, &j);
-        if (atomic_load(&oom))
-            return qk_errf(err, QK_EIO, "out of memory (attention scratch)");
-    }
-
+    if (qk_attend(c, il, kc, vc, kqc, n_tok, err))
+        return err->code;
     if (mm(c, &L->wo, c->att, n_tok, c->proj, err))
         return err->code;
     stage(c, L, ST_ATTN_OUT, 0, n_tok, 0, NULL, NULL); /* and the FFN's norm */
@@ -528,13 +415,18 @@ static int attention_block(qk_ctx *c, int il, int n_tok, qk_err *err)
 static int ffn_block(qk_ctx *c, int il, int n_tok, qk_err *err)
 {
     const qk_layer *L = &c->m->layers[il];
-    const qk_weight *gu[2] = {&L->w_gate, &L->w_up};
-    float *const gu_out[2] = {c->gate, c->up};
-    if (products(c, gu, gu_out, 2, c->xb, n_tok, err))
-        return err->code;
-    stage(c, L, ST_SWIGLU, 0, n_tok, 0, NULL, NULL);
-    if (mm(c, &L->w_down, c->gate, n_tok, c->proj, err))
-        return err->code;
+    if (L->moe) {
+        if (qk_moe_block(c, L, n_tok, err))
+            return err->code;
+    } else {
+        const qk_weight *gu[2] = {&L->w_gate, &L->w_up};
+        float *const gu_out[2] = {c->gate, c->up};
+        if (products(c, gu, gu_out, 2, c->xb, n_tok, err))
+            return err->code;
+        stage(c, L, ST_ACT, 0, n_tok, 0, NULL, NULL);
+        if (mm(c, &L->w_down, c->gate, n_tok, c->proj, err))
+            return err->code;
+    }
     stage(c, L, ST_FFN_OUT, 0, n_tok, 0, NULL, NULL);
     return 0;
 }
@@ -544,21 +436,45 @@ static int ffn_block(qk_ctx *c, int il, int n_tok, qk_err *err)
 static int output_block(qk_ctx *c, int first, int n_tok, float *out, qk_err *err)
 {
     const qk_model *m = c->m;
-    const int nv = m->hp.n_vocab;
     stage(c, NULL, ST_OUT_NORM, first, n_tok - first, 0, NULL, NULL);
-    if (!out)
-        return c->mm_hook ? c->mm_hook(c->mm_user, &m->output, c->xb, n_tok - first, err) : 0;
-    if (mm(c, &m->output, c->xb, n_tok - first, out, err))
+    if (c->mm_hook && c->mm_hook(c->mm_user, &m->output, c->xb, n_tok - first, err))
         return err->code;
-    add_bias(out, m->output_bias, n_tok - first, nv);
+    if (!out)
+        return 0;
+    return qk_output_logits(m, c->xb, n_tok - first, out, &c->ws, c->nthreads, err);
+}
+
+int qk_output_logits(const qk_model *m, const float *h, int n, float *out, qk_matmul_ws *ws,
+                     int nthreads, qk_err *err)
+{
+    const int nv = m->hp.n_vocab;
+    if (qk_matmul(&m->output, h, n, out, ws, nthreads, err))
+        return err->code;
+    qk_add_rows(out, m->output_bias, n, nv);
+    /* final soft-capping: ggml_scale by 1/cap, ggml_tanh, ggml_scale by cap */
+    const float cap = m->hp.final_softcap;
+    if (cap != 0.0f)
+        for (size_t i = 0; i < (size_t)n * nv; i++)
+            out[i] = tanhf(out[i] * (1.0f / cap)) * cap;
     return 0;
 }
 
 /* The rope angles of the batch's n_tok positions from n_past on. */
 static void batch_rope(qk_ctx *c, int n_tok)
 {
-    for (int t = 0; t < n_tok; t++)
-        rope_cache(c->rope + (size_t)t * c->m->hp.n_rot, c->n_past + t, c->m);
+    const int nr = c->m->hp.n_rot;
+    for (int t = 0; t < n_tok; t++) {
+        rope_cache(c->rope + (size_t)t * nr, c->n_past + t, &c->rope_p[0], nr);
+        if (c->rope_swa)
+            rope_cache(c->rope_swa + (size_t)t * nr, c->n_past + t, &c->rope_p[1], nr);
+    }
+}
+
+/* The embedding scale (Gemma) on the batch's first n_tok rows of c->x. */
+static void batch_embd_scale(qk_ctx *c, int n_tok)
+{
+    if (c->m->hp.embd_scale != 0.0f)
+        stage(c, NULL, ST_EMBD, 0, n_tok, 0, NULL, NULL);
 }
 
 /* Layers [l0, l1) on the batch's residual stream c->x. */
@@ -580,6 +496,7 @@ static int forward_batch(qk_ctx *c, const int32_t *tokens, int n_tok, float *log
     if (qk_forward_embed(m, tokens, n_tok, c->x, err))
         return err->code;
     batch_rope(c, n_tok);
+    batch_embd_scale(c, n_tok);
     if (batch_layers(c, n_tok, 0, m->hp.n_layer, err))
         return err->code;
     if (logits && output_block(c, all ? 0 : n_tok - 1, n_tok, logits, err))
@@ -622,6 +539,8 @@ int qk_forward_layers(qk_ctx *c, float *x, int n, int l0, int l1, qk_err *err)
     if (load_rows(c, x, n, true, err))
         return err->code;
     batch_rope(c, n);
+    if (l0 == 0)
+        batch_embd_scale(c, n);
     if (batch_layers(c, n, l0, l1, err))
         return err->code;
     memcpy(x, c->x, (size_t)n * c->m->hp.n_embd * sizeof *x);
@@ -686,6 +605,8 @@ int qk_ctx_new(qk_ctx **out, const qk_model *m, const qk_ctx_params *p, qk_err *
         return qk_errf(err, QK_EINPUT, "n_ctx and n_batch must not be negative");
     if (p->kv_type != QK_F32 && p->kv_type != QK_F16)
         return qk_errf(err, QK_EINPUT, "KV cache type must be f32 or f16");
+    if (p->act_type != QK_ACT_DEFAULT && p->act_type != QK_ACT_F32)
+        return qk_errf(err, QK_EINPUT, "activation type must be default or f32");
     if (p->kvq && p->kv_type != QK_F32)
         return qk_errf(err, QK_EINPUT, "a KV-cache codec needs the F32 cache");
     if (p->kvq && qk_kvq_check(p->kvq, hp->n_head_kv, hp->head_dim, hp->head_dim_v, err))
@@ -704,6 +625,8 @@ int qk_ctx_new(qk_ctx **out, const qk_model *m, const qk_ctx_params *p, qk_err *
         c->n_batch = c->n_ctx;
     c->nthreads = p->nthreads;
     c->kv_type = p->kv_type;
+    c->ws.act = p->act_type;
+    c->ws.act_variant = p->act_variant;
     c->layer_hook = p->layer_hook;
     c->hook_user = p->hook_user;
     c->mm_hook = p->mm_hook;
@@ -740,9 +663,30 @@ int qk_ctx_new(qk_ctx **out, const qk_model *m, const qk_ctx_params *p, qk_err *
     c->k = alloc_array(B, (uint64_t)c->kv_dim, f, &fail);
     c->v = alloc_array(B, (uint64_t)c->kv_dim_v, f, &fail);
     c->att = alloc_array(B, (uint64_t)hp->n_head * hp->head_dim_v, f, &fail);
-    c->gate = alloc_array(B, (uint64_t)hp->n_ff, f, &fail);
-    c->up = alloc_array(B, (uint64_t)hp->n_ff, f, &fail);
+    const uint64_t ff = (uint64_t)(hp->n_ff > hp->n_ff_shexp ? hp->n_ff : hp->n_ff_shexp);
+    c->gate = alloc_array(B, ff, f, &fail);
+    c->up = alloc_array(B, ff, f, &fail);
     c->rope = alloc_array(B, (uint64_t)(hp->n_rot ? hp->n_rot : 1), f, &fail);
+    rope_params(c, false, &c->rope_p[0]);
+    rope_params(c, true, &c->rope_p[1]);
+    if (hp->n_swa > 0 && memcmp(&c->rope_p[0], &c->rope_p[1], sizeof c->rope_p[0]) != 0)
+        c->rope_swa = alloc_array(B, (uint64_t)(hp->n_rot ? hp->n_rot : 1), f, &fail);
+    if (hp->n_expert > 0) {
+        const uint64_t ch = B < QK_MOE_CHUNK ? B : QK_MOE_CHUNK, k = (uint64_t)hp->n_expert_used;
+        const uint64_t fe = (uint64_t)hp->n_ff_exp, e = (uint64_t)hp->n_embd;
+        qk_moe_ws *w = &c->moe;
+        w->logits = alloc_array(ch, (uint64_t)hp->n_expert, f, &fail);
+        w->sel = alloc_array(ch, k, sizeof(int32_t), &fail);
+        w->w = alloc_array(ch, k, f, &fail);
+        w->rows = alloc_array(ch, k, sizeof(int32_t), &fail);
+        w->x = alloc_array(ch, e, f, &fail);
+        w->g = alloc_array(ch, fe, f, &fail);
+        w->u = alloc_array(ch, fe, f, &fail);
+        w->d = alloc_array(ch, e, f, &fail);
+        w->slots = alloc_array(ch * k, e, f, &fail);
+        w->sg = alloc_array(ch, 1, f, &fail);
+        w->sh = alloc_array(ch, e, f, &fail);
+    }
     if (fail) {
         qk_ctx_free(c);
         return qk_errf(err, QK_EIO, "out of memory for a context of %d tokens", (int)N);
@@ -757,11 +701,25 @@ void qk_ctx_free(qk_ctx *c)
         return;
     free(c->k_cache), free(c->v_cache), free(c->kq_cache), free(c->x), free(c->xb), free(c->proj);
     free(c->q), free(c->k), free(c->v), free(c->att), free(c->gate), free(c->up), free(c->rope);
+    free(c->rope_swa);
+    const qk_moe_ws *w = &c->moe;
+    free(w->logits), free(w->sel), free(w->w), free(w->rows), free(w->x), free(w->g), free(w->u);
+    free(w->d), free(w->slots), free(w->sg), free(w->sh);
     qk_matmul_ws_free(&c->ws);
     free(c);
 }
 
 void qk_ctx_reset(qk_ctx *c) { c->n_past = 0; }
+
+int qk_ctx_rewind(qk_ctx *c, int n, qk_err *err)
+{
+    if (n < 0 || n > c->n_past)
+        return qk_errf(err, QK_EINPUT, "rewind to %d: the cache holds %d tokens", n, c->n_past);
+    if (n < c->n_past && c->has_kvq && c->kvq.key_per_channel)
+        return qk_errf(err, QK_EINPUT, "a per-channel key cache cannot be rewound");
+    c->n_past = n;
+    return 0;
+}
 
 double qk_ctx_kv_bytes(const qk_ctx *c)
 {

@@ -36,6 +36,14 @@ typedef struct qk_ctx_params {
     int n_batch;  /* most tokens per internal batch; 0: 512 */
     int nthreads; /* <= 1: run on the calling thread */
     int kv_type;  /* QK_F32 (default, 0) or QK_F16: llama.cpp's default cache, see below */
+    /* The products' activations (lib/engine/matmul.h): QK_ACT_DEFAULT (0),
+     * each weight type's activation encoding as llama.cpp's CPU backend
+     * does it, or QK_ACT_F32, float activations for every weight (the model
+     * then computes what its weights dequantized to F32 compute, bit for
+     * bit).  act_variant: a numerically equivalent variant of the activation
+     * encoders (kernels/actvar.h, qk-kld --noise-floor); 0: none. */
+    int act_type;
+    int act_variant;
     /* Numerics studies (docs/studies.md); zero: off.
      * layer_hook: called on the calling thread after each layer `layer`
      * (0-based) with the batch's residual stream x (n_tok rows of n_embd),
@@ -57,6 +65,26 @@ typedef struct qk_ctx_params {
     int (*mm_hook)(void *user, const qk_weight *w, const float *x, int n_tok, qk_err *err);
     void *mm_user;
 } qk_ctx_params;
+
+/* One rope table's parameters (ggml_rope_ext's arguments, see forward.c). */
+typedef struct qk_rope_params {
+    float theta_scale;     /* freq_base^(-2/n_rot) */
+    float freq_scale, ext_factor, mscale;
+    float corr[2];         /* YaRN's correction dimensions */
+    const float *factors;  /* frequency divisors [n_rot/2] or NULL */
+} qk_rope_params;
+
+/* The mixture-of-experts block's scratch, for up to QK_MOE_CHUNK tokens. */
+#define QK_MOE_CHUNK 64
+typedef struct qk_moe_ws {
+    float *logits;         /* [chunk][n_expert] router output */
+    int32_t *sel;          /* [chunk][n_expert_used] chosen experts, best first */
+    float *w;              /* [chunk][n_expert_used] their weights */
+    int32_t *rows;         /* [chunk * n_expert_used] (token, slot) of one expert's rows */
+    float *x, *g, *u, *d;  /* gathered inputs [n][n_embd], gate/up [n][n_ff_exp], down [n][n_embd] */
+    float *slots;          /* [chunk][n_expert_used][n_embd] weighted expert outputs */
+    float *sg, *sh;        /* shared expert: gate logit [chunk], output [chunk][n_embd] */
+} qk_moe_ws;
 
 typedef struct qk_ctx {
     const qk_model *m;
@@ -82,8 +110,11 @@ typedef struct qk_ctx {
     float *k, *v;              /* new keys and values [kv_dim], [kv_dim_v] */
     float *att;                /* attention output [n_head * head_dim_v] */
     float *proj;               /* output of attn_output / ffn_down [n_embd] */
-    float *gate, *up;          /* FFN [n_ff] */
+    float *gate, *up;          /* FFN [max(n_ff, n_ff_shexp)] */
     float *rope;               /* cos/sin per position [n_batch][n_rot] */
+    float *rope_swa;           /* the same for sliding-window layers, or NULL: rope */
+    qk_rope_params rope_p[2];  /* [0] the other layers, [1] sliding-window layers */
+    qk_moe_ws moe;
     qk_matmul_ws ws;
 } qk_ctx;
 
@@ -91,6 +122,11 @@ int qk_ctx_new(qk_ctx **out, const qk_model *m, const qk_ctx_params *p, qk_err *
 void qk_ctx_free(qk_ctx *c);
 /* Forget every cached token (n_past = 0). */
 void qk_ctx_reset(qk_ctx *c);
+/* Forget the cached tokens from position n on (0 <= n <= n_past): the next
+ * tokens go to positions n, n+1, ... as if only the first n had been
+ * evaluated.  Not with a per-channel key codec (KIVI), whose key groups would
+ * be stale (code 2). */
+int qk_ctx_rewind(qk_ctx *c, int n, qk_err *err);
 
 /* Evaluate tokens[0..n) at positions n_past .. n_past+n-1 and append them to
  * the cache.  logits (may be NULL): all_logits ? n rows : 1 row (the last
@@ -114,6 +150,11 @@ int qk_forward(qk_ctx *c, const int32_t *tokens, int n, float *logits, bool all_
 int qk_forward_embed(const qk_model *m, const int32_t *tokens, int n, float *x, qk_err *err);
 int qk_forward_layers(qk_ctx *c, float *x, int n, int l0, int l1, qk_err *err);
 int qk_forward_head(qk_ctx *c, const float *x, int n, float *logits, qk_err *err);
+/* The output layer on n rows of final hidden states h (after the output
+ * norm): logits = Wout h + bout, soft-capped when the model says so; the
+ * forward pass's own last step. */
+int qk_output_logits(const qk_model *m, const float *h, int n, float *logits, qk_matmul_ws *ws,
+                     int nthreads, qk_err *err);
 
 /* Bytes the cached tokens would take in the cache's storage type (the KV
  * codec's, scales included, when one is set), all layers. */

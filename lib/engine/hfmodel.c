@@ -3,7 +3,9 @@
  * References: transformers' LlamaConfig / Qwen2Config / Qwen3Config for the
  * config.json keys and defaults, and llama.cpp's converter
  * (convert_hf_to_gguf.py, conversion/llama.py at d32676d) for the tensor
- * names, the q/k permutation and the llama3 rope factors. */
+ * names, the q/k permutation and the llama3 rope factors.  What the other
+ * families add (experts, sliding windows, gemma's norms, ...) is in
+ * lib/engine/hfarch.c. */
 #include "lib/engine/hfmodel.h"
 
 #include <math.h>
@@ -13,100 +15,21 @@
 
 #include "lib/core/ckd.h"
 #include "formats/hfnames.h"
+#include "lib/engine/hfarch.h"
 #include "kernels/types.h"
 
 #define MAX_DIM (1 << 24) /* sanity bound on every hyper-parameter */
 
 struct qk_hfmodel_map {
     char gguf[96];            /* llama.cpp's name */
+    int expert;               /* expert index of a per-expert matrix, else -1 */
     const qk_hf_tensor *t;
     int perm;                 /* QK_PERM_* (applied only when permute_qk) */
-    uint8_t *permuted;        /* the permuted copy, made on first use */
+    int xform;                /* QK_HFX_* (hfarch.h): the family's own layout */
+    uint8_t *permuted;        /* the permuted or rearranged copy, made on first use */
+    int64_t ne[4];            /* the rearranged copy's shape and type */
+    int type;
 };
-
-static const struct {
-    const char *hf_class, *model_type;
-    qk_arch arch;
-    const char *arch_name;
-    qk_rope_mode rope;
-} hf_arches[] = {
-    {"LlamaForCausalLM", "llama", QK_ARCH_LLAMA, "llama", QK_ROPE_NORMAL},
-    {"MistralForCausalLM", "mistral", QK_ARCH_LLAMA, "mistral", QK_ROPE_NORMAL},
-    {"Qwen2ForCausalLM", "qwen2", QK_ARCH_QWEN2, "qwen2", QK_ROPE_NEOX},
-    {"Qwen3ForCausalLM", "qwen3", QK_ARCH_QWEN3, "qwen3", QK_ROPE_NEOX},
-};
-
-/* ---- config.json ------------------------------------------------------------ */
-
-static uint64_t off_of(const qk_jsonv *cfg, const char *key)
-{
-    const qk_jsonv *v = qk_jsonv_get(cfg, key);
-    return v ? v->off : 0;
-}
-
-/* An integer key in [lo, MAX_DIM]; def < 0: required. */
-static int cfg_int(const qk_jsonv *cfg, const char *path, const char *key, int64_t def, int64_t lo,
-                   int *out, qk_err *err)
-{
-    const qk_jsonv *v = qk_jsonv_get(cfg, key);
-    int64_t x;
-    if (!v || v->type == QK_JNULL) {
-        if (def < 0)
-            return qk_err_at(err, path, key, 0, "required key is missing");
-        *out = (int)def;
-        return 0;
-    }
-    if (!qk_jsonv_i64(v, &x))
-        return qk_err_at(err, path, key, v->off, "not an integer");
-    if (x < lo || x > MAX_DIM)
-        return qk_err_at(err, path, key, v->off, "%lld is out of range [%lld, %d]", (long long)x,
-                         (long long)lo, MAX_DIM);
-    *out = (int)x;
-    return 0;
-}
-
-/* A finite positive number under obj (cfg or a nested object); absent: def. */
-static int cfg_real(const qk_jsonv *obj, const char *path, const char *key, double def,
-                    double *out, qk_err *err)
-{
-    const qk_jsonv *v = qk_jsonv_get(obj, key);
-    if (!v || v->type == QK_JNULL) {
-        *out = def;
-        return 0;
-    }
-    if (!qk_jsonv_f64(v, out) || !isfinite(*out) || *out <= 0)
-        return qk_err_at(err, path, key, v->off, "not a finite positive number");
-    return 0;
-}
-
-static int read_arch(const qk_jsonv *cfg, const char *path, qk_hparams *hp, qk_err *err)
-{
-    const qk_jsonv *archs = qk_jsonv_get(cfg, "architectures");
-    const char *name = NULL, *key = "architectures";
-    if (qk_jsonv_len(archs) > 0) {
-        name = qk_jsonv_str(qk_jsonv_at(archs, 0));
-        if (!name)
-            return qk_err_at(err, path, key, archs->off, "not an array of strings");
-    } else {
-        key = "model_type";
-        name = qk_jsonv_get_str(cfg, key, NULL);
-        if (!name)
-            return qk_err_at(err, path, "architectures", 0,
-                             "neither architectures nor model_type is given");
-    }
-    for (size_t i = 0; i < sizeof hf_arches / sizeof hf_arches[0]; i++) {
-        if (strcmp(name, hf_arches[i].hf_class) == 0 || strcmp(name, hf_arches[i].model_type) == 0) {
-            snprintf(hp->arch_name, sizeof hp->arch_name, "%s", hf_arches[i].arch_name);
-            hp->arch = hf_arches[i].arch;
-            hp->rope_mode = hf_arches[i].rope;
-            return 0;
-        }
-    }
-    return qk_err_at(err, path, key, off_of(cfg, key),
-                     "unsupported architecture '%.64s' (supported: LlamaForCausalLM, "
-                     "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)",
-                     name);
-}
 
 /* The rope_scaling object (or transformers 5's rope_parameters), or NULL. */
 static const qk_jsonv *rope_params(const qk_jsonv *cfg)
@@ -124,10 +47,10 @@ static int llama3_factors(const qk_jsonv *rs, const char *path, const qk_hparams
                           float **out, qk_err *err)
 {
     double factor, lo_f, hi_f, old_ctx;
-    if (cfg_real(rs, path, "factor", 8.0, &factor, err) ||
-        cfg_real(rs, path, "low_freq_factor", 1.0, &lo_f, err) ||
-        cfg_real(rs, path, "high_freq_factor", 4.0, &hi_f, err) ||
-        cfg_real(rs, path, "original_max_position_embeddings", 8192.0, &old_ctx, err))
+    if (qk_hfcfg_real(rs, path, "factor", 8.0, &factor, err) ||
+        qk_hfcfg_real(rs, path, "low_freq_factor", 1.0, &lo_f, err) ||
+        qk_hfcfg_real(rs, path, "high_freq_factor", 4.0, &hi_f, err) ||
+        qk_hfcfg_real(rs, path, "original_max_position_embeddings", 8192.0, &old_ctx, err))
         return err->code;
     if (hi_f == lo_f)
         return qk_err_at(err, path, "rope_scaling", rs->off,
@@ -154,15 +77,19 @@ static int llama3_factors(const qk_jsonv *rs, const char *path, const qk_hparams
     return 0;
 }
 
-static int read_rope(const qk_jsonv *cfg, const char *path, qk_hparams *hp, float **factors,
-                     qk_err *err)
+static int read_rope(const qk_hf_family *fam, const qk_jsonv *cfg, const char *path, qk_hparams *hp,
+                     qk_hf_rope_tables *rt, qk_err *err)
 {
+    bool done;
+    if (qk_hf_family_rope(fam, cfg, path, hp, rt, &done, err) || done)
+        return err->code;
+    float **factors = &rt->freqs;
     const qk_jsonv *rs = rope_params(cfg);
     double theta;
     /* rope_theta: top level, or inside rope_parameters (transformers 5) */
-    if (cfg_real(cfg, path, "rope_theta", 10000.0, &theta, err))
+    if (qk_hfcfg_real(cfg, path, "rope_theta", 10000.0, &theta, err))
         return err->code;
-    if (rs && !qk_jsonv_get(cfg, "rope_theta") && cfg_real(rs, path, "rope_theta", theta, &theta, err))
+    if (rs && !qk_jsonv_get(cfg, "rope_theta") && qk_hfcfg_real(rs, path, "rope_theta", theta, &theta, err))
         return err->code;
     hp->rope_freq_base = (float)theta;
     hp->rope_freq_scale = 1.0f;
@@ -175,101 +102,102 @@ static int read_rope(const qk_jsonv *cfg, const char *path, qk_hparams *hp, floa
         return llama3_factors(rs, path, hp, factors, err);
     if (strcmp(type, "linear") == 0) {
         double factor;
-        if (cfg_real(rs, path, "factor", 1.0, &factor, err))
+        if (qk_hfcfg_real(rs, path, "factor", 1.0, &factor, err))
             return err->code;
         hp->rope_freq_scale = (float)(1.0 / factor);
         return 0;
     }
     return qk_err_at(err, path, "rope_scaling", rs->off,
-                     "unsupported rope scaling '%.32s' (supported: default, linear, llama3)", type);
-}
-
-/* Features the engine does not have must be absent or off. */
-static int check_unsupported(const qk_jsonv *cfg, const char *path, qk_err *err)
-{
-    const char *act = qk_jsonv_get_str(cfg, "hidden_act", "silu");
-    if (strcmp(act, "silu") != 0)
-        return qk_err_at(err, path, "hidden_act", off_of(cfg, "hidden_act"),
-                         "unsupported activation '%.32s' (supported: silu)", act);
-    if (qk_jsonv_get_bool(cfg, "mlp_bias", false))
-        return qk_err_at(err, path, "mlp_bias", off_of(cfg, "mlp_bias"),
-                         "feed-forward biases are not supported");
-    double prf;
-    if (cfg_real(cfg, path, "partial_rotary_factor", 1.0, &prf, err))
-        return err->code;
-    if (prf != 1.0)
-        return qk_err_at(err, path, "partial_rotary_factor", off_of(cfg, "partial_rotary_factor"),
-                         "partial rotary embeddings are not supported");
-    return 0;
+                     "unsupported rope scaling '%.32s' (supported: default, linear, llama3, yarn, longrope)", type);
 }
 
 int qk_hf_config_hparams(const qk_jsonv *cfg, const char *path, qk_hparams *hp, bool *tied,
-                         float **rope_factors, qk_err *err)
+                         qk_hf_rope_tables *rt, qk_err *err)
 {
     memset(hp, 0, sizeof *hp);
-    *rope_factors = NULL;
+    memset(rt, 0, sizeof *rt);
     if (!qk_jsonv_is(cfg, QK_JOBJ))
         return qk_err_at(err, path, "config", cfg ? cfg->off : 0, "not a JSON object");
-    if (read_arch(cfg, path, hp, err) || check_unsupported(cfg, path, err))
+    const qk_hf_family *fam;
+    if (qk_hf_family_find(cfg, path, &fam, err) || qk_hf_family_check(fam, cfg, path, err))
         return err->code;
+    qk_arch_set(hp, qk_hf_family_arch(fam), strlen(qk_hf_family_arch(fam)));
+    const int hd = qk_hf_family_head_dim(fam);
     int vocab;
-    if (cfg_int(cfg, path, "hidden_size", -1, 1, &hp->n_embd, err) ||
-        cfg_int(cfg, path, "intermediate_size", -1, 1, &hp->n_ff, err) ||
-        cfg_int(cfg, path, "num_hidden_layers", -1, 1, &hp->n_layer, err) ||
-        cfg_int(cfg, path, "num_attention_heads", -1, 1, &hp->n_head, err) ||
-        cfg_int(cfg, path, "num_key_value_heads", hp->n_head, 1, &hp->n_head_kv, err) ||
-        cfg_int(cfg, path, "head_dim", hp->n_embd / hp->n_head, 1, &hp->head_dim, err) ||
-        cfg_int(cfg, path, "max_position_embeddings", 2048, 1, &hp->n_ctx_train, err) ||
-        cfg_int(cfg, path, "vocab_size", 0, 0, &vocab, err))
+    if (qk_hfcfg_int(cfg, path, "hidden_size", -1, 1, &hp->n_embd, err) ||
+        qk_hfcfg_int(cfg, path, "intermediate_size", -1, 1, &hp->n_ff, err) ||
+        qk_hfcfg_int(cfg, path, "num_hidden_layers", -1, 1, &hp->n_layer, err) ||
+        qk_hfcfg_int(cfg, path, "num_attention_heads", -1, 1, &hp->n_head, err) ||
+        qk_hfcfg_int(cfg, path, "num_key_value_heads", hp->n_head, 1, &hp->n_head_kv, err) ||
+        qk_hfcfg_int(cfg, path, "head_dim", hd ? hd : hp->n_embd / hp->n_head, 1, &hp->head_dim, err) ||
+        qk_hfcfg_int(cfg, path, "max_position_embeddings", 2048, 1, &hp->n_ctx_train, err) ||
+        qk_hfcfg_int(cfg, path, "vocab_size", 0, 0, &vocab, err))
         return err->code;
     hp->n_vocab = vocab;
     hp->head_dim_v = hp->head_dim;
     hp->n_rot = hp->head_dim;
     if (hp->n_head % hp->n_head_kv != 0)
-        return qk_err_at(err, path, "num_key_value_heads", off_of(cfg, "num_key_value_heads"),
+        return qk_err_at(err, path, "num_key_value_heads", qk_hfcfg_off(cfg, "num_key_value_heads"),
                          "num_attention_heads %d is not a multiple of %d", hp->n_head,
                          hp->n_head_kv);
     if (hp->head_dim % 2 != 0)
-        return qk_err_at(err, path, "head_dim", off_of(cfg, "head_dim"),
+        return qk_err_at(err, path, "head_dim", qk_hfcfg_off(cfg, "head_dim"),
                          "head size %d is odd: rope needs pairs", hp->head_dim);
     uint64_t t;
     if (qk_ckd_mul(&t, (uint64_t)hp->n_head, (uint64_t)hp->head_dim) || t > MAX_DIM)
-        return qk_err_at(err, path, "num_attention_heads", off_of(cfg, "num_attention_heads"),
+        return qk_err_at(err, path, "num_attention_heads", qk_hfcfg_off(cfg, "num_attention_heads"),
                          "heads x head size is too large");
     /* Mistral's sliding window: the engine attends to the whole context, so
      * keep the context within the window, where the two agree. */
     int window;
-    if (cfg_int(cfg, path, "sliding_window", 0, 0, &window, err))
+    if (qk_hfcfg_int(cfg, path, "sliding_window", 0, 0, &window, err))
         return err->code;
-    if (hp->arch_name[0] == 'm' && window > 0 && window < hp->n_ctx_train)
+    if (strcmp(hp->arch_name, "mistral") == 0 && window > 0 && window < hp->n_ctx_train)
         hp->n_ctx_train = window;
     double eps;
-    if (cfg_real(cfg, path, "rms_norm_eps", 1e-6, &eps, err))
+    if (qk_hfcfg_real(cfg, path, "rms_norm_eps", qk_hf_family_eps(fam), &eps, err))
         return err->code;
     hp->rms_eps = (float)eps;
     hp->kq_scale = 1.0f / sqrtf((float)hp->head_dim);
-    *tied = qk_jsonv_get_bool(cfg, "tie_word_embeddings", false);
-    return read_rope(cfg, path, hp, rope_factors, err);
+    *tied = qk_jsonv_get_bool(cfg, "tie_word_embeddings", qk_hf_family_tied(fam));
+    if (read_rope(fam, cfg, path, hp, rt, err))
+        return err->code;
+    return qk_hf_family_config(fam, cfg, path, hp, err);
 }
 
 /* ---- tensors ------------------------------------------------------------------ */
 
 static int map_cmp(const void *a, const void *b)
 {
-    return strcmp(((const qk_hfmodel_map *)a)->gguf, ((const qk_hfmodel_map *)b)->gguf);
+    const qk_hfmodel_map *x = a, *y = b;
+    const int c = strcmp(x->gguf, y->gguf);
+    return c ? c : (x->expert > y->expert) - (x->expert < y->expert);
 }
 
-/* Every HF tensor llama.cpp has a name for, sorted by that name. */
+/* Every HF tensor llama.cpp has a name for (the family's own names first,
+ * hfarch.h; a tensor may make two), sorted by that name and expert. */
 static int build_map(qk_hfmodel *h, qk_err *err)
 {
     const qk_hfdir *hf = h->hf;
-    h->map = calloc(hf->n_tensors ? hf->n_tensors : 1, sizeof *h->map);
+    h->map = calloc(hf->n_tensors ? 2 * hf->n_tensors : 1, sizeof *h->map);
     if (!h->map)
         return qk_errf(err, QK_EIO, "out of memory");
     for (size_t i = 0; i < hf->n_tensors; i++) {
+        qk_hf_target tg[2];
+        const int n = qk_hf_family_names(h->fam, hf->tensors[i].name, tg);
+        for (int k = 0; k < n; k++) {
+            qk_hfmodel_map *e = &h->map[h->n_map++];
+            memcpy(e->gguf, tg[k].gguf, sizeof e->gguf);
+            e->expert = tg[k].expert;
+            e->xform = tg[k].xform;
+            e->t = &hf->tensors[i];
+        }
+        if (n)
+            continue;
         qk_hfmodel_map *e = &h->map[h->n_map];
         if (qk_hf_to_gguf_name(hf->tensors[i].name, e->gguf, sizeof e->gguf, &e->perm) != 0)
             continue; /* e.g. rotary_emb.inv_freq: not part of the graph */
+        e->expert = -1;
         e->t = &hf->tensors[i];
         h->n_map++;
     }
@@ -277,11 +205,17 @@ static int build_map(qk_hfmodel *h, qk_err *err)
     return 0;
 }
 
-static qk_hfmodel_map *map_find(const qk_hfmodel *h, const char *gguf)
+static qk_hfmodel_map *map_find_expert(const qk_hfmodel *h, const char *gguf, int expert)
 {
     qk_hfmodel_map key;
     snprintf(key.gguf, sizeof key.gguf, "%s", gguf);
+    key.expert = expert;
     return bsearch(&key, h->map, h->n_map, sizeof *h->map, map_cmp);
+}
+
+static qk_hfmodel_map *map_find(const qk_hfmodel *h, const char *gguf)
+{
+    return map_find_expert(h, gguf, -1);
 }
 
 /* LlamaModel.permute: GGUF row r is HF row qk_unpermute_row(r) (rows of a
@@ -305,22 +239,20 @@ static int permute(const qk_hfmodel *h, qk_hfmodel_map *e, qk_err *err)
     return 0;
 }
 
-static int hf_find(void *ctx, const char *name, qk_src_tensor *out, qk_err *err)
+/* A table the config made (rope factors) as a tensor. */
+static int table(const qk_hfmodel *h, const float *t, const char *what, qk_src_tensor *out)
 {
-    qk_hfmodel *h = ctx;
-    if (strcmp(name, "rope_freqs.weight") == 0) {
-        if (!h->rope_factors)
-            return 0;
-        *out = (qk_src_tensor){.name = "rope_scaling", .name_len = 12, .type = QK_F32,
-                               .ne = {h->m.hp.n_rot / 2, 1, 1, 1},
-                               .data = (const uint8_t *)h->rope_factors};
-        return 1;
-    }
-    if (h->tied && strcmp(name, "output.weight") == 0)
-        return 0; /* tie_word_embeddings: transformers ignores a stored lm_head */
-    qk_hfmodel_map *e = map_find(h, name);
-    if (!e)
+    if (!t)
         return 0;
+    *out = (qk_src_tensor){.name = what, .name_len = (int)strlen(what), .type = QK_F32,
+                           .ne = {h->m.hp.n_rot / 2, 1, 1, 1}, .data = (const uint8_t *)t};
+    return 1;
+}
+
+/* Map entry e as a tensor: stored, permuted for rope, or in the family's
+ * own layout rearranged (hfarch.h). */
+static int entry_tensor(qk_hfmodel *h, qk_hfmodel_map *e, qk_src_tensor *out, qk_err *err)
+{
     const qk_hf_tensor *t = e->t;
     if (t->n_dims > 4) {
         qk_err_at(err, h->hf->dir, t->name, t->st->info_offset, "%d dimensions", t->n_dims);
@@ -332,21 +264,54 @@ static int hf_find(void *ctx, const char *name, qk_src_tensor *out, qk_err *err)
         return -1;
     }
     const uint8_t *data = t->data;
-    if (h->permute_qk && e->perm != QK_PERM_NONE) {
+    const int64_t *ne = t->ne;
+    int type = t->type;
+    if (e->xform != QK_HFX_NONE) {
+        if (!e->permuted && qk_hf_family_derive(e->xform, h->hf, t, e->ne, &e->type, &e->permuted, err))
+            return -1;
+        data = e->permuted;
+        ne = e->ne;
+        type = e->type;
+    } else if (h->permute_qk && e->perm != QK_PERM_NONE) {
         if (!e->permuted && permute(h, e, err))
             return -1;
         data = e->permuted;
     }
-    *out = (qk_src_tensor){.name = t->name, .name_len = (int)strlen(t->name), .type = t->type,
-                           .ne = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]}, .data = data,
+    *out = (qk_src_tensor){.name = t->name, .name_len = (int)strlen(t->name), .type = type,
+                           .ne = {ne[0], ne[1], ne[2], ne[3]}, .data = data,
                            .offset = t->st->info_offset, .mapped = data == t->data}; /* qk_st_open maps */
     return 1;
+}
+
+static int hf_find(void *ctx, const char *name, qk_src_tensor *out, qk_err *err)
+{
+    qk_hfmodel *h = ctx;
+    if (strcmp(name, "rope_freqs.weight") == 0)
+        return table(h, h->rope.freqs, "rope_scaling", out);
+    if (strcmp(name, "rope_factors_long.weight") == 0)
+        return table(h, h->rope.lng, "rope_scaling.long_factor", out);
+    if (strcmp(name, "rope_factors_short.weight") == 0)
+        return table(h, h->rope.shrt, "rope_scaling.short_factor", out);
+    if (h->tied && strcmp(name, "output.weight") == 0)
+        return 0; /* tie_word_embeddings: transformers ignores a stored lm_head */
+    qk_hfmodel_map *e = map_find(h, name);
+    return e ? entry_tensor(h, e, out, err) : 0;
+}
+
+/* Expert e's own matrix (Qwen-MoE, Mixtral: one HF tensor per expert). */
+static int hf_find_expert(void *ctx, const char *name, int expert, qk_src_tensor *out, qk_err *err)
+{
+    qk_hfmodel *h = ctx;
+    qk_hfmodel_map *e = map_find_expert(h, name, expert);
+    return e ? entry_tensor(h, e, out, err) : 0;
 }
 
 /* The Hugging Face name of a GGUF tensor name, for "missing" messages. */
 static void hf_name(void *ctx, const char *gguf, char *buf, size_t n)
 {
-    (void)ctx;
+    const qk_hfmodel *h = ctx;
+    if (qk_hf_family_hf_name(h->fam, gguf, strstr(gguf, "_exps.weight") ? 0 : -1, buf, n))
+        return;
     static const char *const globals[] = {"model.embed_tokens.weight", "model.norm.weight",
                                           "lm_head.weight"};
     static const char *const suffixes[] = {
@@ -395,7 +360,8 @@ int qk_hfmodel_open(qk_hfmodel **out, const char *path, qk_err *err)
         goto fail;
     }
     qk_hparams hp;
-    if (qk_hf_config_hparams(h->hf->config, h->config_path, &hp, &h->tied, &h->rope_factors, err))
+    if (qk_hf_config_hparams(h->hf->config, h->config_path, &hp, &h->tied, &h->rope, err) ||
+        qk_hf_family_find(h->hf->config, h->config_path, &h->fam, err))
         goto fail;
     const int vocab = hp.n_vocab;
     h->permute_qk = hp.rope_mode == QK_ROPE_NORMAL;
@@ -408,11 +374,11 @@ int qk_hfmodel_open(qk_hfmodel **out, const char *path, qk_err *err)
         goto fail;
     }
     const qk_model_source src = {.path = h->hf->dir, .ctx = h, .find = hf_find,
-                                 .source_name = hf_name};
+                                 .source_name = hf_name, .find_expert = hf_find_expert};
     if (qk_model_load_source(&h->m, &hp, &src, err))
         goto fail;
     if (vocab && vocab != h->m.hp.n_vocab) {
-        qk_err_at(err, h->config_path, "vocab_size", off_of(h->hf->config, "vocab_size"),
+        qk_err_at(err, h->config_path, "vocab_size", qk_hfcfg_off(h->hf->config, "vocab_size"),
                   "%d, but model.embed_tokens.weight has %d rows", vocab, h->m.hp.n_vocab);
         goto fail;
     }
@@ -431,7 +397,7 @@ void qk_hfmodel_close(qk_hfmodel *h)
     for (size_t i = 0; i < h->n_map; i++)
         free(h->map[i].permuted);
     free(h->map);
-    free(h->rope_factors);
+    free(h->rope.freqs), free(h->rope.lng), free(h->rope.shrt);
     free(h->config_path);
     qk_hf_close(h->hf);
     free(h);

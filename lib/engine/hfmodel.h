@@ -32,6 +32,7 @@
 #include "lib/core/err.h"
 #include "formats/hfdir.h"
 #include "lib/core/jsonp.h"
+#include "lib/engine/hfarch.h"
 #include "lib/engine/model.h"
 
 typedef struct qk_hfmodel_map qk_hfmodel_map;
@@ -42,16 +43,18 @@ typedef struct qk_hfmodel {
     char *config_path;
     bool tied;               /* lm head = embeddings */
     bool permute_qk;         /* llama/mistral: q/k rows permuted at load */
-    float *rope_factors;     /* llama3 rope scaling: n_rot/2 divisors, or NULL */
+    qk_hf_rope_tables rope;  /* llama3 / LongRoPE divisors (n_rot/2 each), or NULL */
+    const qk_hf_family *fam; /* lib/engine/hfarch.h */
     qk_hfmodel_map *map;     /* GGUF name -> HF tensor, sorted */
     size_t n_map;
 } qk_hfmodel;
 
-/* Hyper-parameters from config.json's DOM; *rope_factors (malloc'd, may be
- * NULL) gets the llama3 divisors, *tied the lm-head tying.  n_vocab is set
- * from vocab_size (0 when absent).  Errors name the key (code 2). */
+/* Hyper-parameters from config.json's DOM; *rt gets the rope tables
+ * (malloc'd, may be NULL: the llama3 divisors, LongRoPE's), *tied the
+ * lm-head tying.  n_vocab is set from vocab_size (0 when absent).  Errors
+ * name the key (code 2). */
 int qk_hf_config_hparams(const qk_jsonv *cfg, const char *path, qk_hparams *hp, bool *tied,
-                         float **rope_factors, qk_err *err);
+                         qk_hf_rope_tables *rt, qk_err *err);
 
 /* Open a directory (or a .safetensors / .index.json path, see hfdir.h) and
  * load the model.  Errors (code 2): an unsupported architecture named, a

@@ -5,13 +5,19 @@
  * which returns vec_dot's bits for that element whatever the tile shape, so
  * the result does not depend on the thread count, on how many tokens are in
  * the batch, or on whether a token is decoded alone or in a prompt batch.
- * Work is split across threads only along weight rows, in fixed ranges. */
+ * Work is split across threads only along weight rows, in fixed ranges.
+ * With ws->act == QK_ACT_F32 the activations stay float and each tile goes
+ * through the weight type's float-activation product (cpu.h fdot_tile),
+ * which has the same property; with ws->act_variant the activation encoders
+ * are kernels/actvar.h's variants (qk-kld --noise-floor). */
 #include "lib/engine/matmul.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "lib/core/ckd.h"
+#include "kernels/actvar.h"
 #include "kernels/cpu.h"
 #include "lib/core/threads.h"
 #include "kernels/types.h"
@@ -30,6 +36,7 @@ typedef struct {
     size_t act_row;                /* bytes per activation row */
     float *y;
     bool packed;                   /* products read w->packed (k->packed_tile) */
+    bool fdot;                     /* float activations: k->fdot_tile (QK_ACT_F32) */
     size_t rt;                     /* rows per tile: ROW_TILE, or the packed kernel's own */
 } part;
 
@@ -75,7 +82,10 @@ static void dot_ranges(void *ctx, size_t begin, size_t end)
                 float *out = pt->y + (size_t)t0 * (size_t)w->rows + r0;
                 /* packed rows come in whole groups: ranges and tiles start
                  * at multiples of rt (a multiple of 8), and rows is a multiple of the group */
-                if (pt->packed)
+                if (pt->fdot)
+                    qk_fdot_tile(pt->k, w->cols, w->data + r0 * w->row_size, w->row_size, nr,
+                                 (const float *)(const void *)act, (size_t)w->cols, nt, out, (size_t)w->rows);
+                else if (pt->packed)
                     pt->k->packed_tile(w->cols, w->packed + r0 / QK_PACK_ROWS * pt->k->pack_size(w->cols),
                                        nr / QK_PACK_ROWS, act, pt->act_row, nt, out, (size_t)w->rows);
                 else
@@ -112,7 +122,12 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
     for (int i = 0; i < nw; i++) {
         if (w[i]->cols != cols)
             return qk_errf(err, QK_EIO, "matmul: weights of one call differ in columns");
-        const int t = qk_type_get(w[i]->type)->vec_dot_type;
+        const qk_kernels *k = qk_kernels_for(w[i]->type);
+        const bool fdot = ws->act == QK_ACT_F32 && w[i]->type != QK_F32;
+        if (fdot && !k->fdot_tile)
+            return qk_errf(err, QK_EINPUT, "%.*s: type %s has no float-activation product",
+                           w[i]->name_len, w[i]->name, qk_type_get(w[i]->type)->name);
+        const int t = fdot ? QK_F32 : qk_type_get(w[i]->type)->vec_dot_type;
         int e = 0;
         while (e < nvt && vt[e] != t)
             e++;
@@ -126,8 +141,8 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
             need = (size_t)n;
             nvt++;
         }
-        parts[i] = (part){.w = w[i], .k = qk_kernels_for(w[i]->type), .y = y[i]};
-        parts[i].packed = w[i]->packed && (n_tok > 1 || parts[i].k->pack_decode);
+        parts[i] = (part){.w = w[i], .k = k, .y = y[i], .fdot = fdot};
+        parts[i].packed = !fdot && w[i]->packed && (n_tok > 1 || k->pack_decode);
         if (!parts[i].packed)
             parts[i].rt = ROW_TILE;
         else
@@ -148,8 +163,9 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
     uint8_t *buf = ws->buf;
     for (int e = 0; e < nvt; e++)
         if (vt[e] != QK_F32) {
+            const qk_from_float_fn var = ws->act_variant ? qk_actvar_from_float(vt[e], ws->act_variant) : NULL;
             enc_job ej = {.x = x, .xq = buf + off[e], .xq_row = rowb[e], .cols = cols,
-                          .from_float = qk_kernels_for(vt[e])->from_float};
+                          .from_float = var ? var : qk_kernels_for(vt[e])->from_float};
             qk_parallel_for(nthreads, (size_t)n_tok, 1, encode_range, &ej);
         }
     range *ranges = malloc((nranges ? nranges : 1) * sizeof *ranges);
@@ -217,3 +233,16 @@ void qk_matmul_ws_free(qk_matmul_ws *ws)
     ws->buf = NULL;
     ws->cap = 0;
 }
+
+int qk_act_type_parse(const char *s, int *act, qk_err *err)
+{
+    if (!strcmp(s, "default"))
+        *act = QK_ACT_DEFAULT;
+    else if (!strcmp(s, "f32"))
+        *act = QK_ACT_F32;
+    else
+        return qk_errf(err, QK_EINPUT, "--act-type '%s': expected default or f32", s);
+    return 0;
+}
+
+const char *qk_act_type_name(int act) { return act == QK_ACT_F32 ? "f32" : "default"; }

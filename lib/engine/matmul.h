@@ -3,7 +3,10 @@
  * activation row is first encoded to the weight type's vec_dot_type with that
  * type's from_float (F32 weights pair with plain F32 rows, no encoding), then
  * every output element is one table vec_dot of a weight row and an encoded
- * activation row.  Rows are split across threads in fixed ranges, so the
+ * activation row.  With QK_ACT_F32 (--act-type f32) the activations stay
+ * float for every weight type and each element is the type's float-activation
+ * product (kernels/cpu.h fdot_tile): the F32 product on the decoded row, so
+ * the output is that of the weights dequantized to F32, bit for bit.  Rows are split across threads in fixed ranges, so the
  * output bytes do not depend on the thread count, and an element does not
  * depend on how many other activation rows were in the batch. */
 #ifndef QK_MATMUL_H
@@ -16,10 +19,26 @@
 #include "lib/core/err.h"
 #include "lib/engine/model.h"
 
-/* Scratch for encoded activations, grown on demand; zero-initialise it. */
+/* How the products treat their activations (issue #24). */
+enum {
+    QK_ACT_DEFAULT = 0, /* encoded to each weight type's vec_dot_type (ggml's arithmetic) */
+    QK_ACT_F32 = 1,     /* float activations for every weight (cpu.h's fdot_tile): the bits
+                         * of the same weights dequantized to F32 */
+};
+
+/* "default" or "f32" (qk-run, qk-kld, qk-bench --act-type) into *act. */
+int qk_act_type_parse(const char *s, int *act, qk_err *err);
+/* "default" or "f32". */
+const char *qk_act_type_name(int act);
+
+/* Scratch for encoded activations, grown on demand, and the arithmetic of
+ * the products made with it; zero-initialise it (QK_ACT_DEFAULT). */
 typedef struct qk_matmul_ws {
     void *buf;
     size_t cap;
+    int act;         /* QK_ACT_DEFAULT or QK_ACT_F32 */
+    int act_variant; /* QK_ACTV_* of kernels/actvar.h: the activation encoders'
+                      * numerically equivalent variant (qk-kld --noise-floor); 0: none */
 } qk_matmul_ws;
 
 void qk_matmul_ws_free(qk_matmul_ws *ws);

@@ -1,8 +1,12 @@
-/* model.c - hyper-parameters and weights of a llama-family model from GGUF.
+/* model.c - the weights of a model, from GGUF or another tensor source.
  *
- * Key and tensor names follow llama.cpp (src/llama-arch.cpp); which tensors
- * each architecture has follows src/models/{llama,qwen2,qwen3}.cpp, and the
- * rope mode follows llama_model_rope_type() in src/llama-model.cpp. */
+ * Tensor names follow llama.cpp (src/llama-arch.cpp); which tensors each
+ * architecture has follows the load_arch_tensors of src/models/{llama,qwen2,
+ * qwen3,qwen2moe,qwen3moe,openai-moe,gemma2,gemma3,phi3}.cpp (at d32676d):
+ * a layer has experts when it has ffn_gate_inp (llama's "ffn_gate_inp ==
+ * nullptr" test), phi3's fused attn_qkv and ffn_up are used as row ranges
+ * (build_qkv's views, ggml_swiglu's halves).  The hyper-parameters come from
+ * lib/engine/arch.c. */
 #include "lib/engine/model.h"
 
 #include <math.h>
@@ -15,179 +19,6 @@
 #include "lib/core/mapfile.h"
 #include "lib/engine/matmul.h"
 #include "kernels/types.h"
-
-#define MAX_DIM (1 << 24) /* sanity bound on every hyper-parameter */
-
-static const struct arch_row {
-    const char *name;
-    qk_arch arch;
-    qk_rope_mode rope;
-} arches[] = {
-    {"llama", QK_ARCH_LLAMA, QK_ROPE_NORMAL},
-    {"mistral", QK_ARCH_LLAMA, QK_ROPE_NORMAL},
-    {"qwen2", QK_ARCH_QWEN2, QK_ROPE_NEOX},
-    {"qwen3", QK_ARCH_QWEN3, QK_ROPE_NEOX},
-};
-
-/* ---- metadata ------------------------------------------------------------ */
-
-static uint64_t kv_offset(const qk_gguf *g, const char *key)
-{
-    const qk_gguf_kv *kv = qk_gguf_find(g, key);
-    return kv ? kv->offset : 0;
-}
-
-/* ARCH.suffix as an integer in [lo, MAX_DIM]; def < 0: the key is required. */
-static int get_dim(const qk_gguf *g, const char *arch, const char *suffix, int64_t def, int64_t lo,
-                   int *out, qk_err *err)
-{
-    char key[128];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    int64_t v;
-    if (!qk_gguf_find(g, key)) {
-        if (def < 0)
-            return qk_err_at(err, g->path, key, 0, "required key is missing");
-        *out = (int)def;
-        return 0;
-    }
-    if (!qk_gguf_get_int(g, key, &v))
-        return qk_err_at(err, g->path, key, kv_offset(g, key), "not an integer");
-    if (v < lo || v > MAX_DIM)
-        return qk_err_at(err, g->path, key, kv_offset(g, key), "%lld is out of range [%lld, %d]",
-                         (long long)v, (long long)lo, MAX_DIM);
-    *out = (int)v;
-    return 0;
-}
-
-/* ARCH.suffix as a finite float; absent: def (required when !has_def). */
-static int get_real(const qk_gguf *g, const char *arch, const char *suffix, bool has_def, float def,
-                    float *out, qk_err *err)
-{
-    char key[128];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    double v;
-    if (!qk_gguf_find(g, key)) {
-        if (!has_def)
-            return qk_err_at(err, g->path, key, 0, "required key is missing");
-        *out = def;
-        return 0;
-    }
-    if (!qk_gguf_get_f64(g, key, &v) || !isfinite(v) || v < 0)
-        return qk_err_at(err, g->path, key, kv_offset(g, key), "not a finite non-negative number");
-    *out = (float)v;
-    return 0;
-}
-
-static int read_arch(const qk_gguf *g, qk_hparams *hp, qk_err *err)
-{
-    const char *key = "general.architecture";
-    qk_str s;
-    if (!qk_gguf_find(g, key))
-        return qk_err_at(err, g->path, key, 0, "required key is missing");
-    if (!qk_gguf_get_str(g, key, &s))
-        return qk_err_at(err, g->path, key, kv_offset(g, key), "not a string");
-    for (size_t i = 0; i < sizeof arches / sizeof arches[0]; i++) {
-        if (qk_str_eq(s, arches[i].name)) {
-            snprintf(hp->arch_name, sizeof hp->arch_name, "%s", arches[i].name);
-            hp->arch = arches[i].arch;
-            hp->rope_mode = arches[i].rope;
-            return 0;
-        }
-    }
-    int n = s.len > 64 ? 64 : (int)s.len;
-    return qk_err_at(err, g->path, key, kv_offset(g, key),
-                     "unsupported architecture '%.*s' (supported: llama, mistral, qwen2, qwen3)", n,
-                     s.ptr);
-}
-
-/* rope.scaling.type: none or linear (freq_scale = 1/factor); YaRN and the
- * others change the rotation itself and are not implemented. */
-static int read_rope_scaling(const qk_gguf *g, qk_hparams *hp, qk_err *err)
-{
-    char key[128];
-    const char *a = hp->arch_name;
-    hp->rope_freq_scale = 1.0f;
-    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
-    qk_str s;
-    if (!qk_gguf_get_str(g, key, &s) || qk_str_eq(s, "none"))
-        return 0;
-    if (!qk_str_eq(s, "linear")) {
-        int n = s.len > 32 ? 32 : (int)s.len;
-        return qk_err_at(err, g->path, key, kv_offset(g, key),
-                         "unsupported rope scaling '%.*s' (supported: none, linear)", n, s.ptr);
-    }
-    float factor;
-    if (get_real(g, a, "rope.scaling.factor", true, 0.0f, &factor, err))
-        return err->code;
-    if (factor != 0.0f)
-        hp->rope_freq_scale = 1.0f / factor;
-    return 0;
-}
-
-static int read_hparams(const qk_gguf *g, qk_hparams *hp, qk_err *err)
-{
-    if (read_arch(g, hp, err))
-        return err->code;
-    const char *a = hp->arch_name;
-    if (get_dim(g, a, "embedding_length", -1, 1, &hp->n_embd, err) ||
-        get_dim(g, a, "block_count", -1, 1, &hp->n_layer, err) ||
-        get_dim(g, a, "feed_forward_length", -1, 1, &hp->n_ff, err) ||
-        get_dim(g, a, "attention.head_count", -1, 1, &hp->n_head, err) ||
-        get_dim(g, a, "attention.head_count_kv", hp->n_head, 1, &hp->n_head_kv, err) ||
-        get_dim(g, a, "attention.key_length", hp->n_embd / hp->n_head, 1, &hp->head_dim, err) ||
-        get_dim(g, a, "attention.value_length", hp->head_dim, 1, &hp->head_dim_v, err) ||
-        get_dim(g, a, "rope.dimension_count", hp->head_dim, 0, &hp->n_rot, err) ||
-        get_dim(g, a, "context_length", 0, 0, &hp->n_ctx_train, err))
-        return err->code;
-    if (get_real(g, a, "rope.freq_base", true, 10000.0f, &hp->rope_freq_base, err) ||
-        get_real(g, a, "attention.layer_norm_rms_epsilon", false, 0.0f, &hp->rms_eps, err))
-        return err->code;
-    hp->kq_scale = 1.0f / sqrtf((float)hp->head_dim);
-    if (hp->arch == QK_ARCH_LLAMA) {
-        float s;
-        if (get_real(g, a, "attention.scale", true, 0.0f, &s, err))
-            return err->code;
-        if (s != 0.0f)
-            hp->kq_scale = s;
-    }
-    if (read_rope_scaling(g, hp, err))
-        return err->code;
-    int n_expert;
-    if (get_dim(g, a, "expert_count", 0, 0, &n_expert, err))
-        return err->code;
-    if (n_expert > 0) {
-        char k[128];
-        snprintf(k, sizeof k, "%s.expert_count", a);
-        return qk_err_at(err, g->path, k, kv_offset(g, k),
-                         "mixture-of-experts models (%d experts) are not supported", n_expert);
-    }
-
-    char key[128];
-    if (hp->head_dim < 1) {
-        snprintf(key, sizeof key, "%s.attention.key_length", a);
-        return qk_err_at(err, g->path, key, kv_offset(g, key),
-                         "head size is 0 (embedding_length %d < head_count %d)", hp->n_embd,
-                         hp->n_head);
-    }
-    if (hp->n_head % hp->n_head_kv != 0) {
-        snprintf(key, sizeof key, "%s.attention.head_count_kv", a);
-        return qk_err_at(err, g->path, key, kv_offset(g, key),
-                         "head_count %d is not a multiple of head_count_kv %d", hp->n_head,
-                         hp->n_head_kv);
-    }
-    if (hp->n_rot > hp->head_dim || hp->n_rot % 2 != 0) {
-        snprintf(key, sizeof key, "%s.rope.dimension_count", a);
-        return qk_err_at(err, g->path, key, kv_offset(g, key),
-                         "%d must be even and at most the head size %d", hp->n_rot, hp->head_dim);
-    }
-    uint64_t t;
-    if (qk_ckd_mul(&t, (uint64_t)hp->n_head, (uint64_t)(hp->head_dim > hp->head_dim_v ? hp->head_dim : hp->head_dim_v)) ||
-        t > MAX_DIM) {
-        snprintf(key, sizeof key, "%s.attention.head_count", a);
-        return qk_err_at(err, g->path, key, kv_offset(g, key), "heads x head size is too large");
-    }
-    return 0;
-}
 
 /* ---- tensors -------------------------------------------------------------- */
 
@@ -254,14 +85,9 @@ static int tensor_err(const loader *ld, const qk_src_tensor *t, qk_err *err, con
 
 static void set_weight(qk_weight *w, const qk_src_tensor *t)
 {
-    w->name = t->name;
-    w->name_len = t->name_len;
-    w->type = t->type;
-    w->cols = t->ne[0];
-    w->rows = t->ne[1];
-    w->row_size = qk_row_size(t->type, t->ne[0]);
-    w->data = t->data;
-    w->mapped = t->mapped;
+    *w = (qk_weight){.name = t->name, .name_len = t->name_len, .type = t->type, .cols = t->ne[0],
+                     .rows = t->ne[1], .row_size = qk_row_size(t->type, t->ne[0]), .data = t->data,
+                     .mapped = t->mapped};
 }
 
 /* A matrix used in y = W x: its type must have a dot product, and x must be
@@ -313,18 +139,19 @@ static int own(qk_model *m, void *p, qk_err *err)
     return 0;
 }
 
-/* A 1-D tensor of n elements decoded to floats; *out = NULL when absent and
- * not required. */
-static int load_vector(const loader *ld, const char *name, int64_t n, bool required,
-                       const float **out, qk_err *err)
+/* A tensor of [n] (or [n, n1]) elements decoded to floats; *out = NULL
+ * when absent and not required. */
+static int load_table(const loader *ld, const char *name, int64_t n, int64_t n1, bool required,
+                      const float **out, qk_err *err)
 {
     *out = NULL;
     qk_src_tensor t;
     int found = find(ld, name, required, &t, err);
     if (found != 1)
         return found < 0 ? err->code : 0;
-    if (check_shape(ld, &t, n, 0, err))
+    if (check_shape(ld, &t, n, n1, err))
         return err->code;
+    n *= n1 ? n1 : 1;
     const qk_type_traits *tt = qk_type_get(t.type);
     if (!tt || (t.type != QK_F32 && !tt->to_float) || qk_row_size(t.type, n) == 0)
         return tensor_err(ld, &t, err, "type %s cannot be decoded%s", type_name(t.type), "");
@@ -341,6 +168,138 @@ static int load_vector(const loader *ld, const char *name, int64_t n, bool requi
     return 0;
 }
 
+static int load_vector(const loader *ld, const char *name, int64_t n, bool required,
+                       const float **out, qk_err *err)
+{
+    return load_table(ld, name, n, 0, required, out, err);
+}
+
+/* A norm's weights; Hugging Face gemma stores w - 1 (its RMSNorm multiplies
+ * by 1 + w, which convert_hf_to_gguf.py folds in), so 1 is added here. */
+static int load_norm(const loader *ld, const char *name, int64_t n, bool required, const float **out,
+                     qk_err *err)
+{
+    if (load_vector(ld, name, n, required, out, err))
+        return err->code;
+    if (*out && ld->m->hp.norm_plus_one) {
+        float *v = (float *)*out;
+        for (int64_t i = 0; i < n; i++)
+            v[i] = 1.0f + v[i];
+    }
+    return 0;
+}
+
+/* Rows [r0, r0 + rows) of matrix `all` as a weight of their own. */
+static void row_view(qk_weight *w, const qk_weight *all, int64_t r0, int64_t rows)
+{
+    *w = *all;
+    w->data = all->data + (size_t)r0 * all->row_size;
+    w->rows = rows;
+}
+
+/* Matrix `name` of cols x rows, or (fused) the rows of several matrices
+ * stacked: parts[i] gets rows[i] rows in order. */
+static int load_fused(const loader *ld, const char *name, int64_t cols, const int64_t *rows, int n,
+                      qk_weight *const *parts, qk_err *err)
+{
+    int64_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += rows[i];
+    qk_weight all;
+    if (load_matrix(ld, name, cols, total, &all, err))
+        return err->code;
+    for (int i = 0, r0 = 0; i < n; r0 += (int)rows[i], i++)
+        row_view(parts[i], &all, r0, rows[i]);
+    return 0;
+}
+
+/* Whether tensor `name` exists. */
+static int has(const loader *ld, const char *name, qk_err *err)
+{
+    qk_src_tensor t;
+    return find(ld, name, false, &t, err);
+}
+
+/* An expert tensor (llama.cpp: {cols, rows, n_expert}): n_expert weights,
+ * views of the 3-D tensor, or the source's per-expert matrices. */
+static int load_experts(const loader *ld, const char *name, int64_t cols, int64_t rows,
+                        qk_weight **out, qk_err *err)
+{
+    const int ne = ld->m->hp.n_expert;
+    qk_weight *w = calloc((size_t)ne, sizeof *w);
+    if (!w || own(ld->m, w, err))
+        return w ? err->code : qk_errf(err, QK_EIO, "out of memory");
+    *out = w;
+    qk_src_tensor t;
+    int found = ld->src->find(ld->src->ctx, name, &t, err);
+    if (found < 0)
+        return err->code;
+    if (found == 0 && ld->src->find_expert) {
+        for (int e = 0; e < ne; e++) {
+            found = ld->src->find_expert(ld->src->ctx, name, e, &t, err);
+            if (found < 0)
+                return err->code;
+            if (found == 0) {
+                char sname[160];
+                ld->src->source_name(ld->src->ctx, name, sname, sizeof sname);
+                return qk_err_at(err, ld->src->path, sname, 0, "required tensor is missing (expert %d)", e);
+            }
+            if (check_shape(ld, &t, cols, rows, err) || check_matmul_type(ld, &t, err))
+                return err->code;
+            set_weight(&w[e], &t);
+        }
+        return 0;
+    }
+    if (found == 0)
+        return find(ld, name, true, &t, err) < 0 ? err->code : QK_EINPUT;
+    if (t.ne[0] != cols || t.ne[1] != rows || t.ne[2] != ne || t.ne[3] != 1) {
+        char nm[160];
+        snprintf(nm, sizeof nm, "%.*s", t.name_len, t.name);
+        return qk_err_at(err, ld->src->path, nm, t.offset,
+                         "shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %d]", (long long)t.ne[0],
+                         (long long)t.ne[1], (long long)t.ne[2], (long long)t.ne[3], (long long)cols,
+                         (long long)rows, ne);
+    }
+    if (check_matmul_type(ld, &t, err))
+        return err->code;
+    qk_weight all;
+    t.ne[1] = rows * ne;
+    set_weight(&all, &t);
+    for (int e = 0; e < ne; e++)
+        row_view(&w[e], &all, (int64_t)e * rows, rows);
+    return 0;
+}
+
+/* The router, experts and (qwen2moe) shared expert of layer il. */
+static int load_moe(const loader *ld, int il, qk_layer *L, qk_err *err)
+{
+    const qk_hparams *hp = &ld->m->hp;
+    const int64_t e = hp->n_embd, f = hp->n_ff_exp, ne = hp->n_expert;
+    char n[96];
+#define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
+    L->moe = true;
+    if (load_matrix(ld, NAME("ffn_gate_inp.weight"), e, ne, &L->gate_inp, err) ||
+        load_vector(ld, NAME("ffn_gate_inp.bias"), ne, false, &L->gate_inp_b, err) ||
+        load_experts(ld, NAME("ffn_gate_exps.weight"), e, f, &L->exps.gate, err) ||
+        load_experts(ld, NAME("ffn_up_exps.weight"), e, f, &L->exps.up, err) ||
+        load_experts(ld, NAME("ffn_down_exps.weight"), f, e, &L->exps.down, err) ||
+        load_table(ld, NAME("ffn_gate_exps.bias"), f, ne, false, &L->exps.gate_b, err) ||
+        load_table(ld, NAME("ffn_up_exps.bias"), f, ne, false, &L->exps.up_b, err) ||
+        load_table(ld, NAME("ffn_down_exps.bias"), e, ne, false, &L->exps.down_b, err))
+        return err->code;
+    if (hp->n_ff_shexp > 0) {
+        const int64_t fs = hp->n_ff_shexp;
+        L->shexp = true;
+        if (load_matrix(ld, NAME("ffn_gate_inp_shexp.weight"), e, 1, &L->gate_inp_shexp, err) ||
+            load_matrix(ld, NAME("ffn_gate_shexp.weight"), e, fs, &L->gate_shexp, err) ||
+            load_matrix(ld, NAME("ffn_up_shexp.weight"), e, fs, &L->up_shexp, err) ||
+            load_matrix(ld, NAME("ffn_down_shexp.weight"), fs, e, &L->down_shexp, err))
+            return err->code;
+    }
+#undef NAME
+    return 0;
+}
+
 static int load_layer(const loader *ld, int il, qk_err *err)
 {
     const qk_hparams *hp = &ld->m->hp;
@@ -351,24 +310,61 @@ static int load_layer(const loader *ld, int il, qk_err *err)
     const int64_t nv = (int64_t)hp->n_head_kv * hp->head_dim_v;
     const int64_t no = (int64_t)hp->n_head * hp->head_dim_v;
     char n[96];
+    int rc;
 #define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
-    if (load_vector(ld, NAME("attn_norm.weight"), e, true, &L->attn_norm, err) ||
-        load_matrix(ld, NAME("attn_q.weight"), e, nq, &L->wq, err) ||
-        load_matrix(ld, NAME("attn_k.weight"), e, nk, &L->wk, err) ||
-        load_matrix(ld, NAME("attn_v.weight"), e, nv, &L->wv, err) ||
-        load_matrix(ld, NAME("attn_output.weight"), no, e, &L->wo, err) ||
-        load_vector(ld, NAME("attn_q.bias"), nq, false, &L->bq, err) ||
-        load_vector(ld, NAME("attn_k.bias"), nk, false, &L->bk, err) ||
-        load_vector(ld, NAME("attn_v.bias"), nv, false, &L->bv, err) ||
-        load_vector(ld, NAME("attn_output.bias"), e, false, &L->bo, err) ||
-        load_vector(ld, NAME("ffn_norm.weight"), e, true, &L->ffn_norm, err) ||
-        load_matrix(ld, NAME("ffn_gate.weight"), e, f, &L->w_gate, err) ||
-        load_matrix(ld, NAME("ffn_up.weight"), e, f, &L->w_up, err) ||
-        load_matrix(ld, NAME("ffn_down.weight"), f, e, &L->w_down, err))
+    L->swa = qk_layer_is_swa(hp, il);
+    if (load_norm(ld, NAME("attn_norm.weight"), e, true, &L->attn_norm, err))
         return err->code;
-    if (hp->arch == QK_ARCH_QWEN3 &&
-        (load_vector(ld, NAME("attn_q_norm.weight"), hp->head_dim, true, &L->q_norm, err) ||
-         load_vector(ld, NAME("attn_k_norm.weight"), hp->head_dim, true, &L->k_norm, err)))
+    if ((rc = has(ld, NAME("attn_qkv.weight"), err)) < 0)
+        return err->code;
+    if (rc) {
+        const int64_t rows[3] = {nq, nk, nv};
+        qk_weight *const parts[3] = {&L->wq, &L->wk, &L->wv};
+        if (load_fused(ld, n, e, rows, 3, parts, err))
+            return err->code;
+    } else if (load_matrix(ld, NAME("attn_q.weight"), e, nq, &L->wq, err) ||
+               load_matrix(ld, NAME("attn_k.weight"), e, nk, &L->wk, err) ||
+               load_matrix(ld, NAME("attn_v.weight"), e, nv, &L->wv, err) ||
+               load_vector(ld, NAME("attn_q.bias"), nq, false, &L->bq, err) ||
+               load_vector(ld, NAME("attn_k.bias"), nk, false, &L->bk, err) ||
+               load_vector(ld, NAME("attn_v.bias"), nv, false, &L->bv, err)) {
+        return err->code;
+    }
+    if (load_matrix(ld, NAME("attn_output.weight"), no, e, &L->wo, err) ||
+        load_vector(ld, NAME("attn_output.bias"), e, false, &L->bo, err))
+        return err->code;
+    if (hp->qk_norm && (load_norm(ld, NAME("attn_q_norm.weight"), hp->head_dim, true, &L->q_norm, err) ||
+                        load_norm(ld, NAME("attn_k_norm.weight"), hp->head_dim, true, &L->k_norm, err)))
+        return err->code;
+    if (hp->post_norms &&
+        (load_norm(ld, NAME("post_attention_norm.weight"), e, true, &L->attn_post_norm, err) ||
+         load_norm(ld, NAME("post_ffw_norm.weight"), e, true, &L->ffn_post_norm, err)))
+        return err->code;
+    if (hp->attn_sinks && load_vector(ld, NAME("attn_sinks.weight"), hp->n_head, true, &L->sinks, err))
+        return err->code;
+    /* gpt-oss names its pre-FFN norm post_attention_norm (openai-moe.cpp) */
+    const char *ffn_norm = hp->arch == QK_ARCH_GPT_OSS ? NAME("post_attention_norm.weight")
+                                                        : NAME("ffn_norm.weight");
+    if (load_norm(ld, ffn_norm, e, true, &L->ffn_norm, err))
+        return err->code;
+    if (hp->n_expert > 0) {
+        if ((rc = has(ld, NAME("ffn_gate_inp.weight"), err)) < 0)
+            return err->code;
+        if (rc || (hp->arch != QK_ARCH_LLAMA && !hp->moe_dense_layers))
+            return load_moe(ld, il, L, err);
+    }
+    if ((rc = has(ld, NAME("ffn_gate.weight"), err)) < 0)
+        return err->code;
+    if (!rc && hp->arch == QK_ARCH_PHI3) {
+        const int64_t rows[2] = {f, f};
+        qk_weight *const parts[2] = {&L->w_gate, &L->w_up};
+        if (load_fused(ld, NAME("ffn_up.weight"), e, rows, 2, parts, err))
+            return err->code;
+    } else if (load_matrix(ld, NAME("ffn_gate.weight"), e, f, &L->w_gate, err) ||
+               load_matrix(ld, NAME("ffn_up.weight"), e, f, &L->w_up, err)) {
+        return err->code;
+    }
+    if (load_matrix(ld, NAME("ffn_down.weight"), f, e, &L->w_down, err))
         return err->code;
 #undef NAME
     return 0;
@@ -423,10 +419,18 @@ static int pack_weights(qk_model *m, qk_err *err)
         return err->code;
     for (int il = 0; il < m->hp.n_layer; il++) {
         qk_layer *l = &m->layers[il];
-        qk_weight *ws[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down};
+        qk_weight *ws[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down,
+                           &l->gate_inp, &l->gate_inp_shexp, &l->gate_shexp, &l->up_shexp,
+                           &l->down_shexp};
         for (size_t i = 0; i < sizeof ws / sizeof *ws; i++)
-            if (pack_weight(m, ws[i], ws[i]->mapped, err))
+            if (ws[i]->data && pack_weight(m, ws[i], ws[i]->mapped, err))
                 return err->code;
+        for (int e = 0; l->moe && e < m->hp.n_expert; e++) {
+            qk_weight *xs[] = {&l->exps.gate[e], &l->exps.up[e], &l->exps.down[e]};
+            for (size_t i = 0; i < 3; i++)
+                if (pack_weight(m, xs[i], xs[i]->mapped, err))
+                    return err->code;
+        }
     }
     return 0;
 }
@@ -439,9 +443,11 @@ int qk_model_load_source(qk_model *m, const qk_hparams *hp, const qk_model_sourc
     const loader ld = {.m = m, .src = src};
     if (load_embeddings(&ld, err))
         goto fail;
-    if (load_vector(&ld, "output_norm.weight", m->hp.n_embd, true, &m->output_norm, err) ||
+    if (load_norm(&ld, "output_norm.weight", m->hp.n_embd, true, &m->output_norm, err) ||
         load_vector(&ld, "output.bias", m->hp.n_vocab, false, &m->output_bias, err) ||
-        load_vector(&ld, "rope_freqs.weight", m->hp.n_rot / 2, false, &m->rope_freqs, err))
+        load_vector(&ld, "rope_freqs.weight", m->hp.n_rot / 2, false, &m->rope_freqs, err) ||
+        load_vector(&ld, "rope_factors_long.weight", m->hp.n_rot / 2, false, &m->rope_long, err) ||
+        load_vector(&ld, "rope_factors_short.weight", m->hp.n_rot / 2, false, &m->rope_short, err))
         goto fail;
     m->layers = calloc((size_t)m->hp.n_layer, sizeof *m->layers);
     if (!m->layers) {
@@ -476,8 +482,7 @@ int qk_model_load(qk_model *m, const qk_gguf *g, qk_err *err)
 {
     qk_hparams hp;
     memset(m, 0, sizeof *m);
-    memset(&hp, 0, sizeof hp);
-    if (read_hparams(g, &hp, err))
+    if (qk_gguf_hparams(g, &hp, err))
         return err->code ? err->code : QK_EINPUT;
     const qk_model_source src = {.path = g->path, .ctx = (void *)g, .find = gguf_find};
     if (qk_model_load_source(m, &hp, &src, err))

@@ -117,7 +117,7 @@ int32_t qk_tok_piece(const qk_tokenizer *t, int32_t id, char *buf, int32_t len, 
         return copy_piece(s, n, buf, len, lstrip);
     if (attr & QK_ATTR_NORMAL) {
         size_t rn;
-        char *r = t->type == QK_TOK_SPM ? unescape_spm(s, n, &rn) : decode_bytelevel(s, n, &rn);
+        char *r = t->type != QK_TOK_BPE || t->escape_spaces ? unescape_spm(s, n, &rn) : decode_bytelevel(s, n, &rn);
         if (!r)
             return INT32_MIN; /* out of memory */
         int32_t k = copy_piece(r, rn, buf, len, lstrip);

@@ -84,7 +84,9 @@ static int gguf_flag(const qk_gguf *g, const char *key)
     return qk_gguf_get_bool(g, key, &b) ? b : -1;
 }
 
-qk_tokenizer *qk_tok_from_gguf(const qk_gguf *g, qk_err *err)
+qk_tokenizer *qk_tok_from_gguf(const qk_gguf *g, qk_err *err) { return qk_tok_from_gguf_pre(g, NULL, err); }
+
+qk_tokenizer *qk_tok_from_gguf_pre(const qk_gguf *g, const char *pre_name, qk_err *err)
 {
     qk_tok_spec s;
     qk_tok_spec_init(&s);
@@ -97,6 +99,11 @@ qk_tokenizer *qk_tok_from_gguf(const qk_gguf *g, qk_err *err)
         s.type = QK_TOK_SPM;
     } else if (qk_str_eq(model, "gpt2")) {
         s.type = QK_TOK_BPE;
+    } else if (qk_str_eq(model, "bert")) {
+        s.type = QK_TOK_WPM;
+    } else if (qk_str_eq(model, "gemma4")) {
+        s.type = QK_TOK_BPE; /* SentencePiece-style BPE: no default special ids */
+        s.no_default_ids = true;
     } else {
         qk_err_at(err, g->path, "tokenizer.ggml.model", 0, "unsupported tokenizer '%.*s'",
                   (int)(model.len > 64 ? 64 : model.len), model.ptr);
@@ -140,7 +147,7 @@ qk_tokenizer *qk_tok_from_gguf(const qk_gguf *g, qk_err *err)
             types[i] = v < 0 || v > 6 ? QK_TT_UNDEFINED : (int32_t)v;
         }
     }
-    s.pre = pre;
+    s.pre = s.no_default_ids ? "gemma4" : pre_name ? pre_name : pre;
     s.name = name;
     s.arch = arch;
     s.n_tokens = (uint32_t)n_tok;
@@ -173,6 +180,8 @@ qk_tokenizer *qk_tok_from_gguf(const qk_gguf *g, qk_err *err)
     s.add_bos = gguf_flag(g, "tokenizer.ggml.add_bos_token");
     s.add_eos = gguf_flag(g, "tokenizer.ggml.add_eos_token");
     s.add_space_prefix = gguf_flag(g, "tokenizer.ggml.add_space_prefix");
+    s.lowercase = gguf_flag(g, "tokenizer.ggml.normalizer.lowercase");
+    s.strip_accents = gguf_flag(g, "tokenizer.ggml.normalizer.strip_accents");
     t = qk_tok_new(&s, g->path, err);
 done:
     free(tokens);
@@ -293,14 +302,14 @@ static int64_t hf_find(const hf_build *b, const char *text)
     return -2;
 }
 
-static qk_tokenizer *hf_from_root(const qk_jsonv *root, const char *name, qk_err *err)
+qk_tokenizer *qk_tok_from_hf_root(const qk_jsonv *root, const char *name, const char *pre_override, qk_err *err)
 {
     const qk_jsonv *model = qk_jsonv_get(root, "model");
     if (strcmp(qk_jsonv_get_str(model, "type", ""), "BPE") != 0) {
         qk_err_at(err, name, "model.type", model ? model->off : 0, "only BPE models are supported");
         return NULL;
     }
-    const char *pre = hf_pre_name(qk_jsonv_get(root, "pre_tokenizer"));
+    const char *pre = pre_override ? pre_override : hf_pre_name(qk_jsonv_get(root, "pre_tokenizer"));
     if (!pre) {
         qk_err_at(err, name, "pre_tokenizer", 0, "unsupported pre-tokenizer (ByteLevel with a GPT-2, Llama 3 or Qwen2 split expected)");
         return NULL;
@@ -351,10 +360,12 @@ static qk_tokenizer *hf_from_root(const qk_jsonv *root, const char *name, qk_err
         if (hf_set_token(&b, name, id, c->str.s, c->str.len, type, a->off, err))
             goto done;
     }
+    /* ids no token has (a vocabulary with holes): unused placeholders, which
+     * the vocabulary names [EMPTY_<id>] as llama.cpp does */
     for (uint32_t i = 0; i < b.n; i++)
         if (!b.tokens[i].ptr) {
-            qk_err_at(err, name, "model.vocab", vocab->off, "no token has id %u", i);
-            goto done;
+            b.tokens[i] = (qk_str){"", 0};
+            b.types[i] = QK_TT_UNUSED;
         }
     if (hf_merges(&b, qk_jsonv_get(model, "merges"), name, err))
         goto done;
@@ -398,7 +409,7 @@ qk_tokenizer *qk_tok_from_hf_json_mem(const char *buf, size_t n, const char *nam
         qk_err_at(err, name, "JSON", je.off, "%s", je.msg);
         return NULL;
     }
-    qk_tokenizer *t = hf_from_root(root, name, err);
+    qk_tokenizer *t = qk_tok_from_hf_root(root, name, NULL, err);
     qk_jsonv_free(root);
     return t;
 }

@@ -86,7 +86,7 @@ int64_t qk_bpe_rank(const qk_tokenizer *t, const char *l, size_t ln, const char 
 
 /* ---- pre-tokenizer names ---------------------------------------------------- */
 
-enum { PF_IGNORE_MERGES = 1, PF_ADD_BOS = 2, PF_KEEP_SPACES = 4, PF_NO_BOS_ID = 8 };
+enum { PF_IGNORE_MERGES = 1, PF_ADD_BOS = 2, PF_KEEP_SPACES = 4, PF_NO_BOS_ID = 8, PF_ESCAPE_SPACES = 16 };
 
 /* tokenizer.ggml.pre names llama.cpp accepts whose rules are implemented
  * here, with the flags its loader sets for them (llama_vocab::impl::load). */
@@ -95,9 +95,9 @@ static const struct pre_name {
     int pre, flags;
 } pre_names[] = {
     {"default", QK_PRE_DEFAULT, 0},
+    {"llama-bpe", QK_PRE_LLAMA3, PF_IGNORE_MERGES | PF_ADD_BOS},
     {"llama3", QK_PRE_LLAMA3, PF_IGNORE_MERGES | PF_ADD_BOS},
     {"llama-v3", QK_PRE_LLAMA3, PF_IGNORE_MERGES | PF_ADD_BOS},
-    {"llama-bpe", QK_PRE_LLAMA3, PF_IGNORE_MERGES | PF_ADD_BOS},
     {"falcon3", QK_PRE_LLAMA3, PF_IGNORE_MERGES | PF_ADD_BOS},
     {"falcon-h1", QK_PRE_LLAMA3, PF_IGNORE_MERGES | PF_ADD_BOS},
     {"pixtral", QK_PRE_LLAMA3, PF_IGNORE_MERGES | PF_ADD_BOS},
@@ -145,6 +145,42 @@ static const struct pre_name {
     {"stablelm2", QK_PRE_QWEN2, 0},
     {"hunyuan", QK_PRE_QWEN2, PF_KEEP_SPACES},
     {"solar-open", QK_PRE_QWEN2, PF_KEEP_SPACES},
+    {"grok-2", QK_PRE_QWEN2, PF_KEEP_SPACES},
+    {"minicpm5", QK_PRE_MINICPM5, PF_IGNORE_MERGES},
+    {"deepseek-coder", QK_PRE_DEEPSEEK_CODER, PF_KEEP_SPACES},
+    {"deepseek-v3", QK_PRE_DEEPSEEK3, PF_KEEP_SPACES},
+    {"hunyuan-dense", QK_PRE_DEEPSEEK3, PF_KEEP_SPACES},
+    {"joyai-llm", QK_PRE_DEEPSEEK3, PF_KEEP_SPACES},
+    {"youtu", QK_PRE_YOUTU, PF_KEEP_SPACES | PF_IGNORE_MERGES},
+    {"jais-2", QK_PRE_JAIS2, 0},
+    {"gemma4", QK_PRE_GEMMA4, PF_ESCAPE_SPACES},
+    {"granite-embed-multi-311m", QK_PRE_GEMMA4, PF_ESCAPE_SPACES},
+    {"sarvam-moe", QK_PRE_GEMMA4, PF_ESCAPE_SPACES | PF_KEEP_SPACES},
+    {"whitespace", QK_PRE_WHITESPACE, 0},
+    {"qwen35", QK_PRE_QWEN35, PF_KEEP_SPACES},
+    {"poro-chat", QK_PRE_PORO, PF_KEEP_SPACES},
+    {"bloom", QK_PRE_PORO, 0},
+    {"gpt3-finnish", QK_PRE_PORO, 0},
+    {"viking", QK_PRE_VIKING, PF_KEEP_SPACES},
+    {"tekken", QK_PRE_TEKKEN, PF_KEEP_SPACES | PF_IGNORE_MERGES | PF_ADD_BOS},
+    {"exaone-moe", QK_PRE_EXAONE_MOE, 0},
+    {"chameleon", QK_PRE_CHAMELEON, PF_ADD_BOS | PF_KEEP_SPACES},
+    {"gpt-4o", QK_PRE_GPT4O, PF_KEEP_SPACES},
+    {"llama4", QK_PRE_GPT4O, PF_KEEP_SPACES},
+    {"kanana2", QK_PRE_GPT4O, PF_KEEP_SPACES},
+    {"talkie", QK_PRE_GPT4O, PF_KEEP_SPACES},
+    {"minimax-m2", QK_PRE_GPT4O, PF_KEEP_SPACES},
+    {"granite-embed-multi-97m", QK_PRE_GRANITE_EMB_MULTI, PF_KEEP_SPACES | PF_IGNORE_MERGES},
+    {"tiny_aya", QK_PRE_TINY_AYA, PF_KEEP_SPACES},
+    {"cohere2moe", QK_PRE_TINY_AYA, PF_KEEP_SPACES},
+    {"superbpe", QK_PRE_SUPERBPE, PF_KEEP_SPACES},
+    {"bailingmoe", QK_PRE_BAILINGMOE, PF_KEEP_SPACES},
+    {"bailingmoe2", QK_PRE_BAILINGMOE, PF_KEEP_SPACES},
+    {"llada-moe", QK_PRE_BAILINGMOE, PF_KEEP_SPACES},
+    {"seed-coder", QK_PRE_SEED_CODER, PF_KEEP_SPACES},
+    {"kimi-k2", QK_PRE_KIMI_K2, PF_KEEP_SPACES},
+    {"afmoe", QK_PRE_AFMOE, PF_KEEP_SPACES},
+    {"laguna", QK_PRE_LAGUNA, PF_KEEP_SPACES},
 };
 
 static const struct pre_name *pre_lookup(const char *name, size_t len)
@@ -163,12 +199,11 @@ int qk_tok_pre_from_name(const char *name, size_t len)
 
 const char *qk_tok_pre_name(int pre)
 {
-    static const char *const names[QK_PRE_COUNT] = {
-        [QK_PRE_DEFAULT] = "default", [QK_PRE_GPT2] = "gpt-2", [QK_PRE_LLAMA3] = "llama-bpe",
-        [QK_PRE_QWEN2] = "qwen2", [QK_PRE_DEEPSEEK_LLM] = "deepseek-llm",
-        [QK_PRE_FALCON] = "falcon", [QK_PRE_STARCODER] = "starcoder",
-    };
-    return pre >= 0 && pre < QK_PRE_COUNT ? names[pre] : "?";
+    /* the first name of the table with this pre-tokenizer */
+    for (size_t i = 0; i < sizeof pre_names / sizeof pre_names[0]; i++)
+        if (pre_names[i].pre == pre)
+            return pre_names[i].name;
+    return "?";
 }
 
 /* ---- building ------------------------------------------------------------- */
@@ -179,6 +214,7 @@ void qk_tok_spec_init(qk_tok_spec *s)
     s->bos = s->eos = s->eot = s->eom = s->unk = s->sep = s->pad = s->mask = -2;
     s->fim_pre = s->fim_suf = s->fim_mid = s->fim_pad = s->fim_rep = s->fim_sep = -2;
     s->add_bos = s->add_eos = s->add_space_prefix = -1;
+    s->lowercase = s->strip_accents = -1;
 }
 
 void qk_tok_free(qk_tokenizer *t)
@@ -247,6 +283,8 @@ static int load_tokens(qk_tokenizer *t, const qk_tok_spec *s, const char *src, q
             t->len[i] = (uint32_t)snprintf(t->arena + pos, 21, "[EMPTY_%u]", i);
         }
         pos += t->len[i];
+        if (t->len[i] > t->max_token_len)
+            t->max_token_len = t->len[i];
         t->score[i] = s->scores ? s->scores[i] : 0.0f;
         t->attr[i] = s->types ? attr_of_type(s->types[i]) : QK_ATTR_NORMAL;
         if (qk_tok_find(t, qk_tok_ptr(t, (int32_t)i), t->len[i]) != QK_TOKEN_NULL)
@@ -539,7 +577,7 @@ static void set_special(int32_t *slot, int64_t given, uint32_t n_vocab)
 
 qk_tokenizer *qk_tok_new(const qk_tok_spec *s, const char *src, qk_err *err)
 {
-    if (s->type != QK_TOK_SPM && s->type != QK_TOK_BPE) {
+    if (s->type != QK_TOK_SPM && s->type != QK_TOK_BPE && s->type != QK_TOK_WPM) {
         qk_errf(err, QK_EINPUT, "%s: unsupported tokenizer type", src);
         return NULL;
     }
@@ -562,6 +600,11 @@ qk_tokenizer *qk_tok_new(const qk_tok_spec *s, const char *src, qk_err *err)
         t->bos = 1, t->eos = 2, t->unk = 0;
         t->add_space_prefix = true;
         t->add_bos = true;
+    } else if (t->type == QK_TOK_WPM) {
+        t->pre = QK_PRE_DEFAULT;
+        t->bos = 101, t->eos = QK_TOKEN_NULL, t->unk = 100, t->sep = 102, t->pad = 0, t->mask = 103;
+        t->clean_spaces = true;
+        t->add_bos = true;
     } else {
         t->bos = 11, t->eos = 11, t->unk = QK_TOKEN_NULL;
         t->clean_spaces = true;
@@ -577,11 +620,17 @@ qk_tokenizer *qk_tok_new(const qk_tok_spec *s, const char *src, qk_err *err)
         t->ignore_merges = pflags & PF_IGNORE_MERGES;
         t->add_bos = pflags & PF_ADD_BOS;
         t->clean_spaces = !(pflags & PF_KEEP_SPACES);
+        t->escape_spaces = pflags & PF_ESCAPE_SPACES;
         if (pflags & PF_NO_BOS_ID)
             t->bos = QK_TOKEN_NULL;
+        if (s->no_default_ids)
+            t->bos = t->eos = QK_TOKEN_NULL;
     }
     if (s->add_space_prefix >= 0)
         t->add_space_prefix = s->add_space_prefix;
+    /* normalizer options (WordPiece; the "whitespace" pre-tokenizer does not lowercase) */
+    t->lowercase = s->lowercase >= 0 ? s->lowercase : t->pre != QK_PRE_WHITESPACE;
+    t->strip_accents = s->strip_accents >= 0 ? s->strip_accents : t->lowercase;
     if (load_tokens(t, s, src, err) || load_merges(t, s, src, err)) {
         qk_tok_free(t);
         return NULL;
@@ -759,10 +808,13 @@ int qk_tok_encode(const qk_tokenizer *t, const char *text, size_t n, bool add_sp
         return qk_errf(err, QK_EINPUT, "tokenizer: text too long (%zu bytes)", n);
     frags fr = {0};
     qk_ids out = {0};
-    if (add_special && ((t->add_bos && t->bos == QK_TOKEN_NULL) || (t->add_eos && t->eos == QK_TOKEN_NULL)))
+    /* WordPiece adds BOS (CLS) and SEP whatever its flags say */
+    bool wpm = t->type == QK_TOK_WPM, add_bos = wpm || t->add_bos, add_eos = !wpm && t->add_eos;
+    int32_t last = wpm ? t->sep : t->eos;
+    if (add_special && ((add_bos && t->bos == QK_TOKEN_NULL) || ((add_eos || wpm) && last == QK_TOKEN_NULL)))
         return qk_errf(err, QK_EINPUT, "tokenizer: BOS/EOS is to be added but the vocabulary has none");
     int rc = partition(t, text, n, parse_special, &fr, err);
-    if (!rc && add_special && t->add_bos)
+    if (!rc && add_special && add_bos)
         rc = qk_ids_push(&out, t->bos, err);
     bool prev_special = true; /* SPM: prefix a space to the first text */
     for (size_t i = 0; i < fr.n && !rc; i++) {
@@ -773,12 +825,14 @@ int qk_tok_encode(const qk_tokenizer *t, const char *text, size_t n, bool add_sp
         } else if (t->type == QK_TOK_SPM) {
             rc = spm_fragment(t, text + f.off, f.len, t->add_space_prefix && prev_special, &out, err);
             prev_special = false;
+        } else if (wpm) {
+            rc = qk_wpm_encode(t, text + f.off, f.len, &out, err);
         } else {
             rc = qk_bpe_encode(t, text + f.off, f.len, &out, err);
         }
     }
-    if (!rc && add_special && t->add_eos)
-        rc = qk_ids_push(&out, t->eos, err);
+    if (!rc && add_special && (add_eos || wpm))
+        rc = qk_ids_push(&out, last, err);
     free(fr.v);
     if (rc) {
         free(out.v);

@@ -1,11 +1,13 @@
 /* tokenizer.h - text <-> token ids, matching llama.cpp (src/llama-vocab.cpp at
  * d32676d) id for id.
  *
- * Two vocabulary types:
+ * Three vocabulary types:
  *   SPM  tokenizer.ggml.model = "llama": SentencePiece-style merging by token
  *        score, spaces escaped as U+2581, byte fallback <0xXX>  (lib/engine/tok_spm.c)
  *   BPE  tokenizer.ggml.model = "gpt2": byte-level BPE by merge rank after a
- *        pre-tokenizer chosen by tokenizer.ggml.pre            (lib/engine/tok_bpe.c)
+ *        pre-tokenizer chosen by tokenizer.ggml.pre (lib/engine/tok_pretok.c,
+ *        lib/engine/tok_bpe.c); "gemma4": the same on raw UTF-8
+ *   WPM  tokenizer.ggml.model = "bert": WordPiece, longest match (lib/engine/tok_wpm.c)
  *
  * qk_tok_encode() is llama_tokenize(vocab, text, add_special, parse_special):
  * add_special adds BOS/EOS as the vocabulary's add-BOS/add-EOS flags say;
@@ -25,22 +27,47 @@
 
 #include "lib/core/err.h"
 #include "formats/gguf.h"
+#include "lib/core/jsonp.h"
 
 typedef struct qk_tokenizer qk_tokenizer;
 
 #define QK_TOKEN_NULL (-1)
 
-enum qk_tok_type { QK_TOK_SPM = 1, QK_TOK_BPE = 2 };
+enum qk_tok_type { QK_TOK_SPM = 1, QK_TOK_BPE = 2, QK_TOK_WPM = 3 };
 
-/* Pre-tokenizers (llama_vocab_pre_type subset); names as tokenizer.ggml.pre. */
+/* Pre-tokenizers: one per distinct regex list of llama.cpp's
+ * llm_tokenizer_bpe (lib/engine/tok_pretok.c holds the lists); several
+ * tokenizer.ggml.pre names share one (qk_tok_pre_from_name). */
 enum qk_tok_pre {
-    QK_PRE_DEFAULT = 0,  /* "default" (and SPM vocabularies) */
-    QK_PRE_GPT2,         /* "gpt-2", "phi-2", "jina-es", "roberta-bpe", ... */
-    QK_PRE_LLAMA3,       /* "llama-bpe", "llama3", "falcon3", ... */
-    QK_PRE_QWEN2,        /* "qwen2", "stablelm2", "hunyuan", ... */
-    QK_PRE_DEEPSEEK_LLM, /* "deepseek-llm" */
-    QK_PRE_FALCON,       /* "falcon" */
-    QK_PRE_STARCODER,    /* "starcoder", "refact", "command-r", "smollm", ... */
+    QK_PRE_DEFAULT = 0,        /* "default" (and SPM vocabularies) */
+    QK_PRE_GPT2,               /* "gpt-2", "phi-2", "mpt", "olmo", "jais", ... */
+    QK_PRE_LLAMA3,             /* "llama-bpe", "llama3", "dbrx", "smaug-bpe", "chatglm-bpe", ... */
+    QK_PRE_QWEN2,              /* "qwen2", "stablelm2", "hunyuan", "grok-2", ... */
+    QK_PRE_DEEPSEEK_LLM,       /* "deepseek-llm" */
+    QK_PRE_FALCON,             /* "falcon" */
+    QK_PRE_STARCODER,          /* "starcoder", "refact", "command-r", "smollm", "exaone", ... */
+    QK_PRE_JAIS2,              /* "jais-2" */
+    QK_PRE_DEEPSEEK3,          /* "deepseek-v3", "hunyuan-dense", "joyai-llm" */
+    QK_PRE_YOUTU,              /* "youtu" */
+    QK_PRE_DEEPSEEK_CODER,     /* "deepseek-coder" */
+    QK_PRE_QWEN35,             /* "qwen35" */
+    QK_PRE_PORO,               /* "poro-chat", "bloom", "gpt3-finnish" */
+    QK_PRE_VIKING,             /* "viking" */
+    QK_PRE_TEKKEN,             /* "tekken" */
+    QK_PRE_CHAMELEON,          /* "chameleon" */
+    QK_PRE_GPT4O,              /* "gpt-4o", "llama4", "minimax-m2", ... */
+    QK_PRE_GRANITE_EMB_MULTI,  /* "granite-embed-multi-97m" */
+    QK_PRE_TINY_AYA,           /* "tiny_aya", "cohere2moe" */
+    QK_PRE_KIMI_K2,            /* "kimi-k2" */
+    QK_PRE_SUPERBPE,           /* "superbpe" */
+    QK_PRE_BAILINGMOE,         /* "bailingmoe", "bailingmoe2", "llada-moe" */
+    QK_PRE_SEED_CODER,         /* "seed-coder" */
+    QK_PRE_AFMOE,              /* "afmoe" */
+    QK_PRE_LAGUNA,             /* "laguna" */
+    QK_PRE_EXAONE_MOE,         /* "exaone-moe" */
+    QK_PRE_GEMMA4,             /* "gemma4", "sarvam-moe", ...: raw UTF-8, spaces as U+2581 */
+    QK_PRE_MINICPM5,           /* "minicpm5" */
+    QK_PRE_WHITESPACE,         /* "whitespace" */
     QK_PRE_COUNT
 };
 
@@ -64,6 +91,7 @@ enum {
 typedef struct qk_tok_spec {
     int type;                  /* QK_TOK_SPM or QK_TOK_BPE */
     const char *pre;           /* tokenizer.ggml.pre; NULL: "default" */
+    bool no_default_ids;       /* BPE without llama.cpp's default BOS/EOS 11 ("gemma4" model) */
     const char *name;          /* general.name (per-model attribute fixes); may be NULL */
     const char *arch;          /* general.architecture; may be NULL */
     uint32_t n_tokens;
@@ -77,6 +105,7 @@ typedef struct qk_tok_spec {
     int64_t fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep;
     /* -1 = not given (use the type's default), else 0/1. */
     int add_bos, add_eos, add_space_prefix;
+    int lowercase, strip_accents;  /* tokenizer.ggml.normalizer.* (WordPiece) */
 } qk_tok_spec;
 
 /* A spec with every optional field "not given". */
@@ -95,6 +124,10 @@ qk_tokenizer *qk_tok_from_gguf(const qk_gguf *g, qk_err *err);
  * messages. */
 qk_tokenizer *qk_tok_from_hf_json(const char *path, qk_err *err);
 qk_tokenizer *qk_tok_from_hf_json_mem(const char *buf, size_t n, const char *name, qk_err *err);
+/* The same from a parsed tokenizer.json; pre (a tokenizer.ggml.pre name)
+ * replaces the file's pre-tokenizer when not NULL (transformers' tokenizer
+ * classes that rebuild it, e.g. Qwen2Tokenizer). */
+qk_tokenizer *qk_tok_from_hf_root(const qk_jsonv *root, const char *name, const char *pre, qk_err *err);
 void qk_tok_free(qk_tokenizer *t);
 
 /* llama_tokenize: *ids is malloc'd (free() it; NULL when *n_ids is 0).
@@ -187,7 +220,9 @@ struct qk_tokenizer {
 
     int32_t bos, eos, eot, eom, unk, sep, pad, mask, linefeed;
     int32_t fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep;
-    bool add_bos, add_eos, add_space_prefix, clean_spaces, ignore_merges;
+    bool add_bos, add_eos, add_space_prefix, clean_spaces, ignore_merges, escape_spaces;
+    bool lowercase, strip_accents;  /* WordPiece normalizer */
+    uint32_t max_token_len;
 
     int32_t *special;       /* control/user-defined/unknown ids, longest text first */
     uint32_t n_special;
@@ -215,12 +250,22 @@ static inline int qk_tok_cmp_i32(const void *a, const void *b)
 
 /* SPM: append the ids of one raw-text fragment (already space-escaped). */
 int qk_spm_encode(const qk_tokenizer *t, const char *text, size_t n, qk_ids *out, qk_err *err);
+/* WPM: split, normalize and cover one raw-text fragment (lib/engine/tok_wpm.c). */
+int qk_wpm_encode(const qk_tokenizer *t, const char *text, size_t n, qk_ids *out, qk_err *err);
 /* BPE: pre-tokenize, byte-encode and merge one raw-text fragment. */
 int qk_bpe_encode(const qk_tokenizer *t, const char *text, size_t n, qk_ids *out, qk_err *err);
 /* Merge rank of the pair (left, right); -1 when not a merge. */
 int64_t qk_bpe_rank(const qk_tokenizer *t, const char *l, size_t ln, const char *r, size_t rn);
-/* Pre-tokenize cpts[0..n) with pre; piece lengths (in code points) to out. */
+/* Pre-tokenize cpts[0..n) with pre; piece lengths (in code points) to out
+ * (lib/engine/tok_pretok.c). */
 int qk_pre_split_cpts(int pre, const uint32_t *cpts, size_t n, qk_sizes *out, qk_err *err);
+/* Whether pre's words are merged as raw UTF-8 (llama.cpp's byte_encode = false). */
+bool qk_pre_raw_utf8(int pre);
+/* qk_tok_from_gguf with tokenizer.ggml.pre replaced by pre (NULL: as stored);
+ * the tests run every pre-tokenizer over one vocabulary with it. */
+qk_tokenizer *qk_tok_from_gguf_pre(const qk_gguf *g, const char *pre, qk_err *err);
+/* Compile every regex of every pre-tokenizer (a self-check for the tests). */
+int qk_pre_check_all(qk_err *err);
 
 #endif
 

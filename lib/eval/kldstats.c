@@ -162,7 +162,7 @@ static int cmp_float(const void *x, const void *y)
 }
 
 /* The percentile lambda of kl_divergence(): linear interpolation in float. */
-static float percentile(const float *v, size_t n, float fraction)
+float qk_kld_percentile(const float *v, size_t n, float fraction)
 {
     if (fraction <= 0)
         return v[0];
@@ -210,7 +210,7 @@ void qk_kld_summarize(qk_kld_acc *a, qk_kld_summary *s)
     static const float kfrac[] = {0.999f, 0.990f, 0.950f, 0.900f, -1, 0.100f, 0.050f, 0.010f, 0.001f};
     s->kld_pct[0] = kv[n - 1];
     for (int i = 0; i < 9; i++)
-        s->kld_pct[1 + i] = kfrac[i] < 0 ? median(kv, n) : percentile(kv, n, kfrac[i]);
+        s->kld_pct[1 + i] = kfrac[i] < 0 ? median(kv, n) : qk_kld_percentile(kv, n, kfrac[i]);
     s->kld_pct[10] = kv[0];
 
     const qk_kld_ve dp = mean_unc(a->sum_p_diff, a->sum_p_diff2, n);
@@ -221,7 +221,7 @@ void qk_kld_summarize(qk_kld_acc *a, qk_kld_summary *s)
                                   0.250f, 0.100f, 0.050f, 0.010f, 0.001f};
     s->dp_pct[0] = 100.0 * pv[n - 1];
     for (int i = 0; i < 11; i++)
-        s->dp_pct[1 + i] = 100.0 * (pfrac[i] < 0 ? median(pv, n) : percentile(pv, n, pfrac[i]));
+        s->dp_pct[1 + i] = 100.0 * (pfrac[i] < 0 ? median(pv, n) : qk_kld_percentile(pv, n, pfrac[i]));
     s->dp_pct[12] = 100.0 * pv[0];
 
     const qk_kld_ve mse = mean_unc(a->sum_p_diff2, a->sum_p_diff4, n);
@@ -459,5 +459,67 @@ int qk_part_replay(const char *path, const qk_part_info *info, qk_kld_acc *a,
     }
 done:
     free(buf), free(z);
+    return rc;
+}
+
+static int cmp_part(const void *x, const void *y)
+{
+    const qk_part_info *a = x, *b = y;
+    return (a->chunk_a > b->chunk_a) - (a->chunk_a < b->chunk_a);
+}
+
+int qk_parts_merge(char *const *paths, int n, qk_kld_acc *acc, qk_part_info *first, int *chunk_b,
+                   void (*on_chunk)(void *ud, int chunk_no, const qk_kld_acc *a), void *ud,
+                   qk_err *err)
+{
+    memset(acc, 0, sizeof *acc);
+    if (n < 1 || n > (1 << 20))
+        return qk_errf(err, QK_EINPUT, "no .qkpart files to merge");
+    qk_part_info *info = calloc((size_t)n, sizeof *info), *sorted = calloc((size_t)n, sizeof *sorted);
+    int *order = calloc((size_t)n, sizeof *order);
+    int rc = 0;
+    if (!info || !order || !sorted) {
+        rc = qk_errf(err, QK_EIO, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n; i++)
+        if ((rc = qk_part_read_info(paths[i], &info[i], err)))
+            goto done;
+    /* sort a copy by first chunk, remembering each part's path */
+    memcpy(sorted, info, (size_t)n * sizeof *sorted);
+    qsort(sorted, (size_t)n, sizeof *sorted, cmp_part);
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < n; k++)
+            if (info[k].chunk_a == sorted[i].chunk_a && info[k].chunk_b == sorted[i].chunk_b &&
+                info[k].tokens_hash == sorted[i].tokens_hash) {
+                order[i] = k;
+                break;
+            }
+    for (int i = 0; i < n; i++) {
+        const qk_part_info *p = &sorted[i], *q = &sorted[0];
+        const char *path = paths[order[i]];
+        if (p->mode != q->mode || p->n_ctx != q->n_ctx || p->n_vocab != q->n_vocab ||
+            p->n_chunk != q->n_chunk || p->tokens_hash != q->tokens_hash) {
+            rc = qk_errf(err, QK_EINPUT, "%s: another run than %s (mode, n_ctx, vocabulary or tokens differ)",
+                         path, paths[order[0]]);
+            goto done;
+        }
+        if (i > 0 && p->chunk_a != sorted[i - 1].chunk_b) {
+            rc = qk_errf(err, QK_EINPUT, "%s: chunks %d..%d %s chunks %d..%d of %s", path,
+                         p->chunk_a, p->chunk_b - 1,
+                         p->chunk_a < sorted[i - 1].chunk_b ? "overlap" : "leave a gap after",
+                         sorted[i - 1].chunk_a, sorted[i - 1].chunk_b - 1, paths[order[i - 1]]);
+            goto done;
+        }
+    }
+    qk_kld_acc_init(acc, sorted[0].mode, false);
+    for (int i = 0; i < n && !rc; i++)
+        rc = qk_part_replay(paths[order[i]], &sorted[i], acc, on_chunk, ud, err);
+    if (!rc) {
+        *first = sorted[0];
+        *chunk_b = sorted[n - 1].chunk_b;
+    }
+done:
+    free(info), free(sorted), free(order);
     return rc;
 }

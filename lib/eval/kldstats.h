@@ -79,6 +79,10 @@ void qk_kld_print_chunk(FILE *f, const qk_kld_acc *a, int chunk_no);
 /* The KLD chunk table's header line. */
 void qk_kld_print_table_header(FILE *f);
 
+/* The percentile rule of llama-perplexity's kl_divergence() (linear
+ * interpolation in float) on n >= 1 sorted values. */
+float qk_kld_percentile(const float *sorted, size_t n, float fraction);
+
 /* Sort the value arrays and fill the summary (KLD mode, count >= 1). */
 void qk_kld_summarize(qk_kld_acc *a, qk_kld_summary *s);
 /* The three statistics blocks as llama-perplexity prints them. */
@@ -103,6 +107,15 @@ int qk_part_read_info(const char *path, qk_part_info *info, qk_err *err);
 /* Replay a part's records into a, calling on_chunk after each chunk
  * (chunk number = absolute, 1-based).  Errors: truncated or corrupt data. */
 int qk_part_replay(const char *path, const qk_part_info *info, qk_kld_acc *a,
+                   void (*on_chunk)(void *ud, int chunk_no, const qk_kld_acc *a), void *ud,
+                   qk_err *err);
+/* Merge parts given in any order: read their headers, check they are one run
+ * (mode, n_ctx, vocabulary, tokens) cut into contiguous chunk ranges without
+ * overlap or gap, and replay their records in chunk order into acc
+ * (initialised here; free it with qk_kld_acc_free also on error).  first:
+ * the header of the part with the lowest chunks; chunk_b: where the last
+ * part ends. */
+int qk_parts_merge(char *const *paths, int n, qk_kld_acc *acc, qk_part_info *first, int *chunk_b,
                    void (*on_chunk)(void *ud, int chunk_no, const qk_kld_acc *a), void *ud,
                    qk_err *err);
 

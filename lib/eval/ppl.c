@@ -124,7 +124,9 @@ static void lp_rows(void *vctx, size_t begin, size_t end)
 
 typedef struct {
     qk_ctx *a, *b;
+    qk_ctx *v[QK_PPL_MAX_VARIANTS]; /* the variants' contexts */
     float *la, *lb, *blp;
+    float *lv, *plp, *vlp;   /* variants: logits, the model's and the variant's log-probs */
     float *hid;            /* factored base output: normalised hidden states */
     qk_matmul_ws ws;
     int32_t *win;
@@ -135,8 +137,11 @@ static void free_bufs(run_bufs *r)
 {
     qk_ctx_free(r->a);
     qk_ctx_free(r->b);
+    for (int i = 0; i < QK_PPL_MAX_VARIANTS; i++)
+        qk_ctx_free(r->v[i]);
     qk_matmul_ws_free(&r->ws);
     free(r->la), free(r->lb), free(r->blp), free(r->hid), free(r->win), free(r->rec);
+    free(r->lv), free(r->plp), free(r->vlp);
 }
 
 /* The engine's output block (forward.c: rmsnorm of the residual stream times
@@ -148,7 +153,7 @@ static int logits_and_hidden(qk_ctx *c, const int32_t *tok, int n, float *hid, f
                              qk_matmul_ws *ws, qk_err *err)
 {
     const qk_model *m = c->m;
-    const int e = m->hp.n_embd, nv = m->hp.n_vocab;
+    const int e = m->hp.n_embd;
     if (qk_forward(c, tok, n, NULL, false, err))
         return err->code;
     for (int t = 0; t < n; t++) {
@@ -162,12 +167,50 @@ static int logits_and_hidden(qk_ctx *c, const int32_t *tok, int n, float *hid, f
         for (int i = 0; i < e; i++)
             y[i] = x[i] * scale * m->output_norm[i];
     }
-    if (qk_matmul(&m->output, hid, n, logits, ws, c->nthreads, err))
-        return err->code;
-    if (m->output_bias)
-        for (int t = 0; t < n; t++)
-            for (int i = 0; i < nv; i++)
-                logits[(size_t)t * nv + i] += m->output_bias[i];
+    return qk_output_logits(m, hid, n, logits, ws, c->nthreads, err);
+}
+
+/* Score n rows of logits l against base log-probs blp into acc. */
+static int score_into(const qk_ppl_job *j, run_bufs *r, const float *l, const float *blp,
+                      const int32_t *target, int n, qk_kld_acc *acc, qk_err *err)
+{
+    score_ctx sc = {l, blp, target, j->model->hp.n_vocab, true, false, r->rec};
+    qk_parallel_for(j->nthreads, (size_t)n, 1, score_rows, &sc);
+    for (int k = 0; k < n; k++)
+        if (qk_kld_acc_add(acc, &r->rec[k], err))
+            return err->code;
+    return 0;
+}
+
+/* The variants on the batch of n tokens at p whose model logits are r->la
+ * (and base log-probs r->blp): evaluate each and score it. */
+static int run_variants(qk_ppl_job *j, run_bufs *r, int p, int n, qk_err *err)
+{
+    const int nv = j->model->hp.n_vocab;
+    const int32_t *target = r->win + p + 1;
+    bool plp_done = false;
+    for (int i = 0; i < j->n_variants; i++) {
+        const qk_ppl_variant *v = &j->variants[i];
+        if (qk_forward(r->v[i], r->win + p, n, r->lv, true, err))
+            return err->code;
+        if (v->vs_base && score_into(j, r, r->lv, r->blp, target, n, v->vs_base, err))
+            return err->code;
+        if (v->vs_model) {
+            if (!plp_done) {
+                lp_ctx lc = {r->la, r->plp, nv};
+                qk_parallel_for(j->nthreads, (size_t)n, 1, lp_rows, &lc);
+                plp_done = true;
+            }
+            if (score_into(j, r, r->lv, r->plp, target, n, v->vs_model, err))
+                return err->code;
+        }
+        if (v->model_vs) {
+            lp_ctx lc = {r->lv, r->vlp, nv};
+            qk_parallel_for(j->nthreads, (size_t)n, 1, lp_rows, &lc);
+            if (score_into(j, r, r->la, r->vlp, target, n, v->model_vs, err))
+                return err->code;
+        }
+    }
     return 0;
 }
 
@@ -185,6 +228,11 @@ static int run_chunk(qk_ppl_job *j, run_bufs *r, int c, qk_err *err)
     if (r->b) {
         qk_ctx_reset(r->b);
         if (qk_forward(r->b, r->win, first, NULL, false, err))
+            return err->code;
+    }
+    for (int i = 0; i < j->n_variants; i++) {
+        qk_ctx_reset(r->v[i]);
+        if (qk_forward(r->v[i], r->win, first, NULL, false, err))
             return err->code;
     }
     j->tokens_evaluated += (uint64_t)first;
@@ -216,6 +264,8 @@ static int run_chunk(qk_ppl_job *j, run_bufs *r, int c, qk_err *err)
         for (int k = 0; k < n; k++)
             if (qk_kld_acc_add(j->acc, &r->rec[k], err))
                 return err->code;
+        if (j->n_variants && run_variants(j, r, p, n, err))
+            return err->code;
     }
     return 0;
 }
@@ -235,14 +285,26 @@ int qk_ppl_run(qk_ppl_job *j, qk_err *err)
     }
     if (j->n_batch > j->n_ctx)
         j->n_batch = j->n_ctx;
+    if (j->n_variants < 0 || j->n_variants > QK_PPL_MAX_VARIANTS)
+        return qk_errf(err, QK_EINPUT, "%d variant runs (at most %d)", j->n_variants, QK_PPL_MAX_VARIANTS);
+    for (int i = 0; i < j->n_variants; i++)
+        if (j->variants[i].vs_base && !j->base_model && !j->base_in)
+            return qk_errf(err, QK_EINPUT, "a variant scored against the base needs a base");
     run_bufs r = {0};
+    r.ws.act = j->act_type;
     qk_ctx_params cp = {.n_ctx = j->n_ctx, .n_batch = j->n_batch, .nthreads = j->nthreads,
                         .kv_type = j->kv_type};
     qk_ctx_params cpa = cp;
     cpa.layer_hook = j->layer_hook, cpa.hook_user = j->hook_user, cpa.kvq = j->kvq;
+    cpa.act_type = j->act_type;
     int rc = qk_ctx_new(&r.a, j->model, &cpa, err);
     if (!rc && j->base_model)
         rc = qk_ctx_new(&r.b, j->base_model, &cp, err);
+    for (int i = 0; i < j->n_variants && !rc; i++) {
+        qk_ctx_params cv = cp;
+        cv.act_type = j->variants[i].act_type, cv.act_variant = j->variants[i].act_variant;
+        rc = qk_ctx_new(&r.v[i], j->model, &cv, err);
+    }
     if (rc)
         goto done;
     const size_t rows = (size_t)j->n_batch * (size_t)nv;
@@ -253,13 +315,18 @@ int qk_ppl_run(qk_ppl_job *j, qk_err *err)
         r.lb = malloc(rows * sizeof *r.lb);
     if (j->base_model || j->base_in)
         r.blp = malloc(rows * sizeof *r.blp);
+    if (j->n_variants) {
+        r.lv = malloc(rows * sizeof *r.lv);
+        r.plp = malloc(rows * sizeof *r.plp);
+        r.vlp = malloc(rows * sizeof *r.vlp);
+    }
     if (j->base_out && qk_kldb_wants_hidden(j->base_out))
         r.hid = malloc((size_t)j->n_batch * (size_t)j->model->hp.n_embd * sizeof *r.hid);
     if (j->base_in)
         qk_kldb_set_threads(j->base_in, j->nthreads);
     if (!r.la || !r.win || !r.rec || (j->base_model && !r.lb) ||
         (j->base_out && qk_kldb_wants_hidden(j->base_out) && !r.hid) ||
-        ((j->base_model || j->base_in) && !r.blp)) {
+        ((j->base_model || j->base_in) && !r.blp) || (j->n_variants && (!r.lv || !r.plp || !r.vlp))) {
         rc = qk_errf(err, QK_EIO, "out of memory (%zu logits per batch)", rows);
         goto done;
     }

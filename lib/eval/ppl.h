@@ -44,6 +44,20 @@ void qk_ppl_logprobs(const float *logits, int n_vocab, float *lp);
 void qk_kld_score(const float *logits, const float *base_lp, int n_vocab, int tok,
                   qk_kld_tok *out);
 
+/* A further run of the model under test in the same pass (qk-kld
+ * --split-error, --noise-floor; lib/eval/kldsplit.h): the same weights under
+ * other arithmetic, with its own cache, scored token by token into the
+ * accumulators that are set (each in KLD mode):
+ *   vs_base   the variant against the base (needs one: base_model or base_in);
+ *   vs_model  the variant against the model under test as the base;
+ *   model_vs  the model under test against the variant as the base. */
+typedef struct qk_ppl_variant {
+    int act_type, act_variant;   /* forward.h qk_ctx_params */
+    qk_kld_acc *vs_base, *vs_model, *model_vs;
+} qk_ppl_variant;
+
+#define QK_PPL_MAX_VARIANTS 4
+
 typedef struct qk_ppl_job {
     const qk_model *model;       /* the model under test (Q) */
     const qk_model *base_model;  /* optional: the base, evaluated in the same pass */
@@ -58,6 +72,10 @@ typedef struct qk_ppl_job {
                                   * logits within QK_PPL_LOGITS_BUDGET, 32 .. 512) */
     int nthreads;
     int kv_type;                 /* QK_F16 (llama.cpp's cache) or QK_F32 */
+    int act_type;                /* the model under test's products: QK_ACT_DEFAULT or QK_ACT_F32
+                                  * (lib/engine/matmul.h); the base model's are always default */
+    const qk_ppl_variant *variants; /* n_variants <= QK_PPL_MAX_VARIANTS (no studies with them) */
+    int n_variants;
     /* numerics studies (docs/studies.md), applied to the model under test
      * only (not to base_model): lib/study/wire.h's hook and a KV codec */
     int (*layer_hook)(void *user, int layer, float *x, int n_tok, int n_embd, qk_err *err);
