@@ -482,6 +482,7 @@ static int quantize_model(model_args *a, char **pos, int npos, const char *prog)
     if ((rc = qk_gguf_open(&g, in, 0, &err)) || (rc = qk_quant_plan_make(&plan, g, &a->o, &err)))
         goto done;
     a->calib.o.nthreads = a->o.nthreads;
+    a->calib.model = in;
     if (!a->o.dry_run && a->gptq && (rc = qk_gptq_plan_run(plan, &a->calib, a->quiet || a->json, &err)))
         goto done;
     if (!a->o.dry_run) {

@@ -22,6 +22,10 @@ assert sum(t["gptq"] for t in g["tensors"]) == 29 and not any(t["gptq"] for t in
 fi
 expect 0 "$QK" inspect "$T/g.gguf" --meta 'quantize.gptq.*'
 grep -q 'quantize.gptq.chunks_count.*2' "$T/out" && ok || bad "gptq metadata: $(cat "$T/out")"
+# phi3's fused attn_qkv and ffn_up: each tensor encoded once (2 layers x 4 + output.weight)
+expect 0 "$QK" quant -q --method gptq --calib "$GT" --calib-chunks 2 --calib-ctx 64 --json goldens/arch/phi3/phi3-f32.gguf "$T/p.gguf" Q4_0
+grep -q '"tensors_gptq": 9[,}]' "$T/out" && ok || bad "gptq phi3: $(grep -o '"calibration": {[^}]*}' "$T/out")"
+expect 0 "$QK" run -q -m "$T/p.gguf" -p "Once" -n 2
 # bad input: exit 2, one line, no output left behind
 head -c 60 "$GT" >"$T/short.txt"
 expect 2 "$QK" quant --method gptq --calib "$T/short.txt" --calib-ctx 64 "$GM" "$T/x1.gguf" Q4_0
@@ -33,6 +37,9 @@ expect 2 "$QK" quant --calib "$GT" "$GM" "$T/x6.gguf" Q4_0
 expect 2 "$QK" quant --method awq --calib "$GT" "$GM" "$T/x7.gguf" Q4_0
 expect 2 "$QK" quant --method gptq --calib "$GT" --imatrix goldens/quant/stories4M.imatrix.gguf "$GM" "$T/x8.gguf" Q4_0
 expect 2 "$QK" quant --method gptq --calib "$GT" --damp 0 "$GM" "$T/x9.gguf" Q4_0
+# a mixture-of-experts model (its experts would need their own Hessians)
+expect 2 "$QK" quant --method gptq --calib "$GT" --calib-ctx 64 --calib-chunks 2 goldens/arch/mixtral/mixtral-f32.gguf "$T/xc.gguf" Q4_0
+grep -q 'mixtral-f32.gguf: blk.0.ffn_gate_exps.weight' "$T/err" && ok || bad "gptq MoE message: $(cat "$T/err")"
 # a GGUF without the model's tensors (an importance matrix)
 expect 2 "$QK" quant --method gptq --calib "$GT" goldens/imatrix/stories4M-c128.imatrix.gguf "$T/xa.gguf" Q4_0
 expect 3 "$QK" quant --method gptq --calib "$T/missing.txt" "$GM" "$T/xb.gguf" Q4_0

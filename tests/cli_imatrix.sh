@@ -39,6 +39,9 @@ expect 2 "$QK" imatrix -m "$IG/stories4M-c128.imatrix.gguf" -f "$IT" -o "$T/x6.g
 expect 2 "$QK" imatrix --in-file "$IM" -o "$T/x7.gguf"
 expect 2 "$QK" imatrix -m "$IM" -f "$IT" -c 64 -b 100 -o "$T/x8.gguf"
 expect 2 "$QK" imatrix --bogus
+# a mixture-of-experts model: its experts are not collected yet, so it is refused
+expect 2 "$QK" imatrix -m goldens/arch/mixtral/mixtral-f32.gguf -f "$IT" -c 64 --chunks 2 -o "$T/xa.gguf"
+grep -q 'mixtral-f32.gguf: blk.0.ffn_gate_exps.weight' "$T/err" && ok || bad "imatrix MoE message: $(cat "$T/err")"
 expect 2 "$QK" imatrix --in-file "$IG/stories4M-c128.imatrix.gguf" -o "$IG/stories4M-c128.imatrix.gguf"
 expect 3 "$QK" imatrix --in-file "$T/missing.gguf" -o "$T/x9.gguf"
 if ls "$T" | grep -q '^x'; then bad "imatrix left output behind"; ls "$T"; else ok; fi

@@ -14,6 +14,7 @@
 #include "lib/engine/matmul.h"
 #include "lib/engine/model.h"
 #include "lib/engine/tokenizer.h"
+#include "lib/quant/imatrix_run.h"
 
 #define MAX_BATCH 512
 
@@ -113,12 +114,19 @@ static int encode_item(run *r, qk_quant_item *it, int slot, qk_err *err)
 }
 
 /* Point w at an item's encoded bytes, repacked into *mem for the products
- * when the level has a packed kernel (mem NULL: rows only). */
+ * when the level has a packed kernel (mem NULL: rows only).  w may be a row
+ * range of the tensor (phi3's fused attn_qkv and ffn_up): it keeps its rows. */
 static int use_encoded(qk_weight *w, const qk_quant_item *it, void **mem, qk_err *err)
 {
+    const uint8_t *src = it->src->data;
+    const size_t src_row = qk_row_size(it->src->type, w->cols);
+    if (w->data < src || (size_t)(w->data - src) % src_row ||
+        (size_t)(w->data - src) / src_row + (size_t)w->rows > (size_t)it->src->ne[1])
+        return qk_errf(err, QK_EINPUT, "%s: the model's weight is not a row range of the tensor", it->name);
+    const size_t r0 = (size_t)(w->data - src) / src_row;
     w->type = it->type;
     w->row_size = qk_row_size(it->type, w->cols);
-    w->data = it->data;
+    w->data = (const uint8_t *)it->data + r0 * w->row_size;
     w->packed = NULL;
     w->mapped = 0;
     return mem ? qk_weight_pack(w, mem, err) : 0;
@@ -188,7 +196,8 @@ static int do_layer(run *r, int l, qk_err *err)
         if (!it || !it->quantize)
             continue; /* kept in its type: the products read it as it is */
         enc[i] = true;
-        if (!(rc = encode_item(r, it, slot[i], err)))
+        /* the views of one fused tensor share its Hessian slot: encoded once */
+        if (it->data || !(rc = encode_item(r, it, slot[i], err)))
             rc = use_encoded(ws[i], it, &r->packed[i], err);
     }
     if (!rc)
@@ -248,6 +257,8 @@ int qk_gptq_plan_run(qk_quant_plan *p, qk_gptq_calib *c, bool quiet, qk_err *err
     int rc = qk_model_load(&r.m, p->g, err);
     if (rc)
         return rc;
+    if ((rc = qk_calib_dense_check(&r.m, c->model ? c->model : "model", err)))
+        goto done;
     if ((rc = calib_tokens(&r, &ids, &n_ids, &bos, &add_bos, err)))
         goto done;
     const int avail = (int)(n_ids / (size_t)c->n_ctx);

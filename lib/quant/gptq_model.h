@@ -30,6 +30,7 @@
 
 typedef struct qk_gptq_calib {
     const char *text;      /* calibration text file */
+    const char *model;     /* the model's file, for messages */
     int n_ctx;             /* tokens per chunk */
     int n_chunks;          /* 0: every whole chunk of the text */
     qk_gptq_opts o;

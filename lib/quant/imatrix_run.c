@@ -112,6 +112,16 @@ static int piece(run_ctx *r, qk_ctx *c, const int32_t *win, int ci, int p0, int 
     return j->on_logits(j->ud, ci, a, b - a, logits + (size_t)(a - p0) * nv, err);
 }
 
+int qk_calib_dense_check(const qk_model *m, const char *path, qk_err *err)
+{
+    for (int l = 0; l < m->hp.n_layer; l++)
+        if (m->layers[l].moe)
+            return qk_errf(err, QK_EINPUT,
+                           "%s: blk.%d.ffn_gate_exps.weight: mixture-of-experts layers are not calibrated yet",
+                           path, l);
+    return 0;
+}
+
 int qk_imatrix_run(qk_imatrix_job *j, qk_err *err)
 {
     const int n_ctx = j->n_ctx, nv = j->model->hp.n_vocab;

@@ -60,4 +60,11 @@ typedef struct qk_imatrix_job {
  * longer finite (code 2), a failed save (code 3). */
 int qk_imatrix_run(qk_imatrix_job *j, qk_err *err);
 
+/* Refuse (code 2, naming the file `path` and the first expert tensor) a
+ * model with mixture-of-experts layers: calibration (qk-imatrix, --method
+ * gptq) sees only the dense products so far (the expert products of
+ * lib/engine/moe.c do not pass the hook, and per-expert counts are not
+ * kept). */
+int qk_calib_dense_check(const qk_model *m, const char *path, qk_err *err);
+
 #endif
