@@ -104,17 +104,20 @@ bench-kernels: $(B)/tools/bench-kernels
 	$(B)/tools/bench-kernels
 .PHONY: bench-kernels
 
-# a short fixed suite -> $(B)/bench.md (LLAMA_BENCH=/path/llama-bench adds a side-by-side table)
+# a short fixed suite -> $(B)/bench.md (LLAMA_BENCH=/path/llama-bench, IK_BENCH=/path/ik-llama-bench add a side-by-side table)
 bench: all $(B)/tools/conv-synth
 	sh tools/bench-suite.sh $(B)/qk $(B)/bench.md
 	sh tools/bench-convert.sh
 # qk-quant vs llama-quantize (LLAMA_QUANTIZE=/path/llama-quantize) on bench250m
 bench-quant: all
 	sh tools/bench-quant.sh
+# quantized HF checkpoints against the GGUF types of their bytes per weight on bench250m (issue #18)
+bench-hf: all
+	sh tools/bench-hf.sh
 # qk-convert vs convert_hf_to_gguf.py (LLAMA_CPP=/path/llama.cpp, PYTHON=...) on a 245M-parameter model
 bench-convert: all $(B)/tools/conv-synth
 	sh tools/bench-convert.sh
-.PHONY: bench bench-quant bench-convert
+.PHONY: bench bench-quant bench-hf bench-convert
 
 # the numerics studies of docs/studies.md (scorecard, wire sweep, KV sweep) on stories260K
 studies: $(B)/tools/study-run
@@ -133,6 +136,11 @@ crosscheck: all $(B)/tools/ckpt-tool $(B)/tools/conv-synth report-demo
 	sh tools/report-shot.sh $(B)
 	sh tools/crosscheck.sh $(B)
 .PHONY: crosscheck
+
+# docs/cross-format.md: stories4M's GGUF types and quantized HF checkpoints against its F32 HF base (Python producers)
+cross-format: all
+	sh tools/cross-format.sh $(B) docs/cross-format.md
+.PHONY: cross-format
 
 # --- fuzzing: libFuzzer harnesses, one per parser --------------------------
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))

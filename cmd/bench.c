@@ -51,11 +51,14 @@ static const char model_usage[] =
     "\n"
     "Prompt processing (ppP: one batch of P tokens from an empty cache) and generation (tgN:\n"
     "N single-token steps from an empty cache) in tokens/s, mean +- sd over the repetitions\n"
-    "after one warm-up run; for tg also the share of the read-bandwidth roofline.\n"
+    "after one warm-up run; for tg also the share of the read-bandwidth roofline (the median\n"
+    "of read bursts run between the repetitions).  With -d D the same after a cache of D\n"
+    "tokens (ppP @ dD, tgN @ dD).\n"
     "\n"
     "  -m, --model FILE       a GGUF model (repeat for several)\n"
     "  -p, --n-prompt LIST    prompt lengths, comma-separated (default 512; 0: none)\n"
     "  -n, --n-gen LIST       generation lengths (default 128; 0: none)\n"
+    "  -d, --n-depth LIST     tokens in the cache before each test (default 0)\n"
     "  -r, --repetitions N    timed repetitions (default 5)\n"
     "  -t, --threads LIST     thread counts (default: all CPUs; 0 = all CPUs)\n"
     "  -b, --batch-size N     tokens per prompt batch (default 512)\n"
@@ -64,6 +67,7 @@ static const char model_usage[] =
     "                         activations for every weight, as qk-run --act-type f32)\n"
     "  --no-warmup            skip the warm-up run\n"
     "  --bandwidth GBPS       read bandwidth for the roofline instead of measuring it\n"
+    "  --size MIB             read-burst buffer in MiB (default 256)\n"
     "  --no-roofline          do not compute the roofline share\n"
     "  -o, --output-format F  md (default), csv or json\n"
     "  --json                 same as -o json (schema in qk-bench(1))\n"
@@ -97,12 +101,12 @@ static const char kernels_usage[] =
 static const char roofline_usage[] =
     "usage: qk-bench roofline [options]\n"
     "\n"
-    "Read bandwidth (best of several passes over a large buffer) and peak FMA rate (independent\n"
+    "Read bandwidth (median of several passes over a large buffer) and peak FMA rate (independent\n"
     "fused multiply-add chains on the widest vector unit) for 1..N threads.\n"
     "\n"
     "  -t, --threads N        measure 1..N threads (default: all CPUs)\n"
     "  --size MIB             bandwidth buffer in MiB (default 256)\n"
-    "  --passes N             bandwidth passes, the best counts (default 10)\n"
+    "  --passes N             bandwidth passes, the median counts (default 10)\n"
     "  --time-ms MS           FMA run time per thread count (default 300)\n"
     "  -o, --output-format F  md (default), csv or json\n"
     "  --json                 same as -o json\n"
@@ -193,6 +197,7 @@ static const struct bopt {
     {"chunks", O_CHUNKS, 1, S_RUNS},
     {"n-prompt", 'p', 1, S_MODEL},
     {"n-gen", 'n', 1, S_MODEL},
+    {"n-depth", 'd', 1, S_MODEL},
     {"batch-size", 'b', 1, S_MODEL},
     {"kv-cache", O_KV, 1, S_MODEL},
     {"act-type", O_ACT, 1, S_MODEL},
@@ -206,7 +211,7 @@ static const struct bopt {
     {"time-ms", O_TIME, 1, S_KERNELS | S_ROOF},
     {"blas", O_BLAS, 1, S_KERNELS},
     {"no-blas", O_NO_BLAS, 0, S_KERNELS},
-    {"size", O_SIZE, 1, S_ROOF},
+    {"size", O_SIZE, 1, S_ROOF | S_MODEL},
     {"passes", O_PASSES, 1, S_ROOF},
     {"tensors", O_TENSORS, 1, S_ERROR},
     {"synthetic", O_SYN, 1, S_ERROR},
@@ -244,7 +249,8 @@ static void bargs_init(bargs *a, unsigned sub)
     a->model = (qk_model_bench_opts){.prompts = {512}, .n_prompts = 1, .gens = {128}, .n_gens = 1,
                                      .threads = {qk_cpu_count()}, .n_threads = 1, .reps = 5,
                                      .warmup = true, .n_batch = 512, .kv_type = QK_F16,
-                                     .bw_bytes = (size_t)256 << 20, .bw_passes = 5, .seed = 1234};
+                                     .depths = {0}, .n_depths = 1, .bw_bytes = (size_t)256 << 20,
+                                     .seed = 1234};
     a->kern = (qk_kernels_bench_opts){.threads = 1, .rows = 1024, .cols = 4096, .tokens = 16,
                                       .seconds = 0.1, .reps = 3};
     a->roof = (qk_roofline_opts){.threads = qk_cpu_count(), .bytes = (size_t)256 << 20, .passes = 10,
@@ -381,6 +387,7 @@ static int apply(bargs *a, int id, const char *s, qk_err *err)
         return 0;
     case 'p': return int_list("-p", s, 0, 1 << 20, a->model.prompts, &a->model.n_prompts, err);
     case 'n': return int_list("-n", s, 0, 1 << 20, a->model.gens, &a->model.n_gens, err);
+    case 'd': return int_list("-d", s, 0, 1 << 20, a->model.depths, &a->model.n_depths, err);
     case 'r':
         if (qk_cli_int("-r", s, 1, 1000, &v, err))
             return QK_EINPUT;
@@ -433,7 +440,7 @@ static int apply(bargs *a, int id, const char *s, qk_err *err)
     case O_SIZE:
         if (qk_cli_int("--size", s, 1, 1 << 16, &v, err))
             return QK_EINPUT;
-        a->roof.bytes = (size_t)v << 20;
+        a->roof.bytes = a->model.bw_bytes = (size_t)v << 20;
         return 0;
     case O_PASSES:
         if (qk_cli_int("--passes", s, 1, 10000, &v, err))

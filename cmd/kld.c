@@ -14,13 +14,13 @@
 #include "cmd/commands.h"
 #include "lib/engine/forward.h"
 #include "formats/gguf.h"
+#include "lib/engine/modelfile.h"
 #include "lib/core/json.h"
 #include "lib/eval/kldbase.h"
 #include "lib/eval/kldsplit.h"
 #include "lib/eval/kldstats.h"
 #include "lib/eval/logits_file.h"
 #include "lib/core/mapfile.h"
-#include "lib/engine/model_open.h"
 #include "lib/eval/ppl.h"
 #include "lib/eval/tasks_cmd.h"
 #include "lib/core/progress.h"
@@ -42,7 +42,7 @@ static const char usage_text[] =
     "With --logits, two qk-run --logits-out files of the same tokens are compared instead:\n"
     "every row but the last is scored (row i predicts token i+1), the base in full precision.\n"
     "\n"
-    "  -m, --model MODEL       the model: GGUF, or a Hugging Face directory (then --base is GGUF)\n"
+    "  -m, --model MODEL       the model: GGUF, or a Hugging Face directory (plain or quantized)\n"
     "  -f, --file TEXT         evaluation text\n"
     "  -c, --ctx-size N        window size in tokens (default 512)\n"
     "      --chunks N          at most N windows\n"
@@ -58,6 +58,8 @@ static const char usage_text[] =
     "      --max-kld-weights X exit 1 when the weight-only Mean KLD > X (implies --split-error)\n"
     "      --kld-base FILE     compare against base log-probs (llama.cpp or qk format)\n"
     "      --base MODEL_B      compare against MODEL_B (GGUF or HF directory) in the same pass\n"
+    "      --tokenizer FILE    tokenizer (GGUF, tokenizer.json or HF directory); default: the GGUF\n"
+    "                          among -m and --base, else -m's or --base's tokenizer.json\n"
     "      --kld-base-out FILE write the model's log-probs as a base file\n"
     "      --kld-base-format F llama (default: llama-perplexity's --kl-divergence-base) or qk\n"
     "      --chunk-range A:B   only chunks A..B-1 (0-based; B may be omitted: to the end)\n"
@@ -102,6 +104,7 @@ typedef struct {
     const char *prog;
     const char *model, *text, *base_file, *base_model, *base_out, *part_out;
     const char *logits, *logits_base; /* --logits, --logits-base */
+    const char *tokenizer;            /* --tokenizer */
     int base_format;
     int n_ctx, n_chunks, n_batch, threads, kv_type;
     bool have_ctx, have_range, json, quiet, merge, kv_type_given;
@@ -159,10 +162,12 @@ typedef struct {
     bool ok;
 } bound;
 
-/* The numerics studies of a run, for the report (NULL for --merge). */
+/* The numerics studies of a run and the checkpoints' bits per weight, for
+ * the report (NULL for --merge). */
 typedef struct {
     const qk_wire *wire;
     const qk_hparams *hp;
+    double bpw, bpw_base; /* stored bits per weight of -m and --base (0: no --base) */
 } study_view;
 
 static void json_report(const args *a, const study_view *sv, const qk_kld_acc *acc,
@@ -187,8 +192,18 @@ static void json_report(const args *a, const study_view *sv, const qk_kld_acc *a
     qk_json_end_obj(&j);
     qk_json_key(&j, "tokens_scored"), qk_json_uint(&j, acc->count);
     qk_json_key(&j, "act_type"), qk_json_str(&j, qk_act_type_name(a->act_type));
-    if (sv)
+    if (sv) {
+        qk_json_key(&j, "bits_per_weight");
+        qk_json_obj(&j);
+        qk_json_key(&j, "model"), qk_json_f64(&j, sv->bpw);
+        qk_json_key(&j, "base");
+        if (sv->bpw_base > 0)
+            qk_json_f64(&j, sv->bpw_base);
+        else
+            qk_json_null(&j);
+        qk_json_end_obj(&j);
         qk_study_json(&j, &a->st, sv->wire, sv->hp);
+    }
     if (acc->mode == QK_KLD_MODE_PPL) {
         qk_json_key(&j, "ppl");
         qk_json_obj(&j);
@@ -309,6 +324,12 @@ static int finish(const args *a, const study_view *sv, qk_kld_acc *acc, int n_ct
         qk_kld_print_summary(stdout, &s);
         if (a->x)
             qk_kld_extra_print(stdout, a->x);
+    }
+    if (!a->json && sv) {
+        printf("Bits per weight: %.4f (%s)", sv->bpw, a->model);
+        if (sv->bpw_base > 0)
+            printf(", %.4f (%s)", sv->bpw_base, a->base_model);
+        putchar('\n');
     }
     if (!a->json && sv && (a->st.has_wire || a->st.has_kvq)) {
         fputc('\n', stdout);
@@ -434,29 +455,23 @@ static int run(const args *a, qk_err *err)
     if ((a->base_out && (rc = same_as_input(a, a->base_out, err))) ||
         (a->part_out && (rc = same_as_input(a, a->part_out, err))))
         return rc;
-    if ((rc = qk_model_file_open(&mq, a->model, err)) ||
+    if ((rc = qk_model_file_open(&mq, a->model, true, err)) ||
         (rc = qk_study_prepare(&a->st, &mq.m->hp, &wire, err)))
         goto done;
-    if (a->base_model && (rc = qk_model_file_open(&mb, a->base_model, err)))
+    if (a->base_model && (rc = qk_model_file_open(&mb, a->base_model, true, err)))
         goto done;
-    /* the tokenizer of whichever model is a GGUF file, else the Hugging Face
-     * directory's tokenizer.json */
+    /* --tokenizer, the tokenizer of whichever model is a GGUF file, or an HF tokenizer.json */
     const qk_gguf *tg = mq.g ? mq.g : mb.g;
-    char tok_json[4096];
-    snprintf(tok_json, sizeof tok_json, "%s/tokenizer.json", mq.hf ? mq.hf->hf->dir : "");
-    if (tg) {
-        tok = qk_tok_from_gguf(tg, err);
-    } else if (access(tok_json, R_OK) == 0) {
-        tok = qk_tok_from_hf_json(tok_json, err);
-    } else {
-        rc = qk_errf(err, QK_EINPUT, "%s: a Hugging Face directory without tokenizer.json: give a GGUF "
-                     "model as -m or --base", a->model);
-        goto done;
+    if (a->tokenizer)
+        rc = qk_tokenizer_from(a->tokenizer, &tok, err);
+    else if (tg)
+        rc = (tok = qk_tok_from_gguf(tg, err)) ? 0 : (err->code ? err->code : QK_EINPUT);
+    else if ((rc = qk_hf_tokenizer(a->model, &tok, err)) && a->base_model) {
+        memset(err, 0, sizeof *err);
+        rc = qk_hf_tokenizer(a->base_model, &tok, err);
     }
-    if (!tok) {
-        rc = err->code ? err->code : QK_EINPUT;
+    if (rc)
         goto done;
-    }
     const int nv = mq.m->hp.n_vocab;
     if ((int)qk_tok_n_vocab(tok) != nv) {
         rc = qk_errf(err, QK_EINPUT, "%s: the tokenizer has %u tokens, the output layer %d", a->model,
@@ -587,7 +602,7 @@ static int run(const args *a, qk_err *err)
         if ((rc = qk_part_write(a->part_out, &pi, &acc, err)))
             goto done;
     }
-    const study_view sv = {&wire, &mq.m->hp};
+    const study_view sv = {&wire, &mq.m->hp, qk_model_file_bpw(&mq), a->base_model ? qk_model_file_bpw(&mb) : 0.0};
     rc = -finish(a, &sv, &acc, n_ctx, nv, ca + 1, cb, n_chunk);
     if (!a->quiet) {
         const double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
@@ -647,7 +662,7 @@ int cmd_kld(int argc, char **argv)
 {
     enum { O_CHUNKS = 256, O_KV, O_BASEF, O_BASEM, O_BOUT, O_BFMT, O_RANGE, O_POUT, O_MERGE,
            O_MKM, O_MKP, O_MPR, O_MST, O_JSON, O_LOGITS, O_LBASE, O_ACT, O_SPLIT, O_FLOOR, O_ABOVE,
-           O_MKW };
+           O_MKW, O_TOK };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"file", required_argument, 0, 'f'},
         {"ctx-size", required_argument, 0, 'c'}, {"chunks", required_argument, 0, O_CHUNKS},
@@ -658,6 +673,7 @@ int cmd_kld(int argc, char **argv)
         {"chunk-range", required_argument, 0, O_RANGE}, {"partial-out", required_argument, 0, O_POUT},
         {"merge", no_argument, 0, O_MERGE}, {"max-kld-mean", required_argument, 0, O_MKM},
         {"logits", required_argument, 0, O_LOGITS}, {"logits-base", required_argument, 0, O_LBASE},
+        {"tokenizer", required_argument, 0, O_TOK},
         {"max-kld-p99", required_argument, 0, O_MKP}, {"max-ppl-ratio", required_argument, 0, O_MPR},
         {"min-same-top", required_argument, 0, O_MST}, {"json", no_argument, 0, O_JSON},
         {"threads", required_argument, 0, 't'}, {"quiet", no_argument, 0, 'q'},
@@ -721,6 +737,7 @@ int cmd_kld(int argc, char **argv)
         case O_MERGE: a.merge = true; break;
         case O_LOGITS: a.logits = optarg; break;
         case O_LBASE: a.logits_base = optarg; break;
+        case O_TOK: a.tokenizer = optarg; break;
         case O_MKM: rc = parse_num("--max-kld-mean", optarg, &a.max_kld_mean, &a.has_max_kld_mean, &err); break;
         case O_MKP: rc = parse_num("--max-kld-p99", optarg, &a.max_kld_p99, &a.has_max_kld_p99, &err); break;
         case O_MPR: rc = parse_num("--max-ppl-ratio", optarg, &a.max_ppl_ratio, &a.has_max_ppl_ratio, &err); break;

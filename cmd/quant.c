@@ -12,12 +12,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "lib/core/ckd.h"
 #include "formats/ckpt.h"
 #include "lib/quant/ckpt_write.h"
 #include "lib/quant/gptq_model.h"
 #include "lib/core/cli.h"
+#include "lib/core/files.h"
 #include "cmd/commands.h"
 #include "formats/gguf.h"
 #include "lib/quant/imatrix.h"
@@ -27,12 +30,13 @@
 #include "lib/core/progress.h"
 #include "lib/quant/quant_model.h"
 #include "lib/quant/quant_raw.h"
+#include "lib/convert/convert.h"
 #include "kernels/quantize.h"
 #include "lib/core/threads.h"
 #include "kernels/types.h"
 
 static const char usage_text[] =
-    "usage: qk-quant [options] IN.gguf [OUT.gguf] TYPE [NTHREADS]\n"
+    "usage: qk-quant [options] IN.gguf|MODEL_DIR [OUT.gguf] TYPE [NTHREADS]\n"
     "       qk-quant --list-types [--json]\n"
     "       qk-quant --raw-encode TYPE --shape ROWSxCOLS [--imatrix FILE.f32] [-t N] IN.f32 OUT.bin\n"
     "       qk-quant --raw-decode TYPE --shape ROWSxCOLS [-t N] IN.bin OUT.f32\n"
@@ -40,7 +44,10 @@ static const char usage_text[] =
     "\n"
     "Quantize a GGUF model the way llama-quantize (llama.cpp d32676d) does: the same presets,\n"
     "per-tensor type rules, options and metadata, and a byte-identical output file.  Without\n"
-    "OUT.gguf the output is ggml-model-TYPE.gguf beside the input.\n"
+    "OUT.gguf the output is ggml-model-TYPE.gguf beside the input.  A Hugging Face MODEL_DIR is\n"
+    "first converted as qk-convert --outtype f32 (f16 for F16 safetensors) does, into a temporary\n"
+    "file beside OUT (removed afterwards; default OUT: MODEL_DIR/ggml-model-TYPE.gguf): the output\n"
+    "equals qk-convert then qk-quant.\n"
     "\n"
     "llama-quantize options:\n"
     "  --allow-requantize         allow re-encoding tensors that are already quantized\n"
@@ -403,6 +410,36 @@ static int check_calib(model_args *a, const qk_quant_preset *pr, qk_err *err)
     return 0;
 }
 
+/* qk-quant MODEL_DIR: qk-convert the directory to its lossless float GGUF
+ * (F16 when the first matrix is stored as F16, else F32) in a temporary
+ * file beside OUT (in $TMPDIR for --dry-run), which the caller maps and
+ * removes before quantizing: the output equals qk-convert --outtype f32 (or f16) and then
+ * qk-quant. */
+static int convert_input(const model_args *a, const char *in, const char *out, char **tmp, qk_err *err)
+{
+    const char *slash = out ? strrchr(out, '/') : NULL;
+    const char *tdir = getenv("TMPDIR");
+    int dlen = out ? (slash ? (int)(slash - out) : 1) : -1;
+    size_t n = (out ? strlen(out) : strlen(tdir && *tdir ? tdir : "/tmp")) + 64;
+    if (!(*tmp = malloc(n)))
+        return qk_errf(err, QK_EIO, "out of memory");
+    if (out)
+        snprintf(*tmp, n, "%.*s/.qk-quant-%ld-f.gguf", dlen, slash ? out : ".", (long)getpid());
+    else
+        snprintf(*tmp, n, "%s/.qk-quant-%ld-f.gguf", tdir && *tdir ? tdir : "/tmp", (long)getpid());
+    qk_conv_opts co = {.model_dir = in, .outfile = *tmp, .outtype = QK_CONV_SOURCE,
+                       .threads = a->o.nthreads > 0 ? a->o.nthreads : qk_cpu_count(),
+                       .progress = !a->quiet && !a->json};
+    qk_conv_result r;
+    int rc = qk_convert(&co, &r, err);
+    qk_conv_result_free(&r);
+    if (rc) {
+        free(*tmp);
+        *tmp = NULL;
+    }
+    return rc;
+}
+
 static int quantize_model(model_args *a, char **pos, int npos, const char *prog)
 {
     qk_err err = {0};
@@ -446,6 +483,8 @@ static int quantize_model(model_args *a, char **pos, int npos, const char *prog)
     if (check_calib(a, pr, &err))
         return qk_err_report(prog, &err);
 
+    struct stat in_st;
+    bool in_dir = stat(in, &in_st) == 0 && S_ISDIR(in_st.st_mode);
     char *out = NULL;
     if (!a->o.dry_run) {
         if (out_arg) {
@@ -453,6 +492,11 @@ static int quantize_model(model_args *a, char **pos, int npos, const char *prog)
             /* llama-quantize: with --keep-split a ".gguf" is cut off the output name */
             if (out && a->o.keep_split && strstr(out, ".gguf") && strlen(out) >= 5)
                 out[strlen(out) - 5] = 0;
+        } else if (in_dir) {
+            out = qk_path_join(in, "");
+            char *o2 = out ? default_output(out, pr->name, a->o.keep_split) : NULL;
+            free(out);
+            out = o2;
         } else {
             out = default_output(in, pr->name, a->o.keep_split);
         }
@@ -466,6 +510,7 @@ static int quantize_model(model_args *a, char **pos, int npos, const char *prog)
     }
 
     qk_imatrix *im = NULL;
+    char *tmp = NULL;
     qk_gguf *g = NULL;
     qk_quant_plan *plan = NULL;
     int rc = 0;
@@ -479,7 +524,16 @@ static int quantize_model(model_args *a, char **pos, int npos, const char *prog)
     a->o.tt = a->tt;
     a->o.kvo = a->kvo;
     a->o.prune = a->prune;
-    if ((rc = qk_gguf_open(&g, in, 0, &err)) || (rc = qk_quant_plan_make(&plan, g, &a->o, &err)))
+    if (in_dir && (rc = convert_input(a, in, out, &tmp, &err)))
+        goto done;
+    rc = qk_gguf_open(&g, tmp ? tmp : in, 0, &err);
+    if (tmp) {
+        /* the mapping keeps the converted file's data: nothing is left behind even if quantizing stops */
+        unlink(tmp);
+        free(tmp);
+        tmp = NULL;
+    }
+    if (rc || (rc = qk_quant_plan_make(&plan, g, &a->o, &err)))
         goto done;
     a->calib.o.nthreads = a->o.nthreads;
     a->calib.model = in;
@@ -502,6 +556,9 @@ done:
         qk_err_report(prog, &err);
     qk_quant_plan_free(plan);
     qk_gguf_close(g);
+    if (tmp)
+        unlink(tmp);
+    free(tmp);
     qk_imatrix_free(im);
     free(out);
     return rc;

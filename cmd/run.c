@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include "lib/core/cli.h"
@@ -20,11 +19,11 @@
 #include "cmd/commands.h"
 #include "lib/engine/forward.h"
 #include "formats/gguf.h"
-#include "lib/engine/hfmodel.h"
 #include "lib/core/json.h"
 #include "lib/eval/logits_file.h"
 #include "lib/core/mapfile.h"
 #include "lib/engine/model.h"
+#include "lib/engine/modelfile.h"
 #include "lib/core/progress.h"
 #include "lib/engine/sampling.h"
 #include "lib/core/threads.h"
@@ -95,12 +94,9 @@ typedef struct run_opts {
     qk_study_opts st;         /* --wire, --kv-cache (lib/study/study_cmd.h) */
 } run_opts;
 
-/* What -m opened: a GGUF file or a Hugging Face directory, and a tokenizer. */
+/* What -m opened (lib/engine/modelfile.h) and a tokenizer. */
 typedef struct loaded {
-    qk_gguf *g;
-    qk_model gm;
-    bool have_gm;
-    qk_hfmodel *hf;
+    qk_model_file mf;
     const qk_model *m;
     qk_tokenizer *tok;
 } loaded;
@@ -168,72 +164,10 @@ static int input_text(const run_opts *o, char **text, size_t *n, qk_err *err)
 
 /* ---- opening the model and the tokenizer ----------------------------------------- */
 
-static bool is_dir(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static bool ends_with(const char *s, const char *suffix)
-{
-    size_t a = strlen(s), b = strlen(suffix);
-    return a >= b && strcmp(s + a - b, suffix) == 0;
-}
-
-/* A Hugging Face checkpoint rather than a GGUF file? */
-static bool is_hf(const char *path)
-{
-    return is_dir(path) || ends_with(path, ".safetensors") || ends_with(path, ".json");
-}
-
-/* A tokenizer from a GGUF file, a tokenizer.json or an HF directory's one. */
-static int tokenizer_from(const char *path, qk_tokenizer **out, qk_err *err)
-{
-    *out = NULL;
-    if (is_dir(path)) {
-        char p[4096];
-        snprintf(p, sizeof p, "%s/tokenizer.json", path);
-        *out = qk_tok_from_hf_json(p, err);
-    } else if (ends_with(path, ".json")) {
-        *out = qk_tok_from_hf_json(path, err);
-    } else {
-        qk_gguf *g;
-        if (qk_gguf_open(&g, path, 0, err))
-            return err->code;
-        *out = qk_tok_from_gguf(g, err);
-        qk_gguf_close(g);
-    }
-    return *out ? 0 : (err->code ? err->code : QK_EINPUT);
-}
-
-/* The HF checkpoint's own tokenizer.json (beside the weights), or a clear
- * request for --tokenizer. */
-static int hf_tokenizer(const char *model, qk_tokenizer **out, qk_err *err)
-{
-    char dir[4096], p[4096 + 16];
-    snprintf(dir, sizeof dir, "%s", model);
-    if (!is_dir(dir)) {
-        char *slash = strrchr(dir, '/');
-        snprintf(slash ? slash : dir, sizeof dir - (size_t)(slash ? slash - dir : 0), "%s",
-                 slash ? "" : ".");
-    }
-    snprintf(p, sizeof p, "%s/tokenizer.json", dir);
-    struct stat st;
-    if (stat(p, &st) != 0)
-        return qk_err_at(err, dir, "tokenizer.json", 0,
-                         "missing: give --tokenizer FILE (a GGUF file or tokenizer.json with "
-                         "this model's vocabulary)");
-    *out = qk_tok_from_hf_json(p, err);
-    return *out ? 0 : (err->code ? err->code : QK_EINPUT);
-}
-
 static void unload(loaded *l)
 {
     qk_tok_free(l->tok);
-    if (l->have_gm)
-        qk_model_free(&l->gm);
-    qk_hfmodel_close(l->hf);
-    qk_gguf_close(l->g);
+    qk_model_file_close(&l->mf);
     memset(l, 0, sizeof *l);
 }
 
@@ -241,36 +175,18 @@ static void unload(loaded *l)
 static int load(const run_opts *o, bool with_model, loaded *l, qk_err *err)
 {
     memset(l, 0, sizeof *l);
-    int rc;
-    if (is_hf(o->model)) {
-        if (with_model) {
-            if ((rc = qk_hfmodel_open(&l->hf, o->model, err)))
-                goto fail;
-            l->m = &l->hf->m;
-        }
-        rc = o->tokenizer ? tokenizer_from(o->tokenizer, &l->tok, err)
-                          : hf_tokenizer(o->model, &l->tok, err);
-        if (rc)
-            goto fail;
-        return 0;
-    }
-    if ((rc = qk_gguf_open(&l->g, o->model, 0, err)))
-        goto fail;
-    if (with_model) {
-        if ((rc = qk_model_load(&l->gm, l->g, err)))
-            goto fail;
-        l->have_gm = true;
-        l->m = &l->gm;
-    }
-    if (o->tokenizer)
-        rc = tokenizer_from(o->tokenizer, &l->tok, err);
-    else if (!(l->tok = qk_tok_from_gguf(l->g, err)))
-        rc = err->code ? err->code : QK_EINPUT;
+    int rc = qk_model_file_open(&l->mf, o->model, with_model, err);
     if (rc)
-        goto fail;
-    return 0;
-fail:
-    unload(l);
+        return rc;
+    l->m = l->mf.m;
+    if (o->tokenizer)
+        rc = qk_tokenizer_from(o->tokenizer, &l->tok, err);
+    else if (l->mf.g)
+        rc = (l->tok = qk_tok_from_gguf(l->mf.g, err)) ? 0 : (err->code ? err->code : QK_EINPUT);
+    else
+        rc = qk_hf_tokenizer(o->model, &l->tok, err);
+    if (rc)
+        unload(l);
     return rc;
 }
 

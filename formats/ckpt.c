@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "kernels/wq.h"
+
 const char *qk_ck_layout_name(qk_ck_layout l)
 {
     static const char *const n[] = {"dense", "fp8", "int8", "pack", "nvfp4-ct", "mxfp4-ct", "nvfp4-mo",
@@ -329,21 +331,14 @@ int qk_ckpt_read_rows(const qk_ckpt *c, const qk_ck_tensor *t, int64_t r0, int64
     if (r0 < 0 || nr < 0 || r0 > t->rows || nr > t->rows - r0)
         return qk_errf(err, QK_EINPUT, "%s: rows %lld..%lld out of range (%lld rows)", t->name, (long long)r0,
                        (long long)(r0 + nr), (long long)t->rows);
-    switch (t->layout) {
-    case QK_CK_DENSE: return rows_dense(c, t, r0, nr, out, err);
-    case QK_CK_FP8:
-    case QK_CK_INT8: ck_rows_scaled(t, r0, nr, out); break;
-    case QK_CK_PACK: ck_rows_pack(t, r0, nr, out); break;
-    case QK_CK_NVFP4_CT:
-    case QK_CK_MXFP4_CT:
-    case QK_CK_NVFP4_MO: ck_rows_fp4(t, r0, nr, out); break;
-    case QK_CK_AWQ: ck_rows_awq(t, r0, nr, out); break;
-    case QK_CK_GPTQ: ck_rows_gptq(t, r0, nr, out); break;
-    case QK_CK_MLX: ck_rows_mlx(t, r0, nr, out); break;
-    case QK_CK_BNB4: ck_rows_bnb4(t, r0, nr, out); break;
-    case QK_CK_BNB8: ck_rows_bnb8(t, r0, nr, out); break;
-    default: return qk_errf(err, QK_EINPUT, "%s: unknown layout", t->name);
-    }
+    if (t->layout == QK_CK_DENSE)
+        return rows_dense(c, t, r0, nr, out, err);
+    /* the format table's decoder of the layout (kernels/wq.c), on a view of the parts */
+    qk_wq w;
+    int rc = qk_ckpt_wq(t, &w, err);
+    if (rc)
+        return rc;
+    qk_type_get(w.type)->wq_rows(&w, r0, nr, out);
     return QK_OK;
 }
 

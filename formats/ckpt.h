@@ -119,6 +119,12 @@ const qk_ck_tensor *qk_ckpt_find(const qk_ckpt *c, const char *name);
  * fails (code 2) for a dtype without one. */
 int qk_ckpt_read_rows(const qk_ckpt *c, const qk_ck_tensor *t, int64_t r0, int64_t nr, float *out,
                       qk_err *err);
+/* The kernels' view of a quantized (non-dense) logical tensor's parts
+ * (kernels/wq.h; in the mapping, nothing copied), with float activations
+ * (w->act QK_F32).  Fails (code 2, naming the tensor) for a layout the
+ * products do not take. */
+struct qk_wq;
+int qk_ckpt_wq(const qk_ck_tensor *t, struct qk_wq *w, qk_err *err);
 /* All of it: t->nelem floats. */
 int qk_ckpt_read(const qk_ckpt *c, const qk_ck_tensor *t, float *out, qk_err *err);
 

@@ -19,9 +19,6 @@
 
 #include <stdio.h>
 
-static const int awq_rev4[8] = {0, 4, 1, 5, 2, 6, 3, 7};
-static const int awq_rev8[4] = {0, 2, 1, 3};
-
 static int bits_of(ck_ctx *c, const qk_hf_tensor *w, int *bits)
 {
     *bits = c->sc.w.num_bits ? c->sc.w.num_bits : 4;
@@ -125,39 +122,4 @@ int ck_setup_gptq(ck_ctx *c, qk_ck_tensor *t, const ck_parts *p)
     snprintf(t->scheme, sizeof t->scheme, "gptq int%d g%lld%s", bits, (long long)t->group,
              g ? " g_idx" : "");
     return QK_OK;
-}
-
-void ck_rows_awq(const qk_ck_tensor *t, int64_t r0, int64_t nr, float *out)
-{
-    int bits = t->bits, pf = 32 / bits;
-    uint32_t mask = (1u << bits) - 1;
-    uint64_t wc = (uint64_t)t->w->shape[1];
-    for (int64_t n = r0; n < r0 + nr; n++) {
-        float *y = out + (n - r0) * t->cols;
-        int sh = bits * (bits == 4 ? awq_rev4[n % pf] : awq_rev8[n % pf]);
-        uint64_t p = (uint64_t)(n / pf);
-        for (int64_t k = 0; k < t->cols; k++) {
-            uint64_t g = (uint64_t)(k / t->group);
-            int q = (int)((ck_u32(t->w, (uint64_t)k * wc + p) >> sh) & mask);
-            int z = (int)((ck_u32(t->zero, g * wc + p) >> sh) & mask);
-            y[k] = (float)(q - z) * ck_f(t->scale, g * (uint64_t)t->scale_cols + (uint64_t)n);
-        }
-    }
-}
-
-void ck_rows_gptq(const qk_ck_tensor *t, int64_t r0, int64_t nr, float *out)
-{
-    int bits = t->bits, pf = 32 / bits;
-    uint32_t mask = (1u << bits) - 1;
-    uint64_t wc = (uint64_t)t->w->shape[1], zc = (uint64_t)t->zero->shape[1];
-    for (int64_t n = r0; n < r0 + nr; n++) {
-        float *y = out + (n - r0) * t->cols;
-        for (int64_t k = 0; k < t->cols; k++) {
-            uint64_t g = t->gidx ? (uint64_t)ck_i(t->gidx, (uint64_t)k) : (uint64_t)(k / t->group);
-            int q = (int)((ck_u32(t->w, (uint64_t)(k / pf) * wc + (uint64_t)n) >> (bits * (int)(k % pf))) & mask);
-            int z = (int)((ck_u32(t->zero, g * zc + (uint64_t)(n / pf)) >> (bits * (int)(n % pf))) & mask) +
-                    (t->zero_offset ? 1 : 0);
-            y[k] = (float)(q - z) * ck_f(t->scale, g * (uint64_t)t->scale_cols + (uint64_t)n);
-        }
-    }
 }

@@ -118,25 +118,6 @@ int ck_setup_bnb4(ck_ctx *c, qk_ck_tensor *t, const ck_parts *p)
     return QK_OK;
 }
 
-void ck_rows_bnb4(const qk_ck_tensor *t, int64_t r0, int64_t nr, float *out)
-{
-    uint64_t i0 = (uint64_t)r0 * (uint64_t)t->cols, n = (uint64_t)nr * (uint64_t)t->cols;
-    uint64_t cur = UINT64_MAX;
-    float am = 0;
-    for (uint64_t i = i0; i < i0 + n; i++) {
-        uint64_t j = i / (uint64_t)t->blocksize;
-        if (j != cur) {
-            cur = j;
-            if (t->nabsmax)
-                am = ck_f(t->nqmap, t->scale->data[j]) * ck_f(t->nabsmax, j / (uint64_t)t->nested_blocksize) +
-                     t->nested_offset;
-            else
-                am = ck_f(t->scale, j);
-        }
-        uint8_t b = t->w->data[i / 2];
-        out[i - i0] = ck_f(t->qmap, i % 2 ? b & 15u : b >> 4) * am;
-    }
-}
 
 int ck_setup_bnb8(ck_ctx *c, qk_ck_tensor *t, const ck_parts *p)
 {
@@ -156,14 +137,4 @@ int ck_setup_bnb8(ck_ctx *c, qk_ck_tensor *t, const ck_parts *p)
     ck_set_shape2(t, w->shape[0], w->shape[1]);
     snprintf(t->scheme, sizeof t->scheme, "bnb llm.int8");
     return QK_OK;
-}
-
-void ck_rows_bnb8(const qk_ck_tensor *t, int64_t r0, int64_t nr, float *out)
-{
-    for (int64_t r = r0; r < r0 + nr; r++) {
-        const int8_t *q = (const int8_t *)t->w->data + (uint64_t)r * (uint64_t)t->cols;
-        float s = ck_f(t->scale, (uint64_t)r);
-        for (int64_t k = 0; k < t->cols; k++)
-            out[(r - r0) * t->cols + k] = (float)q[k] * s * 7.874015718698502e-3f;
-    }
 }

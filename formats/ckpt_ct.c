@@ -9,8 +9,6 @@
 
 #include <stdio.h>
 
-#include "kernels/scaled.h"
-
 /* The scale grid of a [n, k] weight from the scale tensor's shape: one value
  * (tensor), [n,1] or [n] (channel), [n, ng] (groups along k), or
  * [ceil(n/R), ceil(k/C)] (blocks; R x C from the config, else 128 x 128). */
@@ -73,6 +71,15 @@ int ck_setup_fp8(ck_ctx *c, qk_ck_tensor *t, const ck_parts *p)
     t->elem = w->type == QK_F8_E4M3 ? QK_ELEM_FP8_E4M3 : QK_ELEM_FP8_E5M2;
     t->bits = 8;
     ck_set_shape2(t, w->shape[0], w->shape[1]);
+    if (s && s->type == QK_U8) { /* MXFP8 (compressed-tensors MXFP8 / MXFP8A16): E8M0 exponents per 32 */
+        if (!ck_is2(s, t->rows, ck_cdiv(t->cols, 32), false))
+            return ck_bad(c, s, "U8 (E8M0) scales: shape does not match [%lld, %lld] (groups of 32)", (long long)t->rows,
+                          (long long)ck_cdiv(t->cols, 32));
+        t->block_r = 1, t->block_c = 32, t->group = 32, t->scale_rows = t->rows, t->scale_cols = ck_cdiv(t->cols, 32);
+        t->scale_elem = QK_ELEM_E8M0;
+        snprintf(t->scheme, sizeof t->scheme, "mxfp8");
+        return QK_OK;
+    }
     return scale_grid(c, t, s, t->rows, t->cols, t->elem == QK_ELEM_FP8_E4M3 ? "fp8_e4m3" : "fp8_e5m2");
 }
 
@@ -99,29 +106,6 @@ int ck_setup_int8(ck_ctx *c, qk_ck_tensor *t, const ck_parts *p)
         t->zero = z;
     }
     return QK_OK;
-}
-
-static float zero_at(const qk_hf_tensor *z, uint64_t i)
-{
-    return ck_is_int(z) ? (float)ck_i(z, i) : ck_f(z, i);
-}
-
-/* fp8 and int8: code * scale, or (code - zero) * scale. */
-void ck_rows_scaled(const qk_ck_tensor *t, int64_t r0, int64_t nr, float *out)
-{
-    for (int64_t r = r0; r < r0 + nr; r++) {
-        const uint8_t *q = t->w->data + (uint64_t)r * (uint64_t)t->cols;
-        float *y = out + (r - r0) * t->cols;
-        uint64_t srow = (uint64_t)(r / t->block_r) * (uint64_t)t->scale_cols;
-        for (int64_t k = 0; k < t->cols; k++) {
-            uint64_t si = srow + (uint64_t)(k / t->block_c);
-            float s = ck_f(t->scale, si);
-            if (t->layout == QK_CK_INT8)
-                y[k] = t->zero ? ((float)(int8_t)q[k] - zero_at(t->zero, si)) * s : (float)(int8_t)q[k] * s;
-            else
-                y[k] = qk_elem_decode((qk_elem)t->elem, q[k]) * s;
-        }
-    }
 }
 
 /* ---- pack-quantized ---------------------------------------------------------- */
@@ -193,43 +177,6 @@ int ck_setup_pack(ck_ctx *c, qk_ck_tensor *t, const ck_parts *p)
     return QK_OK;
 }
 
-/* unpack_from_int32: element j of a run of words (word i at index base +
- * i * stride) stored as the signed value + 2^(b-1); at bits [b*(j%pf), ...)
- * of word j/pf, or (bitstream) at bit b*j of the run, possibly straddling. */
-static inline int pack_get(const qk_hf_tensor *w, uint64_t base, uint64_t stride, int64_t j, int bits, bool stream)
-{
-    uint64_t word, sh;
-    if (stream)
-        word = (uint64_t)j * (uint64_t)bits / 32, sh = (uint64_t)j * (uint64_t)bits % 32;
-    else
-        word = (uint64_t)j / (uint64_t)(32 / bits), sh = (uint64_t)(j % (32 / bits)) * (uint64_t)bits;
-    uint64_t v = ck_u32(w, base + word * stride) >> sh;
-    if (sh + (uint64_t)bits > 32)
-        v |= (uint64_t)ck_u32(w, base + (word + 1) * stride) << (32 - sh);
-    return (int)(v & ((1u << bits) - 1)) - (1 << (bits - 1));
-}
-
-void ck_rows_pack(const qk_ck_tensor *t, int64_t r0, int64_t nr, float *out)
-{
-    int bits = t->bits;
-    uint64_t wcols = (uint64_t)t->w->shape[1];
-    for (int64_t r = r0; r < r0 + nr; r++) {
-        float *y = out + (r - r0) * t->cols;
-        for (int64_t k = 0; k < t->cols; k++) {
-            int q = pack_get(t->w, (uint64_t)r * wcols, 1, k, bits, t->bitstream);
-            int64_t gc = t->gidx ? ck_i(t->gidx, (uint64_t)k) : k / t->block_c;
-            int64_t sr = t->scale_rows == 1 ? 0 : r;
-            uint64_t si = (uint64_t)sr * (uint64_t)t->scale_cols + (uint64_t)gc;
-            float s = ck_f(t->scale, si), zf = 0;
-            if (t->zero && t->zero_packed)
-                zf = (float)pack_get(t->zero, (uint64_t)gc, (uint64_t)t->scale_cols, r, bits, t->bitstream);
-            else if (t->zero)
-                zf = zero_at(t->zero, si);
-            y[k] = ((float)q - zf) * s;
-        }
-    }
-}
-
 /* ---- nvfp4 / mxfp4 pack-quantized (and ModelOpt NVFP4) --------------------- */
 
 int ck_setup_fp4_ct(ck_ctx *c, qk_ck_tensor *t, const ck_parts *p, bool nv)
@@ -263,31 +210,4 @@ int ck_setup_fp4_ct(ck_ctx *c, qk_ck_tensor *t, const ck_parts *p, bool nv)
     ck_set_shape2(t, n, k);
     snprintf(t->scheme, sizeof t->scheme, "%s", nv ? "nvfp4 (ct)" : "mxfp4");
     return QK_OK;
-}
-
-/* E2M1 codes two a byte, the even element in the low nibble (pack_fp4_to_uint8). */
-void ck_rows_fp4(const qk_ck_tensor *t, int64_t r0, int64_t nr, float *out)
-{
-    uint64_t rb = (uint64_t)t->w->shape[1];
-    float g = t->scale2 ? ck_f(t->scale2, 0) : 1.0f;
-    uint8_t codes[64];
-    for (int64_t r = r0; r < r0 + nr; r++) {
-        const uint8_t *src = t->w->data + (uint64_t)r * rb;
-        float *y = out + (r - r0) * t->cols;
-        for (int64_t c0 = 0; c0 < t->cols; c0 += t->group) {
-            int n = (int)(t->cols - c0 < t->group ? t->cols - c0 : t->group);
-            for (int j = 0; j < n; j++) {
-                uint8_t b = src[(c0 + j) / 2];
-                codes[j] = (c0 + j) % 2 ? b >> 4 : b & 15;
-            }
-            uint8_t sb = t->scale->data[(uint64_t)r * (uint64_t)t->scale_cols + (uint64_t)(c0 / t->group)];
-            if (t->layout == QK_CK_MXFP4_CT) {
-                qk_mx_decode_block(QK_ELEM_FP4_E2M1, sb, codes, n, y + c0);
-            } else {
-                float d = qk_nvfp4_dequant_scale(sb, g, t->layout == QK_CK_NVFP4_CT);
-                for (int j = 0; j < n; j++)
-                    y[c0 + j] = qk_elem_decode(QK_ELEM_FP4_E2M1, codes[j]) * d;
-            }
-        }
-    }
 }

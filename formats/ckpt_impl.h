@@ -1,6 +1,6 @@
 /* ckpt_impl.h - shared by the checkpoint layout readers (ckpt_*.c): the
  * parts of one module, element access to stored tensors, and each layout's
- * setup (validate parts against the logical shape) and row decoder. */
+ * setup (validate parts against the logical shape). */
 #ifndef QK_CKPT_IMPL_H
 #define QK_CKPT_IMPL_H
 
@@ -107,30 +107,23 @@ int ck_need(ck_ctx *c, const qk_hf_tensor *main, const qk_hf_tensor *t, const ch
 void ck_set_shape2(qk_ck_tensor *t, int64_t n, int64_t k);
 static inline int64_t ck_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* ---- layouts --------------------------------------------------------------- */
+/* ---- layouts (each file's setup; the row decoders are the format table's,
+ * kernels/wq.c, through qk_ckpt_wq) ---------------------------------------- */
 
 /* ckpt_ct.c (fp8 and int8 also serve ModelOpt FP8 and quant_method fp8). */
 int ck_setup_fp8(ck_ctx *c, qk_ck_tensor *t, const ck_parts *p);
 int ck_setup_int8(ck_ctx *c, qk_ck_tensor *t, const ck_parts *p);
 int ck_setup_pack(ck_ctx *c, qk_ck_tensor *t, const ck_parts *p);
 int ck_setup_fp4_ct(ck_ctx *c, qk_ck_tensor *t, const ck_parts *p, bool nv);
-void ck_rows_scaled(const qk_ck_tensor *t, int64_t r0, int64_t nr, float *out);
-void ck_rows_pack(const qk_ck_tensor *t, int64_t r0, int64_t nr, float *out);
-void ck_rows_fp4(const qk_ck_tensor *t, int64_t r0, int64_t nr, float *out);
 /* ckpt_modelopt.c */
 int ck_setup_nvfp4_mo(ck_ctx *c, qk_ck_tensor *t, const ck_parts *p);
 /* ckpt_awq_gptq.c */
 int ck_setup_awq(ck_ctx *c, qk_ck_tensor *t, const ck_parts *p);
 int ck_setup_gptq(ck_ctx *c, qk_ck_tensor *t, const ck_parts *p);
-void ck_rows_awq(const qk_ck_tensor *t, int64_t r0, int64_t nr, float *out);
-void ck_rows_gptq(const qk_ck_tensor *t, int64_t r0, int64_t nr, float *out);
 /* ckpt_mlx.c */
 int ck_setup_mlx(ck_ctx *c, qk_ck_tensor *t, const ck_parts *p);
-void ck_rows_mlx(const qk_ck_tensor *t, int64_t r0, int64_t nr, float *out);
 /* ckpt_bnb.c */
 int ck_setup_bnb4(ck_ctx *c, qk_ck_tensor *t, const ck_parts *p);
 int ck_setup_bnb8(ck_ctx *c, qk_ck_tensor *t, const ck_parts *p);
-void ck_rows_bnb4(const qk_ck_tensor *t, int64_t r0, int64_t nr, float *out);
-void ck_rows_bnb8(const qk_ck_tensor *t, int64_t r0, int64_t nr, float *out);
 
 #endif

@@ -15,7 +15,6 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "kernels/scaled.h"
 
 enum { MODE_AFFINE, MODE_MXFP4, MODE_MXFP8, MODE_NVFP4 };
 
@@ -64,44 +63,6 @@ int ck_setup_mlx(ck_ctx *c, qk_ck_tensor *t, const ck_parts *p)
     else
         snprintf(t->scheme, sizeof t->scheme, "mlx %s", type);
     return QK_OK;
-}
-
-/* Code j of a row's LSB-first bit stream (row of rb bytes). */
-static inline unsigned get_bits(const uint8_t *row, uint64_t rb, int64_t j, int bits)
-{
-    uint64_t pos = (uint64_t)j * (uint64_t)bits, byte = pos / 8;
-    unsigned v = row[byte];
-    if (byte + 1 < rb)
-        v |= (unsigned)row[byte + 1] << 8;
-    return (v >> (pos % 8)) & ((1u << bits) - 1);
-}
-
-void ck_rows_mlx(const qk_ck_tensor *t, int64_t r0, int64_t nr, float *out)
-{
-    uint64_t rb = (uint64_t)t->w->shape[1] * 4;
-    uint8_t codes[32];
-    for (int64_t r = r0; r < r0 + nr; r++) {
-        const uint8_t *row = t->w->data + (uint64_t)r * rb;
-        float *y = out + (r - r0) * t->cols;
-        for (int64_t g = 0; g < t->scale_cols; g++) {
-            uint64_t si = (uint64_t)r * (uint64_t)t->scale_cols + (uint64_t)g;
-            int64_t c0 = g * t->group;
-            if (t->bias) {
-                float s = ck_f(t->scale, si), b = ck_f(t->bias, si);
-                for (int64_t j = c0; j < c0 + t->group; j++)
-                    y[j] = s * (float)get_bits(row, rb, j, t->bits) + b;
-                continue;
-            }
-            uint8_t sb = t->scale->data[si];
-            for (int64_t j = 0; j < t->group; j++)
-                codes[j] = (uint8_t)get_bits(row, rb, c0 + j, t->bits);
-            if (t->scale_elem == QK_ELEM_E8M0)
-                qk_mx_decode_block((qk_elem)t->elem, sb, codes, (int)t->group, y + c0);
-            else
-                for (int64_t j = 0; j < t->group; j++)
-                    y[c0 + j] = qk_elem_decode(QK_ELEM_FP4_E2M1, codes[j]) * qk_elem_decode(QK_ELEM_FP8_E4M3, sb);
-        }
-    }
 }
 
 /* mlx/backend/cpu/quantized.cpp quantize(), one row. */

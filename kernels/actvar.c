@@ -28,27 +28,37 @@ static float nudge(float v, int ulp)
  * from zero (roundf). */
 static float round_q8(float v, bool flip) { return flip ? roundf(v) : rintf(v); }
 
-/* v to int8 as cvtps2dq and saturating packs do (a non-finite or huge v is -128),
- * rounding half to even or, flipped, half away from zero. */
-static int8_t q8_round(float v, bool flip)
+/* v as cvtps2dq converts it after rounding half to even or, flipped, half
+ * away from zero: a non-finite or out-of-range v is INT32_MIN. */
+static int32_t q8_cvt(float v, bool flip)
 {
     if (!(v >= -2147483648.0f && v < 2147483648.0f))
-        return -128;
-    const float r = round_q8(v, flip);
-    return (int8_t)(r > 127.0f ? 127 : r < -128.0f ? -128 : (int)r);
+        return INT32_MIN;
+    return (int32_t)round_q8(v, flip);
 }
 
+/* That value to int8 as the saturating packs do. */
+static int8_t q8_sat(int32_t v) { return (int8_t)(v > 127 ? 127 : v < -128 ? -128 : v); }
+
 /* One block of 32: d = amax / 127 is stored; the quants use id = 127 / amax,
- * perturbed. */
-static float q8_block(const float *x, int8_t *qs, pert p)
+ * perturbed.  *sum (may be NULL): the converted values' sum in 32 bits as the
+ * x86 encoder adds them before packing (wrapping; it differs from the int8
+ * quants' sum only where 127 / amax overflows, for a block of subnormals). */
+static float q8_block(const float *x, int8_t *qs, pert p, int32_t *sum)
 {
     float amax = 0.0f;
     for (int j = 0; j < 32; j++)
         amax = amax > fabsf(x[j]) ? amax : fabsf(x[j]);
     const float d = amax / 127.f;
     const float id = nudge(amax != 0.0f ? 127.f / amax : 0.0f, p.ulp);
-    for (int j = 0; j < 32; j++)
-        qs[j] = q8_round(x[j] * id, p.flip);
+    uint32_t s = 0;
+    for (int j = 0; j < 32; j++) {
+        const int32_t v = q8_cvt(x[j] * id, p.flip);
+        qs[j] = q8_sat(v);
+        s += (uint32_t)v;
+    }
+    if (sum)
+        *sum = (int32_t)s;
     return d;
 }
 
@@ -57,7 +67,7 @@ void qk_q8_0_act_row(const float *src, void *dst, int64_t n, int ulp, bool flip)
     const pert p = {ulp, flip};
     qk_block_q8_0 *y = dst;
     for (int64_t i = 0; i < n / 32; i++)
-        qk_st_f16(y[i].d, q8_block(src + i * 32, y[i].qs, p));
+        qk_st_f16(y[i].d, q8_block(src + i * 32, y[i].qs, p, NULL));
 }
 
 void qk_q8_1_act_row(const float *src, void *dst, int64_t n, int ulp, bool flip)
@@ -65,10 +75,8 @@ void qk_q8_1_act_row(const float *src, void *dst, int64_t n, int ulp, bool flip)
     const pert p = {ulp, flip};
     qk_block_q8_1 *y = dst;
     for (int64_t i = 0; i < n / 32; i++) {
-        const float d = q8_block(src + i * 32, y[i].qs, p);
-        int sum = 0;
-        for (int j = 0; j < 32; j++)
-            sum += y[i].qs[j];
+        int32_t sum;
+        const float d = q8_block(src + i * 32, y[i].qs, p, &sum);
         qk_st_f16(y[i].d, d);
         qk_st_f16(y[i].s, sum * d);
     }

@@ -94,15 +94,20 @@ static void softmax(float *st, int nqp, int nk, int p0, const int *pos, float *M
     }
 }
 
-static void pv(float *acc, int nq, int hdv, const float *st, int nqp, const float *vf, int nk)
+void qk_attn_pv_cols(float *acc, int nq, int hdv, int d0, const float *st, int nqp, const float *vf, int nk)
 {
     for (int i = 0; i < nq; i++)
-        for (int d = 0; d < hdv; d++) {
+        for (int d = d0; d < hdv; d++) {
             float a = acc[(size_t)i * hdv + d];
             for (int k = 0; k < nk; k++)
                 a = fmaf(st[(size_t)k * nqp + i], vf[(size_t)k * hdv + d], a);
             acc[(size_t)i * hdv + d] = a;
         }
+}
+
+static void pv(float *acc, int nq, int hdv, const float *st, int nqp, const float *vf, int nk)
+{
+    qk_attn_pv_cols(acc, nq, hdv, 0, st, nqp, vf, nk);
 }
 
 static void scale(float *acc, float s, int n)
@@ -124,6 +129,8 @@ const qk_attn_kernels *qk_attn_kernels_at(int level)
     if (level < 0 || level > (int)qk_cpu_supported())
         return NULL;
 #ifdef QK_X86
+    if (level >= QK_CPU_AVX512)
+        return &qk_x86_avx512_attn;
     if (level >= QK_CPU_AVX2)
         return &qk_x86_avx2_attn;
 #endif

@@ -52,6 +52,10 @@ typedef struct qk_attn_kernels {
 /* The scalar form of the vector exp (see above). */
 float qk_attn_expf(float x);
 
+/* The scalar value step (pv) for the columns d0 .. hdv-1 only: the SIMD
+ * levels' tail of columns that fill no vector. */
+void qk_attn_pv_cols(float *acc, int nq, int hdv, int d0, const float *st, int nqp, const float *vf, int nk);
+
 /* The kernels of the active CPU level (cpu.h), or of `level` (NULL when
  * the CPU lacks it). */
 const qk_attn_kernels *qk_attn_kernels_active(void);

@@ -90,13 +90,28 @@ static void merge(int level, const qk_simd_ops *ops)
     }
 }
 
+static void merge_wq(int level, const qk_wq_ops *ops)
+{
+    for (; ops->id >= 0; ops++) {
+        qk_kernels *k = &kern[level][ops->id];
+        if (ops->wq_tile)
+            k->wq_tile = ops->wq_tile;
+        if (ops->wq_act)
+            k->wq_act = ops->wq_act;
+        k->level_wq = (signed char)level;
+    }
+}
+
 static void merge_pack(int level, const qk_pack_ops *ops)
 {
     for (; ops->id >= 0; ops++)
         if (ops->id < QK_TYPE_MAX) {
-            kern[level][ops->id].pack_size = ops->pack_size;
-            kern[level][ops->id].pack = ops->pack;
+            if (ops->pack) { /* else the level below's packing */
+                kern[level][ops->id].pack_size = ops->pack_size;
+                kern[level][ops->id].pack = ops->pack;
+            }
             kern[level][ops->id].packed_tile = ops->packed_tile;
+            kern[level][ops->id].level_pack = (signed char)level;
             kern[level][ops->id].pack_decode = ops->decode;
             kern[level][ops->id].pack_tile_rows = ops->tile_rows;
         }
@@ -115,11 +130,15 @@ static void init(void)
         const qk_type_traits *t = qk_type_get(id);
         qk_kernels *k = &kern[QK_CPU_SCALAR][id];
         k->id = id;
+        k->level_pack = -1;
         if (t) {
             k->vec_dot = t->vec_dot;
             k->from_float = t->from_float;
             k->to_float = t->to_float;
             k->quantize = t->quantize;
+            k->wq_rows = t->wq_rows;
+            k->wq_tile = t->wq_tile;
+            k->wq_act = t->wq_act;
             if (t->to_float && qk_fdot_chunk(t->blck))
                 k->fdot_tile = qk_fdot_tile_ref;
         }
@@ -136,6 +155,7 @@ static void init(void)
             merge_pack(l, qk_x86_avx2_packed_k6);
             merge_pack(l, qk_x86_avx2_packed_sum);
             merge_pack(l, qk_x86_avx2_packed_f);
+            merge_wq(l, qk_x86_avx2_wq);
             merge(l, qk_x86_avx2_f32act);
             for (int id = 0; id < QK_TYPE_MAX; id++)
                 if (kern[l][id].fdot_tile) {
@@ -144,6 +164,11 @@ static void init(void)
                 }
         } else if (l == QK_CPU_AVX512) {
             merge(l, qk_x86_avx512);
+            merge_pack(l, qk_x86_avx512_packed_f);
+            if (has_vnni) {
+                merge_pack(l, qk_x86_avx512_packed);
+                merge_pack(l, qk_x86_avx512_packed_k);
+            }
         }
 #endif
     }

@@ -7,7 +7,9 @@
  *
  *   scalar   the table's reference kernels (any CPU)
  *   avx2     AVX2 + FMA + F16C                     (kernels/x86/avx2_*.c)
- *   avx512   AVX-512 F/BW/VL/DQ (+VNNI if present) (kernels/x86/avx512_*.c)
+ *   avx512   AVX-512 F/BW/VL/DQ                     (kernels/x86/avx512*.c: the activation
+ *            encoders, the F16/BF16 prompt products, attention; with VNNI
+ *            also the packed Q4_0, Q8_0, Q4_K, Q5_K, Q6_K and IQ4_XS products)
  *
  * The level is the highest the CPU and OS support; the environment variable
  * QK_CPU=scalar|avx2|avx512 lowers it (a level the CPU lacks cannot be forced;
@@ -24,9 +26,10 @@
  * 8 float lanes with FMA and a fixed tree, or for rows that are no multiple
  * of 8 ggml_vec_dot_f16's 32 lanes; defined in float.c), which the scalar
  * reference and the
- * SIMD kernels implement alike; F32 x F32 and the float-activation products
- * (fdot_tile) follow the same order (kernels/fdot.h).  tests/test_simd.c
- * checks all of it with memcmp. */
+ * SIMD kernels implement alike (the AVX-512 kernels hold two such 8-lane
+ * accumulators in one 512-bit register); F32 x F32 and the float-activation
+ * products (fdot_tile) follow the same order (kernels/fdot.h).
+ * tests/test_simd.c checks all of it with memcmp. */
 #ifndef QK_CPU_H
 #define QK_CPU_H
 
@@ -88,8 +91,14 @@ typedef struct qk_kernels {
     qk_packed_tile_fn packed_tile;
     int pack_decode;            /* packed_tile is also the faster one-token product */
     int pack_tile_rows;         /* rows per prompt-batch packed_tile call (a multiple of 8) */
-    /* level each came from (lower when a level has no kernel) */
-    signed char level_dot, level_from, level_to, level_quantize;
+    /* parted checkpoint layouts (kernels/wq.h): QK_W_* decoder and products,
+     * QK_A_* activation encoder; NULL for the other types */
+    qk_wq_rows_fn wq_rows;
+    qk_wq_tile_fn wq_tile;
+    qk_wq_act_fn wq_act;
+    /* level each came from (lower when a level has no kernel; level_pack:
+     * packed_tile's, -1 when there is none) */
+    signed char level_dot, level_from, level_to, level_quantize, level_pack, level_wq;
     /* float-activation product; NULL for a type without a decoder or with
      * blocks of more than 256 elements.  Every level has one for every type
      * that has a decoder: a generic kernel over to_float unless the level

@@ -93,4 +93,36 @@ static inline float qk_fdot_end(qk_fdot_acc *a)
     return a->reduced ? (float)a->s : (float)(double)qk_fdot_reduce32(a->lane);
 }
 
+/* The reference loop of every float-activation product (kernels/f32act.c
+ * for the one-array types, kernels/wq.c for the parted layouts): each of nr
+ * weight rows is decoded at most QK_FDOT_ROWS_CHUNK elements at a time by
+ * dec(ctx, r, k0, m, w) (k0 a multiple of chunk)
+ * and summed against each of nt activation rows (token t at y + t * ys
+ * floats) in the order above: out[t * ldo + r]. */
+typedef void (*qk_fdot_dec_fn)(const void *ctx, int r, int64_t k0, int64_t m, float *w);
+#define QK_FDOT_ROWS_CHUNK 256
+#define QK_FDOT_ROWS_TOKENS 64 /* activation rows per pass over a weight row */
+
+static inline void qk_fdot_rows(const void *ctx, qk_fdot_dec_fn dec, int64_t n, int64_t chunk, int nr,
+                                const float *y, size_t ys, int nt, float *out, size_t ldo)
+{
+    float w[QK_FDOT_ROWS_CHUNK];
+    qk_fdot_acc acc[QK_FDOT_ROWS_TOKENS];
+    for (int r = 0; r < nr; r++) {
+        for (int t0 = 0; t0 < nt; t0 += QK_FDOT_ROWS_TOKENS) {
+            const int q = nt - t0 < QK_FDOT_ROWS_TOKENS ? nt - t0 : QK_FDOT_ROWS_TOKENS;
+            for (int i = 0; i < q; i++)
+                qk_fdot_begin(&acc[i], n);
+            for (int64_t c0 = 0; c0 < n; c0 += chunk) {
+                const int64_t m = n - c0 < chunk ? n - c0 : chunk;
+                dec(ctx, r, c0, m, w);
+                for (int i = 0; i < q; i++)
+                    qk_fdot_feed(&acc[i], c0, w, y + (size_t)(t0 + i) * ys + (size_t)c0, m);
+            }
+            for (int i = 0; i < q; i++)
+                out[(size_t)(t0 + i) * ldo + (size_t)r] = qk_fdot_end(&acc[i]);
+        }
+    }
+}
+
 #endif

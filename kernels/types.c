@@ -6,9 +6,15 @@
 #include <stdio.h>
 #include <strings.h>
 
+#include "kernels/wq.h"
+
 /* name, id, blck, type_size, is_quantized, needs_imatrix, in_gguf, vec_dot_type */
 #define ROW(nm, id, bl, ts, q, im, gg, vd) \
-    [id] = {nm, id, bl, ts, q, im, gg, vd, NULL, NULL, NULL, NULL}
+    [id] = {nm, id, bl, ts, q, im, gg, vd, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL}
+/* the parted checkpoint layouts and their activation rows (wq.h): the block
+ * is the codes' unit (the other parts are not counted in row sizes) */
+#define WROW(nm, id, bl, ts, vd) [id] = {nm, id, bl, ts, true, false, false, vd, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL}
+#define AROW(nm, id, bl, ts, ex) [id] = {nm, id, bl, ts, true, false, false, -1, ex, NULL, NULL, NULL, NULL, NULL, NULL, NULL}
 
 static qk_type_traits table[QK_TYPE_MAX] = {
     ROW("f32", QK_F32, 1, 4, false, false, true, QK_F32),
@@ -55,6 +61,22 @@ static qk_type_traits table[QK_TYPE_MAX] = {
     ROW("u32", QK_U32, 1, 4, false, false, false, -1),
     ROW("u64", QK_U64, 1, 8, false, false, false, -1),
     ROW("bool", QK_BOOL, 1, 1, false, false, false, -1),
+    WROW("w_fp8", QK_W_FP8, 1, 1, QK_F32),        /* E4M3/E5M2 codes; float or E8M0 (MXFP8) scales */
+    WROW("w_int8", QK_W_INT8, 1, 1, QK_F32),
+    WROW("w_pack", QK_W_PACK, 1, 1, QK_F32),     /* codes of 1 to 8 bits: qk_wq.bits */
+    WROW("w_nvfp4", QK_W_NVFP4, 2, 1, QK_F32),
+    WROW("w_mxfp4", QK_W_MXFP4, 2, 1, QK_F32),
+    WROW("w_awq", QK_W_AWQ, 1, 1, QK_F32),
+    WROW("w_gptq", QK_W_GPTQ, 1, 1, QK_F32),
+    WROW("w_mlx", QK_W_MLX, 1, 1, QK_F32),
+    WROW("w_bnb4", QK_W_BNB4, 2, 1, QK_F32),
+    WROW("w_bnb8", QK_W_BNB8, 1, 1, QK_F32),
+    AROW("a_fp8", QK_A_FP8, 1, 4, 0),              /* fake-quantized floats */
+    AROW("a_mxfp8", QK_A_MX8, 1, 4, 0),
+    AROW("a_mxfp4", QK_A_MX4, 1, 4, 0),
+    AROW("a_int8", QK_A_I8, 1, 1, QK_A_I8_HEAD),  /* header, int8 codes */
+    AROW("a_nvfp4", QK_A_NV4, 16, 20, 0),          /* 16 int8 codes and a float multiplier a block */
+    AROW("a_llm_int8", QK_A_I8O, 1, 5, QK_A_I8_HEAD), /* header, int8 codes, float outliers */
 };
 
 static const qk_kernel_ops *const families[] = {
@@ -81,6 +103,12 @@ static void merge(void)
                 t->vec_dot = op->vec_dot;
         }
     }
+    for (const qk_wq_ops *op = qk_ops_wq; op->id >= 0; op++) {
+        qk_type_traits *t = &table[op->id];
+        t->wq_rows = op->wq_rows;
+        t->wq_tile = op->wq_tile;
+        t->wq_act = op->wq_act;
+    }
 }
 
 const qk_type_traits *qk_type_get(int id)
@@ -104,7 +132,7 @@ size_t qk_row_size(int id, int64_t ncols)
     const qk_type_traits *t = qk_type_get(id);
     if (!t || ncols < 0 || ncols % t->blck != 0)
         return 0;
-    return (size_t)(ncols / t->blck) * t->type_size;
+    return (size_t)(ncols / t->blck) * t->type_size + t->row_extra;
 }
 
 double qk_type_bpw(int id)

@@ -35,6 +35,12 @@ typedef enum qk_type {
     QK_EXT_BASE = 64,
     QK_F8_E4M3 = 64, QK_F8_E5M2 = 65, QK_E8M0 = 66,
     QK_U8 = 67, QK_U16 = 68, QK_U32 = 69, QK_U64 = 70, QK_BOOL = 71,
+    /* qk-only weight layouts of quantized Hugging Face checkpoints: their parts
+     * are separate tensors, seen through a qk_wq (kernels/wq.h) */
+    QK_W_FP8 = 80, QK_W_INT8 = 81, QK_W_PACK = 82, QK_W_NVFP4 = 83, QK_W_MXFP4 = 84,
+    QK_W_AWQ = 86, QK_W_GPTQ = 87, QK_W_MLX = 88, QK_W_BNB4 = 89, QK_W_BNB8 = 90,
+    /* ... and the activation encodings of their schemes (wq.h) */
+    QK_A_FP8 = 96, QK_A_MX8 = 97, QK_A_MX4 = 98, QK_A_I8 = 99, QK_A_NV4 = 100, QK_A_I8O = 101,
     QK_TYPE_MAX = 128
 } qk_type;
 
@@ -55,6 +61,13 @@ typedef void (*qk_from_float_fn)(const float *src, void *dst, int64_t n);
  * (vec_dot_type) of n elements. */
 typedef float (*qk_vec_dot_fn)(int64_t n, const void *x, const void *y);
 
+/* The kernels of the parted weight layouts (QK_W_*, QK_A_*): kernels/wq.h. */
+struct qk_wq;
+typedef void (*qk_wq_rows_fn)(const struct qk_wq *w, int64_t r0, int64_t nr, float *out);
+typedef void (*qk_wq_tile_fn)(const struct qk_wq *w, int64_t r0, int nr, const void *y, size_t ys,
+                              int nt, float *out, size_t ldo);
+typedef void (*qk_wq_act_fn)(const struct qk_wq *w, const float *x, void *dst, int64_t n);
+
 typedef struct qk_kernel_ops {
     int id;
     qk_to_float_fn to_float;
@@ -62,6 +75,14 @@ typedef struct qk_kernel_ops {
     qk_from_float_fn from_float;
     qk_vec_dot_fn vec_dot;
 } qk_kernel_ops;
+
+/* The parted layouts' rows (wq.c), merged into the same table. */
+typedef struct qk_wq_ops {
+    int id;
+    qk_wq_rows_fn wq_rows;   /* QK_W_*: row decoder, products */
+    qk_wq_tile_fn wq_tile;
+    qk_wq_act_fn wq_act;     /* QK_A_*: activation encoder */
+} qk_wq_ops;
 
 typedef struct qk_type_traits {
     const char *name;   /* canonical name, ggml's spelling (case-insensitive lookup) */
@@ -72,10 +93,14 @@ typedef struct qk_type_traits {
     bool needs_imatrix; /* encoding requires an importance matrix (ggml_quantize_requires_imatrix) */
     bool in_gguf;       /* a GGUF file may hold it */
     int vec_dot_type;   /* activation type of the dot product; -1 if none */
+    size_t row_extra;   /* bytes of a row besides its blocks (QK_A_I8's header) */
     qk_to_float_fn to_float;
     qk_quantize_fn quantize;
     qk_from_float_fn from_float;
     qk_vec_dot_fn vec_dot;
+    qk_wq_rows_fn wq_rows;
+    qk_wq_tile_fn wq_tile;
+    qk_wq_act_fn wq_act;
 } qk_type_traits;
 
 /* Row for id, or NULL for an unknown or removed id. */
@@ -101,5 +126,6 @@ extern const qk_kernel_ops qk_ops_ternary[];  /* TQ1_0 TQ2_0 */
 extern const qk_kernel_ops qk_ops_micro[];    /* MXFP4 NVFP4 */
 extern const qk_kernel_ops qk_ops_lowbit[];   /* Q1_0 Q2_0 */
 extern const qk_kernel_ops qk_ops_elements[]; /* F8_E4M3 F8_E5M2 E8M0 (checkpoint element types) */
+extern const qk_wq_ops qk_ops_wq[];           /* QK_W_* QK_A_* (parted checkpoint layouts, wq.h) */
 
 #endif

@@ -62,6 +62,24 @@ for r in rows:
 assert d["meta"]["repetitions"] == 3 and d["meta"]["kv_cache"] == "f16"
 PY
 
+# model -d: every test at every depth, named as llama-bench names them; the
+# roofline from read bursts measured in the run (a small buffer: smoke test)
+expect 2 $B model -m "$M" -p 8 -n 0 -d -1
+expect 2 $B model -m "$M" -p 8 -n 0 -d x
+expect 0 $B model -m "$M" -p 8 -n 4 -d 0,16 -r 2 -t 1 --size 4 --json
+py "$T/out" <<'PY' && ok || bad "model -d rows"
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = d["rows"]
+assert [r["test"] for r in rows] == ["pp8", "pp8 @ d16", "tg4", "tg4 @ d16"], rows
+assert [r["n_depth"] for r in rows] == [0, 16, 0, 16]
+for r in rows[2:]:
+    assert r["read_gbps"] > 0 and r["roofline_pct"] > 0, r
+    assert r["bytes_per_token"] > 0
+assert rows[3]["bytes_per_token"] > rows[2]["bytes_per_token"]  # the 16 cached positions
+assert d["meta"]["read_burst_bytes"] > 0
+PY
+
 # model -o csv: rectangular, statistics split in three columns
 expect 0 $B model -m "$M" -p 8 -n 2 -r 1 -t 1 --no-roofline --kv-cache f32 -o csv
 py "$T/out" <<'PY' && ok || bad "model csv structure"
@@ -106,7 +124,9 @@ for i, r in enumerate(rows):
     for k in ["packed_dot_gbps", "packed_gemm_gflops"]:
         assert (r[k] is not None and r[k] > 0) if packed else r[k] is None, (r["type"], r["level"], k)
     assert r["rows"] == 16 and r["cols"] == 512 and r["tokens"] == 4 and r["threads"] == 1
-    assert len(r["impl"].split("/")) == 3
+    impl = r["impl"].split("/")  # dot/encode/decode/pack levels, each no higher than the row's
+    assert len(impl) == 4 and (impl[3] == "-") == (not packed), impl
+    assert all(x in ("-", "none") or levels.index(x) <= levels.index(r["level"]) for x in impl), impl
 PY
 expect 0 $B kernels --types q4_K --levels scalar --shape 4x256 --time-ms 0 -r 1 --no-blas -o csv
 [ "$(wc -l <"$T/out")" = 2 ] && ok || bad "kernels csv: want header + 1 row"

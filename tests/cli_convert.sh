@@ -14,3 +14,6 @@ printf '{"architectures": ["FooForCausalLM"], "model_type": "llama"}\n' >"$T/cv/
 printf '{}' >"$T/cv/model.safetensors.index.json"
 expect 2 "$QK" convert "$T/cv"
 ls "$T/cv" | grep -q '\.gguf$' && bad "convert wrote a file on refusal" || ok
+# qk-quant MODEL_DIR refuses what qk-convert refuses, and leaves nothing (no output, no temporary file)
+expect 2 "$QK" quant "$T/cv" "$T/cv/q.gguf" Q4_0
+ls -A "$T/cv" | grep -q 'gguf' && bad "quant MODEL_DIR left a file on refusal" || ok

@@ -62,6 +62,21 @@ for d_l in $d_levels; do
     d_same "Q8_0 QK_CPU=$d_l -t 2 -b 1" "$T/d_q8ref" "$T/d_out" "$d_l" -m "$D_Q8" --tokens-in "$T/d_ids24" -t 2 -b 1
 done
 
+# K-quant and IQ4_XS weights (the packed super-block kernels of every level):
+# stories4M quantized here, then every level, prompt batches and one-token
+# steps, gives the bytes of the default run
+for d_p in Q4_K_M Q5_K_M IQ4_XS; do
+    if "$QK" quant goldens/models/stories4M/stories4M-f32.gguf "$T/d_$d_p.gguf" $d_p >/dev/null 2>"$T/err"; then ok; else
+        bad "qk-quant stories4M $d_p: $(cat "$T/err")"
+        continue
+    fi
+    d_run "$T/d_kref" "" -m "$T/d_$d_p.gguf" --tokens-in "$T/d_ids24" -t 1 && ok || bad "qk-run on $d_p: $(cat "$T/err")"
+    for d_l in $d_levels; do
+        d_same "$d_p QK_CPU=$d_l -t 2 -b 7" "$T/d_kref" "$T/d_out" "$d_l" -m "$T/d_$d_p.gguf" --tokens-in "$T/d_ids24" -t 2 -b 7
+        d_same "$d_p QK_CPU=$d_l -t 2 -b 1" "$T/d_kref" "$T/d_out" "$d_l" -m "$T/d_$d_p.gguf" --tokens-in "$T/d_ids24" -t 2 -b 1
+    done
+    rm -f "$T/d_$d_p.gguf"
+done
 # float activations (--act-type f32): the float-activation products, their
 # own order at every level; and not the default arithmetic's logits
 d_run "$T/d_f32ref" "" -m "$D_Q8" --tokens-in "$T/d_ids24" -t 1 --act-type f32 && ok ||

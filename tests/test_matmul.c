@@ -6,7 +6,8 @@
  *   Q8_0, Q4_K, Q6_K, IQ4_XS: four activation encodings) gives the bytes of
  *   one qk_matmul per weight, for one token and for a batch, with 1 and 2
  *   threads;
- * - weights repacked for the level's packed kernels give the same bytes. */
+ * - weights repacked for each level's packed kernels give the scalar
+ *   reference's bytes, at every level the CPU supports. */
 #include <string.h>
 
 #include "kernels/cpu.h"
@@ -107,10 +108,86 @@ Test(matmul, one_and_several_weights_equal_vec_dot)
     free(x);
 }
 
-/* Repacked weights (qk_weight_pack) give the same bytes as the rows they
- * came from, for every type with a packed kernel at the active level, on
- * rows long enough to cross the kernels' internal spans of blocks. */
+/* Repacked weights give the same bytes as the rows they came from, on rows
+ * long enough to cross the kernels' internal spans of blocks:
+ * - at every SIMD level the CPU supports (the ones it lacks are named in the
+ *   log), each type with a packed kernel there: the level's pack and
+ *   packed_tile, in the engine's tiles (qk_pack_tile_rows) and in odd
+ *   numbers of groups, against the scalar reference (scalar encoder,
+ *   scalar vec_dot);
+ * - the engine path (qk_weight_pack, qk_matmul with 1 and 2 threads) at the
+ *   active level. */
 #define LONG 16896 /* 528 blocks of 32, 66 of 256: each packed kernel's spans of blocks (512 and 16) end in a partial one */
+#define PROWS 48
+
+/* The scalar reference of w against nt rows of x (rows of w->cols floats). */
+static void scalar_reference(const qk_weight *w, const float *x, int nt, float *y)
+{
+    const qk_kernels *ks = qk_kernels_at(w->type, QK_CPU_SCALAR);
+    const int vt = qk_type_get(w->type)->vec_dot_type;
+    const size_t ar = qk_row_size(vt, w->cols);
+    uint8_t *a = malloc(ar * (size_t)nt);
+    cr_assert(a);
+    for (int k = 0; k < nt; k++)
+        qk_kernels_at(vt, QK_CPU_SCALAR)->from_float(x + (size_t)k * w->cols, a + k * ar, w->cols);
+    for (int k = 0; k < nt; k++)
+        for (int64_t r = 0; r < w->rows; r++)
+            y[(size_t)k * w->rows + r] = ks->vec_dot(w->cols, w->data + r * w->row_size, a + k * ar);
+    free(a);
+}
+
+/* The level's packed kernel of w against nt rows of x, rows in tiles of
+ * `tile` rows (whole groups). */
+static void level_packed(const qk_kernels *k, int level, const qk_weight *w, const float *x, int nt, size_t tile,
+                         float *y)
+{
+    const int vt = qk_type_get(w->type)->vec_dot_type;
+    const size_t ar = qk_row_size(vt, w->cols), gs = k->pack_size(w->cols);
+    const size_t nrow = (size_t)w->rows;
+    uint8_t *a = malloc(ar * (size_t)nt), *p = malloc(gs * (nrow / QK_PACK_ROWS));
+    cr_assert(a && p);
+    for (int t = 0; t < nt; t++)
+        qk_kernels_at(vt, level)->from_float(x + (size_t)t * w->cols, a + t * ar, w->cols);
+    for (size_t g = 0; g < nrow / QK_PACK_ROWS; g++)
+        k->pack(w->cols, w->data + g * QK_PACK_ROWS * w->row_size, w->row_size, p + g * gs);
+    for (size_t r0 = 0; r0 < nrow; r0 += tile) {
+        const size_t nr = nrow - r0 < tile ? nrow - r0 : tile;
+        k->packed_tile(w->cols, p + r0 / QK_PACK_ROWS * gs, (int)(nr / QK_PACK_ROWS), a, ar, nt, y + r0, nrow);
+    }
+    free(a), free(p);
+}
+
+/* Every level's packed kernel of type on nrows rows of cols columns. */
+static void check_packed_type(int type, int nrows, int64_t cols, const float *x, uint64_t *s)
+{
+    const int ntoks[4] = {1, 5, 9, NTOK};
+    qk_weight w = make_weight_cols(type, nrows, (int)cols, s);
+    const size_t n = (size_t)nrows * sizeof(float);
+    for (int c = 0; c < 4; c++) {
+        const int nt = ntoks[c];
+        float *want = malloc(n * (size_t)nt), *got = malloc(n * (size_t)nt);
+        cr_assert(want && got);
+        scalar_reference(&w, x, nt, want);
+        for (int level = 1; level <= (int)qk_cpu_supported(); level++) {
+            const qk_kernels *k = qk_kernels_at(type, level);
+            if (!k->pack || !k->pack_size(cols))
+                continue;
+            const size_t tiles[3] = {qk_pack_tile_rows(k, nt), 3 * QK_PACK_ROWS, QK_PACK_ROWS};
+            for (int ti = 0; ti < 3; ti++) {
+                memset(got, 0xff, n * (size_t)nt);
+                level_packed(k, level, &w, x, nt, tiles[ti], got);
+                cr_assert(!memcmp(got, want, n * (size_t)nt), "packed %s at %s, %dx%lld, %d tokens, tiles of %zu rows",
+                          qk_type_get(type)->name, qk_cpu_level_name(level), nrows, (long long)cols, nt, tiles[ti]);
+            }
+            if (c == 0)
+                cr_log_info("packed %s at %s (its kernel from %s), %dx%lld: bitwise equal to the scalar "
+                            "reference", qk_type_get(type)->name, qk_cpu_level_name(level),
+                            qk_cpu_level_name(k->level_pack), nrows, (long long)cols);
+        }
+        free(want), free(got);
+    }
+    free((void *)w.data);
+}
 
 Test(matmul, packed_weights_equal_vec_dot)
 {
@@ -119,16 +196,46 @@ Test(matmul, packed_weights_equal_vec_dot)
     cr_assert(x);
     for (int i = 0; i < LONG * NTOK; i++)
         x[i] = tu_gauss(&s);
-    if (qk_cpu_level_active() >= QK_CPU_AVX2)
-        cr_assert(qk_kernels_for(QK_Q4_0)->pack && qk_kernels_for(QK_Q4_K)->pack && qk_kernels_for(QK_Q5_K)->pack,
+    if (qk_cpu_supported() >= QK_CPU_AVX2)
+        cr_assert(qk_kernels_at(QK_Q4_0, QK_CPU_AVX2)->pack && qk_kernels_at(QK_Q4_K, QK_CPU_AVX2)->pack &&
+                      qk_kernels_at(QK_Q5_K, QK_CPU_AVX2)->pack,
                   "AVX2 packs Q4_0, Q4_K, Q5_K");
+    for (int level = QK_CPU_SCALAR + 1; level < QK_CPU_LEVELS; level++)
+        if (level > (int)qk_cpu_supported())
+            cr_log_info("packed kernels: level %s not supported by this CPU: skipped", qk_cpu_level_name(level));
     int npacked = 0;
+    for (int type = 0; type < QK_TYPE_MAX; type++) {
+        if (!qk_type_get(type) || !qk_kernels_at(type, QK_CPU_SCALAR)->vec_dot)
+            continue;
+        bool any = false;
+        for (int level = 1; level <= (int)qk_cpu_supported(); level++)
+            any |= qk_kernels_at(type, level)->pack != NULL;
+        if (!any)
+            continue;
+        check_packed_type(type, PROWS, LONG, x, &s);
+        /* 17 groups: whole tiles of the largest (128 rows), then an odd group */
+        check_packed_type(type, 136, 1024, x, &s);
+        /* F16, BF16: a last span of columns with an odd number of 8-element chunks */
+        if (qk_row_size(type, 1000))
+            check_packed_type(type, PROWS, 1000, x, &s);
+        npacked++;
+    }
+    cr_log_info("%d packed types", npacked);
+    free(x);
+}
+
+Test(matmul, packed_engine_path)
+{
+    uint64_t s = 12;
+    float *x = malloc(sizeof(float) * LONG * NTOK);
+    cr_assert(x);
+    for (int i = 0; i < LONG * NTOK; i++)
+        x[i] = tu_gauss(&s);
     for (int type = 0; type < QK_TYPE_MAX; type++) {
         const qk_kernels *k = qk_kernels_for(type);
         if (!k || !k->pack)
             continue;
-        npacked++;
-        qk_weight w = make_weight_cols(type, 48, LONG, &s), odd = make_weight(type, 44, &s);
+        qk_weight w = make_weight_cols(type, PROWS, LONG, &s), odd = make_weight(type, 44, &s);
         void *mem, *none;
         qk_err err = {0};
         cr_assert_eq(qk_weight_pack(&w, &mem, &err), 0, "%s", err.msg);
@@ -138,14 +245,14 @@ Test(matmul, packed_weights_equal_vec_dot)
         const int ntoks[3] = {1, 5, NTOK};
         for (int c = 0; c < 3; c++) {
             const int nt = ntoks[c];
-            float *want = malloc(sizeof(float) * 48 * (size_t)nt), *got = malloc(sizeof(float) * 48 * (size_t)nt);
+            float *want = malloc(sizeof(float) * PROWS * (size_t)nt), *got = malloc(sizeof(float) * PROWS * (size_t)nt);
             cr_assert(want && got);
-            reference(&w, x, nt, want);
+            scalar_reference(&w, x, nt, want);
             for (int threads = 1; threads <= 2; threads++) {
                 qk_matmul_ws ws = {0};
-                memset(got, 0xff, sizeof(float) * 48 * (size_t)nt);
+                memset(got, 0xff, sizeof(float) * PROWS * (size_t)nt);
                 cr_assert_eq(qk_matmul(&w, x, nt, got, &ws, threads, &err), 0, "%s", err.msg);
-                cr_assert(!memcmp(got, want, sizeof(float) * 48 * (size_t)nt), "packed %s, %d tokens, %d threads",
+                cr_assert(!memcmp(got, want, sizeof(float) * PROWS * (size_t)nt), "packed %s, %d tokens, %d threads",
                           qk_type_get(type)->name, nt, threads);
                 qk_matmul_ws_free(&ws);
             }
@@ -154,7 +261,6 @@ Test(matmul, packed_weights_equal_vec_dot)
         free(mem);
         free((void *)w.data), free((void *)odd.data);
     }
-    cr_log_info("%d packed types", npacked);
     /* F16 rows of a length that is no multiple of 8 keep ggml_vec_dot_f16's
      * order (kernels/float.c), which has no packed kernel: not packed */
     if (qk_kernels_for(QK_F16)->pack) {

@@ -278,12 +278,13 @@ ParameterizedTest(int *id, simd, dots)
 /* ---- activation encoders and decoders ---------------------------------------- */
 
 /* Rows that stress the encoders: zeros, ties after scaling, huge and tiny
- * values, infinities, NaNs, equal +max and -max. */
+ * values, infinities, NaNs, equal +max and -max, and blocks of subnormals
+ * (127 / amax overflows to infinity). */
 static void special_row(float *x, int64_t n, uint64_t *rng)
 {
     for (int64_t i = 0; i < n; i++) {
         const int64_t blk = i / 32, j = i % 32;
-        switch (blk % 8) {
+        switch (blk % 9) {
         case 0: x[i] = 0.0f; break;
         case 1: x[i] = (float)(j - 16) * 0.5f + (j == 0 ? 127.0f * 0.5f : 0); break; /* ties */
         case 2: x[i] = j == 5 ? __builtin_inff() : tu_gauss(rng); break;
@@ -291,7 +292,8 @@ static void special_row(float *x, int64_t n, uint64_t *rng)
         case 4: x[i] = j == 3 ? -2.0f : j == 7 ? 2.0f : tu_gauss(rng) * 0.1f; break;
         case 5: x[i] = tu_gauss(rng) * 1e-30f; break;
         case 6: x[i] = tu_gauss(rng) * 1e30f; break;
-        default: x[i] = (float)(int)(tu_gauss(rng) * 64) / 2; break; /* many exact halves */
+        case 7: x[i] = (float)(int)(tu_gauss(rng) * 64) / 2; break; /* many exact halves */
+        default: x[i] = tu_gauss(rng) * 1e-40f; break;                /* subnormals */
         }
     }
 }
@@ -398,6 +400,8 @@ ParameterizedTest(int *id, simd, codecs)
             free(q);
             tested++;
         }
+        if (kl->level_from == level || kl->level_quantize == level || kl->level_to == level)
+            cr_log_info("%s %s: its own codecs bytewise equal to scalar", t->name, qk_cpu_level_name(level));
     }
     if (!tested)
         cr_skip_test("%s: no SIMD codec on this CPU", t->name);
@@ -436,6 +440,8 @@ Test(simd, levels)
     }
     cr_log_info("cpu: supported %s, active %s, vnni %d", qk_cpu_level_name(qk_cpu_supported()),
                 qk_cpu_level_name(qk_cpu_level_active()), qk_cpu_has_vnni());
+    for (int l = (int)qk_cpu_supported() + 1; l < QK_CPU_LEVELS; l++)
+        cr_log_info("level %s not supported by this CPU: its kernels are not tested here", qk_cpu_level_name(l));
 }
 
 /* Prompt-sized tiles (up to 16 weight rows x 40 tokens, several K blocks):

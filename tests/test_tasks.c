@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "lib/core/files.h"
-#include "lib/engine/model_open.h"
+#include "lib/engine/modelfile.h"
 #include "lib/eval/tasks.h"
 #include "lib/eval/tasks_cmd.h"
 #include "tests/testutil.h"
@@ -256,7 +256,7 @@ static void run_case(const gcase *g)
     }
     qk_model_file mf;
     qk_err err = {0};
-    cr_assert_eq(qk_model_file_open(&mf, model, &err), 0, "%s", err.msg);
+    cr_assert_eq(qk_model_file_open(&mf, model, true, &err), 0, "%s", err.msg);
     qk_tokenizer *tok = qk_tok_from_gguf(mf.g, &err);
     cr_assert(tok, "%s", err.msg);
     qk_tasks_opts to = {.kind = g->kind, .bin_file = g->kind == QK_TASK_MC ? g->file : NULL};
@@ -369,7 +369,7 @@ Test(tasks_llama, task_longer_than_context)
 {
     qk_model_file mf;
     qk_err err = {0};
-    cr_assert_eq(qk_model_file_open(&mf, S260, &err), 0, "%s", err.msg);
+    cr_assert_eq(qk_model_file_open(&mf, S260, true, &err), 0, "%s", err.msg);
     qk_tokenizer *tok = qk_tok_from_gguf(mf.g, &err);
     size_t len;
     char *buf = tu_read(HS, &len);

@@ -5,6 +5,10 @@
  *   ckpt-tool --list DIR      logical tensors: name layout scheme shape
  *   ckpt-tool --elements      decode table of every element format: NAME CODE F32-BITS (hex)
  *   ckpt-tool --encode NAME   raw F32 on stdin -> one code byte each on stdout (QK_ENC_NONSAT)
+ *   ckpt-tool --matmul DIR WEIGHT N
+ *                             N input rows (raw F32, the weight's columns each) on stdin -> the
+ *                             engine's product with the model's WEIGHT (its HF name: a quantized
+ *                             module's MODULE.weight computed on its stored parts), raw F32 rows
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +18,8 @@
 #include "lib/quant/ckpt_write.h"
 #include "kernels/elements.h"
 #include "kernels/half.h"
+#include "lib/engine/hfmodel.h"
+#include "lib/engine/matmul.h"
 
 static int list(const char *dir)
 {
@@ -65,6 +71,52 @@ static int encode(const char *name)
     return 0;
 }
 
+static const qk_weight *weight_named(const qk_model *m, const char *name)
+{
+    const size_t n = strlen(name);
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const qk_layer *l = &m->layers[il];
+        const qk_weight *ws[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            if ((size_t)ws[i]->name_len == n && memcmp(ws[i]->name, name, n) == 0)
+                return ws[i];
+    }
+    return (size_t)m->output.name_len == n && memcmp(m->output.name, name, n) == 0 ? &m->output : NULL;
+}
+
+static int matmul(const char *dir, const char *name, int n_tok)
+{
+    qk_err err = {0};
+    qk_hfmodel *h;
+    if (qk_hfmodel_open(&h, dir, &err))
+        return qk_err_report("ckpt-tool", &err);
+    const qk_weight *w = weight_named(&h->m, name);
+    int rc = 0;
+    float *x = NULL, *y = NULL;
+    if (!w || n_tok < 1) {
+        fprintf(stderr, "ckpt-tool: %s: no matrix %s\n", dir, name);
+        rc = 2;
+        goto done;
+    }
+    x = malloc((size_t)n_tok * (size_t)w->cols * sizeof *x);
+    y = malloc((size_t)n_tok * (size_t)w->rows * sizeof *y);
+    if (!x || !y || fread(x, sizeof *x, (size_t)n_tok * (size_t)w->cols, stdin) != (size_t)n_tok * (size_t)w->cols) {
+        fprintf(stderr, "ckpt-tool: expected %d rows of %lld floats on stdin\n", n_tok, (long long)w->cols);
+        rc = 2;
+        goto done;
+    }
+    qk_matmul_ws ws = {0};
+    if (qk_matmul(w, x, n_tok, y, &ws, 1, &err))
+        rc = qk_err_report("ckpt-tool", &err);
+    else
+        fwrite(y, sizeof *y, (size_t)n_tok * (size_t)w->rows, stdout);
+    qk_matmul_ws_free(&ws);
+done:
+    free(x), free(y);
+    qk_hfmodel_close(h);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     qk_ckpt_opts o = {.quiet = true};
@@ -76,6 +128,8 @@ int main(int argc, char **argv)
         return elements();
     if (argc == 3 && strcmp(argv[1], "--encode") == 0)
         return encode(argv[2]);
+    if (argc == 5 && strcmp(argv[1], "--matmul") == 0)
+        return matmul(argv[2], argv[3], atoi(argv[4]));
     for (; i < argc - 2; i++) {
         if (!strcmp(argv[i], "--to") && i + 1 < argc - 2)
             to = argv[++i];

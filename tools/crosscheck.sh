@@ -4,15 +4,18 @@
 #
 #   tools/crosscheck.sh [BUILD]      (BUILD defaults to build)
 #
-# Creates BUILD/crosscheck-venv with ml_dtypes, safetensors, numpy and,
-# unless QK_CROSSCHECK_NO_TORCH=1, torch + compressed-tensors (PyPI's torch
-# for Linux x86-64 is the CUDA build: a few GB to download once), then runs
-# tools/crosscheck.py, which drives BUILD/tools/ckpt-tool (make crosscheck
-# builds it first).  With LLAMA_CPP set, also the qk-convert and pre-tokenizer
-# goldens (see below).
+# Creates BUILD/crosscheck-venv (or uses CROSSCHECK_VENV, e.g. /work/venv)
+# with ml_dtypes, safetensors, numpy and, unless QK_CROSSCHECK_NO_TORCH=1,
+# torch + compressed-tensors + transformers + llmcompressor (PyPI's torch for
+# Linux x86-64 is the CUDA build: a few GB to download once), then runs
+# tools/crosscheck.py (the formats against ml_dtypes and compressed-tensors,
+# through BUILD/tools/ckpt-tool, which make crosscheck builds first) and
+# tools/crosscheck_hf.py (qk-run on llm-compressor's checkpoints against
+# transformers, and mlx-lm's when mlx is installed).  With LLAMA_CPP set, also
+# the qk-convert and pre-tokenizer goldens (see below).
 set -eu
 B=${1:-build}
-VENV=$B/crosscheck-venv
+VENV=${CROSSCHECK_VENV:-$B/crosscheck-venv}
 PY=${PYTHON:-python3}
 if [ ! -x "$VENV/bin/python" ]; then
     "$PY" -m venv "$VENV"
@@ -22,11 +25,20 @@ if [ ! -f "$stamp" ]; then
     "$VENV/bin/pip" install -q --disable-pip-version-check numpy ml_dtypes safetensors
     if [ "${QK_CROSSCHECK_NO_TORCH:-0}" != 1 ]; then
         "$VENV/bin/pip" install -q --disable-pip-version-check torch compressed-tensors transformers \
-            tokenizers sentencepiece
+            llmcompressor datasets zstandard tokenizers sentencepiece
     fi
     touch "$stamp"
 fi
 "$VENV/bin/python" tools/crosscheck.py --build "$B" || status=1
+# quantized HF checkpoints run by qk against transformers (needs llmcompressor, transformers)
+if [ "${QK_CROSSCHECK_NO_TORCH:-0}" != 1 ]; then
+    "$VENV/bin/python" tools/crosscheck_hf.py --build "$B" || status=1
+    # qk's W8A8-INT8 decode against transformers' quantize_dynamic int8 on bench250m (a timing: no gate)
+    if BENCH_PREPARE_ONLY=1 PYTHON="$VENV/bin/python" QK_BIN="$B/qk" sh tools/bench-hf.sh; then
+        "$VENV/bin/python" tools/int8_peer.py "$B" "${BENCH_DIR:-$B/bench}/bench250m-hf" \
+            "${BENCH_DIR:-$B/bench}/bench250m-ct-w8a8" "${BENCH_THREADS:-2}" 32 || status=1
+    fi
+fi
 LLAMA_CPP=${LLAMA_CPP:-/work/peers/llama.cpp}
 # the model families (tools/archmodels.py, goldens/arch/README.md): needs
 # transformers and llama.cpp (LLAMA_CPP, a built checkout of the commit in

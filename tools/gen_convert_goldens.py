@@ -51,7 +51,30 @@ CASES = [
     ("qwen3-tiny", "qwen3", torch.bfloat16, QWEN, None, ["--outtype f32"]),
     ("Mixtral-Tiny-v0.1", "mixtral", torch.bfloat16, {"num_local_experts": 4, "num_experts_per_tok": 2}, None,
      ["", "--outtype q8_0"]),
+    ("Qwen3MoE-Tiny", "qwen3_moe", torch.bfloat16,
+     {"vocab_size": 151936, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+      "norm_topk_prob": True}, None,
+     ["", "--outtype q8_0"]),
+    ("Qwen2MoE-Tiny", "qwen2_moe", torch.bfloat16,
+     {"vocab_size": 151936, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+      "shared_expert_intermediate_size": 64}, None, ["", "--outtype q8_0"]),
+    ("Gemma3-Tiny", "gemma3_text", torch.bfloat16,
+     {"num_hidden_layers": 3, "head_dim": 16, "sliding_window": 16,
+      "layer_types": ["sliding_attention", "sliding_attention", "full_attention"]}, None, ["", "--outtype q8_0"]),
+    ("Phi3-Tiny", "phi3", torch.bfloat16,
+     {"original_max_position_embeddings": 64,
+      "rope_scaling": {"type": "longrope", "long_factor": [1.0, 1.3, 1.9, 2.8, 4.0, 5.5, 7.3, 9.4],
+                       "short_factor": [1.0, 1.1, 1.2, 1.4, 1.7, 2.1, 2.6, 3.2]}}, None, ["", "--outtype q8_0"]),
+    ("Gemma2-Tiny", "gemma2", torch.bfloat16,
+     {"vocab_size": 384, "head_dim": 16, "sliding_window": 16}, None, ["", "--outtype q8_0"]),
+    ("GptOss-Tiny", "gpt_oss", torch.bfloat16,
+     {"num_local_experts": 4, "num_experts_per_tok": 2, "head_dim": 16, "sliding_window": 16,
+      "layer_types": ["sliding_attention", "full_attention"]}, None, ["", "--outtype q8_0"]),
 ]
+# Phi3MiniModel.set_vocab reads GPT-2's vocabulary only under this class (else it wants tokenizer.model)
+TOKENIZER_CONFIG = {"Phi3-Tiny": {"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>",
+                                  "model_max_length": 1024, "tokenizer_class": "GPT2Tokenizer",
+                                  "unk_token": "<|endoftext|>"}}
 
 
 def sha256(path):
@@ -83,9 +106,16 @@ def make_case(name, model_type, dtype, extra, shard, case_dir):
                     lines.append("%s %s %s %s" % (f, k, sl.get_dtype(), " ".join(str(d) for d in sl.get_shape())))
         with open(os.path.join(case_dir, "tensors.txt"), "w") as out:
             out.write("\n".join(lines) + "\n")
+    if name in TOKENIZER_CONFIG:
+        with open(os.path.join(case_dir, "tokenizer_config.json"), "w") as out:
+            json.dump(TOKENIZER_CONFIG[name], out, indent=2)
+            out.write("\n")
     if model_type.startswith("qwen"):
         with open(os.path.join(case_dir, "tokenizer_dir"), "w") as out:
             out.write("../qwen2-tokenizer\n")
+    if model_type == "gemma2":  # Gemma2Model.set_vocab reads tokenizer.model only
+        with open(os.path.join(case_dir, "tokenizer_dir"), "w") as out:
+            out.write("../spm-tokenizer\n")
 
 
 def main():

@@ -208,17 +208,12 @@ QK_TARGET_AVX2 static void pv(float *acc, int nq, int hdv, const float *st, int 
             const float *vd = vf + d;
             PV_ROWS(1)
         }
-        for (; d < hdv; d++)
-            for (int i = i0; i < i0 + rm; i++) {
-                float a = acc[(size_t)i * hdv + d];
-                for (int k = 0; k < nk; k++)
-                    a = fmaf(st[(size_t)k * nqp + i], vf[(size_t)k * hdv + d], a);
-                acc[(size_t)i * hdv + d] = a;
-            }
+        if (d < hdv)
+            qk_attn_pv_cols(acc + (size_t)i0 * hdv, rm, hdv, d, sw, nqp, vf, nk);
     }
 }
 
-QK_TARGET_AVX2 static void scale(float *acc, float s, int n)
+QK_TARGET_AVX2 void qk_x86_avx2_attn_scale(float *acc, float s, int n)
 {
     const __m256 sv = _mm256_set1_ps(s);
     int i = 0;
@@ -237,6 +232,6 @@ QK_TARGET_AVX2 static void f16_row(const uint16_t *h, float *f, int n)
         f[i] = qk_f16_to_f32(h[i]);
 }
 
-const qk_attn_kernels qk_x86_avx2_attn = {scores, softmax, pv, scale, f16_row};
+const qk_attn_kernels qk_x86_avx2_attn = {scores, softmax, pv, qk_x86_avx2_attn_scale, f16_row};
 
 #endif

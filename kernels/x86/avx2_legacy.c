@@ -19,6 +19,7 @@
 #include "kernels/fp4.h"
 
 #ifdef QK_X86
+#include <float.h>
 #include <math.h>
 
 #define QK 32
@@ -491,15 +492,17 @@ QK_TARGET_AVX2 static size_t q8_0_quantize(const float *src, void *dst, int64_t 
     (void)imatrix; /* quantize_q8_0 ignores it */
     uint8_t *b = dst;
     /* blocks with an infinity or NaN, whose sequential max the vector max
-     * does not reproduce, go through the table's encoder (legacy.c) */
+     * does not reproduce, and blocks of subnormals, whose 1 / d overflows
+     * (the reference's out-of-range conversions keep the low byte, the
+     * packs saturate), go through the table's encoder (legacy.c) */
     const qk_quantize_fn scalar = qk_type_get(QK_Q8_0)->quantize;
     for (int64_t i = 0; i < nrows * ncols / QK; i++, src += QK, b += Q8_0_SIZE) {
-        if (!qk_all_finite(src, QK)) {
+        const float d = qk_all_finite(src, QK) ? qk_absmax(src, QK) / 127 : NAN;
+        const float id = d ? 1.0f / d : 0.0f;
+        if (!(id <= FLT_MAX)) {
             scalar(src, b, 1, QK, NULL);
             continue;
         }
-        const float d = qk_absmax(src, QK) / 127;
-        const float id = d ? 1.0f / d : 0.0f;
         const __m256 vid = _mm256_set1_ps(id);
         __m256i q[4];
         for (int k = 0; k < 4; k++)

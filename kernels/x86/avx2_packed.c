@@ -167,7 +167,9 @@ static void q4_0_packed_tile(int64_t n, const void *xp, int ng, const void *y, s
  * faster than avx2_legacy.c's GROUP on bench250m Q8_0 tg32, in 64-row tiles). */
 static size_t q8_0_pack_size(int64_t n) { return (size_t)(n / QK) * GROUP * Q8_0_SIZE; }
 
-static void q8_0_pack(int64_t n, const void *x, size_t xs, void *dst)
+/* The layout above with every quant byte XORed with flip (x86.h: the
+ * AVX-512 level stores them offset to unsigned, flip 0x80). */
+void qk_x86_q8_0_pack_xor(int64_t n, const void *x, size_t xs, void *dst, uint8_t flip)
 {
     uint8_t *d = dst;
     for (int64_t b = 0; b < n / QK; b++, d += GROUP * Q8_0_SIZE)
@@ -175,9 +177,12 @@ static void q8_0_pack(int64_t n, const void *x, size_t xs, void *dst)
             const uint8_t *blk = (const uint8_t *)x + (size_t)r * xs + (size_t)b * Q8_0_SIZE;
             d[2 * r] = blk[0], d[2 * r + 1] = blk[1];
             _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
-                memcpy(d + 16 + 32 * j + 4 * r, blk + 2 + 4 * j, 4);
+                for (int k = 0; k < 4; k++)
+                    d[16 + 32 * j + 4 * r + k] = blk[2 + 4 * j + k] ^ flip;
         }
 }
+
+static void q8_0_pack(int64_t n, const void *x, size_t xs, void *dst) { qk_x86_q8_0_pack_xor(n, x, xs, dst, 0); }
 
 QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
 q8_0_packed_span_nt(const uint8_t *g, const uint8_t *const y[PT], const int nt, int64_t b0, int nb,

@@ -35,15 +35,10 @@
 
 #ifdef QK_X86
 
-enum { Q4_K_SIZE = 144, Q5_K_SIZE = 176, PACKED = 1184, PACKED5 = PACKED + 256 };
+enum { Q4_K_SIZE = 144, Q5_K_SIZE = 176 };
 
 static size_t q4_K_pack_size(int64_t n) { return (size_t)(n / QKK) * PACKED; }
 static size_t q5_K_pack_size(int64_t n) { return (size_t)(n / QKK) * PACKED5; }
-
-/* Offset of V[l] in a packed super-block; Q5_K's H[l] follows its V[l], so
- * the kernel reads each block front to back (with H after all of V it ran
- * at two thirds of the speed from memory). */
-static inline size_t v_at(int l, int five) { return 160 + (size_t)(five ? 160 : 128) * (size_t)l; }
 
 /* Row r of a packed super-block at d from its Q4_K/Q5_K block: d and dmin
  * at dm, 12 scale bytes at sc12, the 128 nibble bytes qs (element e: byte

@@ -25,10 +25,7 @@
  * 16320, inside int16, each 16-bit pair two elements of one sub-block, so
  * madd against (sc[2m], sc[2m+1]) scales them, and subtracting corr[l]
  * leaves the reference's exact lane[l]. */
-enum { Q6_K_SIZE = 210, PACKED6 = 144 + 8 * 224 };
-
-/* Offset of quad (l, h) in a packed Q6_K super-block; corr[l] at quad (l, 2). */
-static inline size_t quad_at(int l, int h) { return 144 + 224 * (size_t)l + 96 * (size_t)h; }
+enum { Q6_K_SIZE = 210 };
 
 static size_t q6_K_pack_size(int64_t n) { return (size_t)(n / QKK) * PACKED6; }
 

@@ -99,7 +99,7 @@ PACKED_K_KERNEL(q2_K, PACKED2, ACT_K2, q2_K_span_nt(g, N, nb, a, st))
  * maddubs takes the codebook values' magnitudes against the activation
  * bytes with their signs (exact: Q8_K quants are in [-127, 127], so pairs
  * stay within 2 * 127 * 127), one madd per half to 32 bits. */
-enum { IQ4_XS_SIZE = 136, PACKED4X = 80 + 8 * 128 };
+enum { IQ4_XS_SIZE = 136 };
 
 static size_t iq4_xs_pack_size(int64_t n) { return (size_t)(n / QKK) * PACKED4X; }
 

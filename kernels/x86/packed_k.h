@@ -16,6 +16,20 @@
 enum { Q8_K_SIZE = 292, QKK = 256, GROUP = 8, PT = 4, KC = 16, GMAX = 8 };
 _Static_assert(PT == 4, "the spans are instanced for 1..4 tokens (QK_BY_NT4)");
 
+/* Bytes of a packed super-block of a group (the layouts are described in
+ * avx2_packed_k4.c, avx2_packed_k6.c and avx2_packed_sum.c; the AVX-512
+ * level, avx512_packed_k.c, reads the same). */
+enum { PACKED = 1184, PACKED5 = PACKED + 256, PACKED6 = 144 + 8 * 224, PACKED4X = 80 + 8 * 128 };
+
+/* Offset of V[l] in a packed Q4_K (five 0) or Q5_K (five 1) super-block;
+ * Q5_K's H[l] follows its V[l], so the kernel reads each block front to
+ * back (with H after all of V it ran at two thirds of the speed from
+ * memory). */
+static inline size_t v_at(int l, int five) { return 160 + (size_t)(five ? 160 : 128) * (size_t)l; }
+
+/* Offset of quad (l, h) in a packed Q6_K super-block; corr[l] at quad (l, 2). */
+static inline size_t quad_at(int l, int h) { return 144 + 224 * (size_t)l + 96 * (size_t)h; }
+
 /* Bytes 8j + l of A (j = 0, 1) and of B (j = 2, 3) to d + l * stride + j,
  * for l = 0..7: a [4][8] to [8][4] byte transposition. */
 QK_TARGET_AVX2 static inline void store_lk(__m128i A, __m128i B, uint8_t *d, size_t stride)

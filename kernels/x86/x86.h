@@ -1,6 +1,6 @@
 /* x86.h - SIMD kernel tables of kernels/x86/ (private to kernels/).
  *
- * Each file exports a table of qk_simd_ops rows terminated by {.id = -1};
+ * Each file exports a table of qk_simd_ops (or qk_pack_ops) rows terminated by {.id = -1};
  * cpu.c merges them over the scalar reference.  The functions inside are
  * compiled with __attribute__((target(...))) and must only be called after
  * cpu.c has checked the CPU (qk_kernels_for / qk_kernels_at). */
@@ -41,6 +41,16 @@ extern const qk_pack_ops qk_x86_avx2_packed_k6[];
 extern const qk_pack_ops qk_x86_avx2_packed_sum[];
 extern const qk_pack_ops qk_x86_avx2_packed_f[];
 extern const qk_simd_ops qk_x86_avx512[];
+/* AVX-512 VNNI packed kernels (avx512_packed*.c; merged only where the CPU
+ * has VNNI).  A row with pack NULL keeps the level below's packing. */
+extern const qk_pack_ops qk_x86_avx512_packed[];
+extern const qk_pack_ops qk_x86_avx512_packed_k[];
+extern const qk_pack_ops qk_x86_avx512_packed_f[];
+
+/* avx2_packed.c's Q8_0 packing with every quant byte XORed with flip. */
+void qk_x86_q8_0_pack_xor(int64_t n, const void *x, size_t xs, void *dst, uint8_t flip);
+
+extern const qk_wq_ops qk_x86_avx2_wq[]; /* parted layouts (wq.h): the table's bits */
 /* Float-activation products and the F32 x F32 tile (avx2_f32act.c): the
  * generic tile over any type's to_float at the AVX2 level. */
 extern const qk_simd_ops qk_x86_avx2_f32act[];
@@ -53,6 +63,8 @@ void qk_x86_avx2_gram(double *s, int64_t d, const float *x, int64_t n, int64_t i
 /* Attention inner loops (avx2_attn.c; see attn.h). */
 struct qk_attn_kernels;
 extern const struct qk_attn_kernels qk_x86_avx2_attn;
+extern const struct qk_attn_kernels qk_x86_avx512_attn; /* avx512_attn.c */
+void qk_x86_avx2_attn_scale(float *acc, float s, int n); /* its scale too */
 
 /* Eight-group scale searches (avx2_search.c; see quant_common.h). */
 void qk_x86_avx2_make_qx_quants_x8(int n, int nmax, const float *x, int8_t *L, const float *qw,

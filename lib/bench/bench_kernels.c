@@ -24,7 +24,7 @@ static const qk_col kernel_cols[C_NCOLS] = {
     {"type", "type", NULL, false},
     {"bpw", "bpw", "%.2f", false},
     {"level", "level", NULL, false},
-    {"impl", "dot/enc/dec from", NULL, false},
+    {"impl", "dot/enc/dec/pack from", NULL, false},
     {"quantize_gbps", "quantize GB/s", "%.3g", false},
     {"encode_gbps", "encode GB/s", "%.2f", false},
     {"decode_gbps", "decode GB/s", "%.2f", false},
@@ -341,9 +341,9 @@ static int bench_type(const qk_kernels_bench_opts *o, kjob *j, const qk_type_tra
                 return rc;
         }
         char impl[64];
-        snprintf(impl, sizeof impl, "%s/%s/%s", k->vec_dot ? lvl(k->level_dot) : "-",
+        snprintf(impl, sizeof impl, "%s/%s/%s/%s", k->vec_dot ? lvl(k->level_dot) : "-",
                  ka && ka->from_float ? lvl(ka->level_from) : "-",
-                 k->to_float ? lvl(k->level_to) : "-");
+                 k->to_float ? lvl(k->level_to) : "-", k->packed_tile ? lvl(k->level_pack) : "-");
         qk_report_str(r, C_IMPL, impl);
         qk_report_int(r, C_ROWS, R);
         qk_report_int(r, C_COLS, C);
@@ -422,7 +422,7 @@ int qk_bench_kernels(const qk_kernels_bench_opts *o, qk_report *r, qk_err *err)
     qk_report_meta_num(r, "seconds_per_measurement", oo.seconds, "%g");
     qk_report_note(r, "GB/s: bytes of the encoded type (quantize and encode write them, decode, dot "
                       "and gemm read the weights); GFLOP/s: 2 per multiply-add; median of %d; "
-                      "'dot/enc/dec from': the level each kernel really comes from; packed: the "
+                      "'dot/enc/dec/pack from': the level each kernel really comes from; packed: the "
                       "weights repacked at load as the engine does (qk-run(1)), one token in tiles "
                       "of %d rows (the engine's one-token product only for types whose packed "
                       "kernel is the faster there), gemm in the kernel's own tiles",

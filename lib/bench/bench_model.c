@@ -12,6 +12,7 @@
 #include "lib/bench/bench_stats.h"
 #include "kernels/cpu.h"
 #include "lib/engine/forward.h"
+#include "lib/engine/modelfile.h"
 #include "formats/ftype.h"
 #include "formats/gguf.h"
 #include "lib/core/progress.h"
@@ -19,7 +20,7 @@
 
 enum {
     C_MODEL, C_SIZE, C_PARAMS, C_BPW, C_BACKEND, C_THREADS, C_TEST, C_TS, C_ROOF,
-    C_FILE, C_BYTES, C_NPARAMS, C_NPROMPT, C_NGEN, C_NBATCH, C_KV, C_ACT, C_BPT, C_BW, C_NCOLS
+    C_FILE, C_BYTES, C_NPARAMS, C_NPROMPT, C_NGEN, C_NDEPTH, C_NBATCH, C_KV, C_ACT, C_BPT, C_BW, C_NCOLS
 };
 static const qk_col model_cols[C_NCOLS] = {
     {"model", "model", NULL, false},
@@ -36,6 +37,7 @@ static const qk_col model_cols[C_NCOLS] = {
     {"model_params", "parameters", NULL, true},
     {"n_prompt", "n_prompt", NULL, true},
     {"n_gen", "n_gen", NULL, true},
+    {"n_depth", "n_depth", NULL, true},
     {"n_batch", "n_batch", NULL, true},
     {"kv_cache", "kv cache", NULL, true},
     {"act_type", "activations", NULL, true},
@@ -45,14 +47,17 @@ static const qk_col model_cols[C_NCOLS] = {
 
 /* ---- what a model is and reads ---------------------------------------------------- */
 
-static double weight_bytes(const qk_weight *w) { return (double)w->rows * (double)w->row_size; }
+static double weight_bytes(const qk_weight *w)
+{
+    return w->wq ? (double)w->wq->bytes : (double)w->rows * (double)w->row_size;
+}
 
 void qk_model_decode_bytes(const qk_model *m, int kv_type, int64_t n_past, double *weights,
                            double *kv)
 {
     const qk_hparams *hp = &m->hp;
     const double e = hp->n_embd, f = sizeof(float);
-    double w = (double)m->tok_embd.row_size;          /* one embedding row */
+    double w = weight_bytes(&m->tok_embd) / (double)m->tok_embd.rows; /* one embedding row */
     w += weight_bytes(&m->output) + e * f;            /* lm head, output norm */
     if (m->output_bias)
         w += (double)hp->n_vocab * f;
@@ -96,13 +101,20 @@ static void describe(const qk_gguf *g, const qk_model *m, uint64_t params, char 
     else
         snprintf(size, sizeof size, "%.1fB", params / 1e9);
     uint64_t ft;
-    const char *name = qk_gguf_get_uint(g, "general.file_type", &ft) ? qk_ftype_name((long)ft) : NULL;
+    const char *name = g && qk_gguf_get_uint(g, "general.file_type", &ft) ? qk_ftype_name((long)ft) : NULL;
     if (name) {
         const char *u = strchr(name, '_'); /* drop "MOSTLY_" / "ALL_" */
         snprintf(type, sizeof type, "%s", u ? u + 1 : name);
     } else if (m->hp.n_layer > 0) {
-        const qk_type_traits *t = qk_type_get(m->layers[0].wq.type);
-        snprintf(type, sizeof type, "%s", t ? t->name : "?");
+        /* the first layer's query weight: its type, or a parted layout with its bits and activations */
+        const qk_weight *w = &m->layers[0].wq;
+        const qk_type_traits *t = qk_type_get(w->type);
+        if (w->wq)
+            snprintf(type, sizeof type, "%s%.0d/%s", t->name, w->wq->type == QK_W_PACK || w->wq->type == QK_W_MLX ||
+                     w->wq->type == QK_W_GPTQ || w->wq->type == QK_W_AWQ ? w->wq->bits : 0,
+                     w->wq->act == QK_F32 ? "a16" : qk_type_get(w->wq->act)->name);
+        else
+            snprintf(type, sizeof type, "%s", t ? t->name : "?");
         for (char *p = type; *p; p++)
             *p = (char)toupper((unsigned char)*p);
     }
@@ -128,27 +140,41 @@ typedef struct {
 
 static int32_t rand_token(runner *u) { return (int32_t)(next_rand(&u->rng) % (uint64_t)u->m->hp.n_vocab); }
 
-/* One prompt of n tokens from an empty cache (llama-bench test_prompt). */
-static int time_pp(runner *u, qk_ctx *c, int32_t *toks, int n, double *sec, qk_err *err)
+/* The cache before a timed test: empty (depth 0), or back to the depth
+ * tokens evaluated once by fill_depth. */
+static int rewind_to(qk_ctx *c, int depth, qk_err *err)
+{
+    if (depth)
+        return qk_ctx_rewind(c, depth, err);
+    qk_ctx_reset(c);
+    return 0;
+}
+
+/* One prompt of n tokens after the depth tokens in the cache (llama-bench
+ * test_prompt); the first token is BOS when the cache is empty. */
+static int time_pp(runner *u, qk_ctx *c, int depth, int32_t *toks, int n, double *sec, qk_err *err)
 {
     for (int i = 0; i < n; i++)
-        toks[i] = i == 0 && u->bos >= 0 ? u->bos : rand_token(u);
-    qk_ctx_reset(c);
+        toks[i] = i == 0 && depth == 0 && u->bos >= 0 ? u->bos : rand_token(u);
+    int rc = rewind_to(c, depth, err);
+    if (rc)
+        return rc;
     const double t0 = qk_bench_now();
-    int rc = qk_forward(c, toks, n, u->logits, false, err);
+    rc = qk_forward(c, toks, n, u->logits, false, err);
     *sec = qk_bench_now() - t0;
     return rc;
 }
 
-/* n single-token steps from an empty cache (llama-bench test_gen). */
-static int time_tg(runner *u, qk_ctx *c, int n, double *sec, qk_err *err)
+/* n single-token steps after the depth tokens (llama-bench test_gen). */
+static int time_tg(runner *u, qk_ctx *c, int depth, int n, double *sec, qk_err *err)
 {
-    qk_ctx_reset(c);
-    int32_t tok = u->bos >= 0 ? u->bos : rand_token(u);
+    int rc = rewind_to(c, depth, err);
+    if (rc)
+        return rc;
+    int32_t tok = depth == 0 && u->bos >= 0 ? u->bos : rand_token(u);
     const double t0 = qk_bench_now();
     for (int i = 0; i < n; i++) {
-        int rc = qk_forward(c, &tok, 1, u->logits, false, err);
-        if (rc)
+        if ((rc = qk_forward(c, &tok, 1, u->logits, false, err)))
             return rc;
         tok = rand_token(u);
     }
@@ -156,11 +182,20 @@ static int time_tg(runner *u, qk_ctx *c, int n, double *sec, qk_err *err)
     return 0;
 }
 
+/* depth tokens (BOS first) into an empty cache, untimed. */
+static int fill_depth(runner *u, qk_ctx *c, int32_t *toks, int depth, qk_err *err)
+{
+    for (int i = 0; i < depth; i++)
+        toks[i] = i == 0 && u->bos >= 0 ? u->bos : rand_token(u);
+    qk_ctx_reset(c);
+    return qk_forward(c, toks, depth, NULL, false, err);
+}
+
 typedef struct {
     const qk_model_bench_opts *o;
     qk_report *r;
     qk_progress *pr;
-    double bw[QK_BENCH_LIST_MAX]; /* per entry of o->threads: bytes/s, 0 unknown */
+    qk_bw_burst *burst[QK_BENCH_LIST_MAX]; /* per entry of o->threads, made on first use */
     /* the model in hand */
     const char *path, *desc;
     uint64_t bytes, params;
@@ -169,50 +204,55 @@ typedef struct {
     int32_t *toks;
 } bench;
 
-static int bandwidth(bench *b, int ti, double *out, qk_err *err)
+/* One read burst at threads[ti] (its buffer made on first use). */
+static int burst(bench *b, int ti, double *bw, qk_err *err)
 {
-    const qk_model_bench_opts *o = b->o;
-    if (o->bandwidth != 0) {
-        *out = o->bandwidth;
-        return 0;
-    }
-    if (b->bw[ti] == 0) {
-        int rc = qk_roofline_bandwidth(o->threads[ti], o->bw_bytes, o->bw_passes, &b->bw[ti], err);
+    if (!b->burst[ti]) {
+        int rc = qk_bw_burst_new(&b->burst[ti], b->o->threads[ti], b->o->bw_bytes, err);
         if (rc)
             return rc;
     }
-    *out = b->bw[ti];
-    return 0;
+    return qk_bw_burst_run(b->burst[ti], bw, err);
 }
 
-/* One row: ppP (gen = false) or tgN (gen = true) at threads[ti]. */
-static int run_test(bench *b, bool gen, int n, int ti, qk_err *err)
+/* One row: ppP (gen = false) or tgN (gen = true) after depth cached tokens,
+ * at threads[ti]. */
+static int run_test(bench *b, bool gen, int n, int depth, int ti, qk_err *err)
 {
     const qk_model_bench_opts *o = b->o;
     const int nt = o->threads[ti];
+    const bool bursts = gen && o->bandwidth == 0;
     qk_ctx *c;
-    qk_ctx_params cp = {.n_ctx = n, .n_batch = o->n_batch, .nthreads = nt, .kv_type = o->kv_type,
+    qk_ctx_params cp = {.n_ctx = depth + n, .n_batch = o->n_batch, .nthreads = nt, .kv_type = o->kv_type,
                         .act_type = o->act_type};
     int rc = qk_ctx_new(&c, b->m, &cp, err);
     if (rc)
         return rc;
-    double sec, ts[QK_STATS_MAX];
-    if (o->warmup) {
-        rc = gen ? time_tg(&b->u, c, 1, &sec, err) : time_pp(&b->u, c, b->toks, n, &sec, err);
+    double sec, ts[QK_STATS_MAX], bw[QK_STATS_MAX + 1];
+    if (o->warmup) { /* as llama-bench: from an empty cache */
+        rc = gen ? time_tg(&b->u, c, 0, 1, &sec, err) : time_pp(&b->u, c, 0, b->toks, n, &sec, err);
         qk_progress_add(b->pr, 1);
     }
+    if (!rc && depth)
+        rc = fill_depth(&b->u, c, b->toks, depth, err);
     for (int i = 0; !rc && i < o->reps; i++) {
-        rc = gen ? time_tg(&b->u, c, n, &sec, err) : time_pp(&b->u, c, b->toks, n, &sec, err);
+        if (bursts && (rc = burst(b, ti, &bw[i], err)))
+            break;
+        rc = gen ? time_tg(&b->u, c, depth, n, &sec, err) : time_pp(&b->u, c, depth, b->toks, n, &sec, err);
         ts[i] = sec > 0 ? n / sec : 0;
         qk_progress_add(b->pr, 1);
     }
+    if (!rc && bursts)
+        rc = burst(b, ti, &bw[o->reps], err);
     qk_ctx_free(c);
     if (rc)
         return rc;
 
     qk_report *r = b->r;
-    char test[32], backend[32];
-    snprintf(test, sizeof test, "%s%d", gen ? "tg" : "pp", n);
+    char test[48], backend[32];
+    int len = snprintf(test, sizeof test, "%s%d", gen ? "tg" : "pp", n);
+    if (depth)
+        snprintf(test + len, sizeof test - (size_t)len, " @ d%d", depth);
     snprintf(backend, sizeof backend, "CPU %s", qk_cpu_level_name(qk_cpu_level_active()));
     qk_report_row(r);
     qk_report_str(r, C_MODEL, b->desc);
@@ -228,25 +268,26 @@ static int run_test(bench *b, bool gen, int n, int ti, qk_err *err)
     qk_report_int(r, C_NPARAMS, (int64_t)b->params);
     qk_report_int(r, C_NPROMPT, gen ? 0 : n);
     qk_report_int(r, C_NGEN, gen ? n : 0);
+    qk_report_int(r, C_NDEPTH, depth);
     qk_report_int(r, C_NBATCH, o->n_batch ? o->n_batch : 512);
     qk_report_str(r, C_KV, o->kv_type == QK_F16 ? "f16" : "f32");
     qk_report_str(r, C_ACT, qk_act_type_name(o->act_type));
     if (!gen || o->bandwidth < 0)
         return 0;
-    /* tokens attend to 1..n positions: on average (n + 1) / 2, i.e. n_past (n - 1) / 2 */
-    double wb, kvb, bw;
+    /* token i (0-based) attends to depth + i + 1 positions: on average depth + (n + 1) / 2 */
+    double wb, kvb;
     qk_model_decode_bytes(b->m, o->kv_type, 0, &wb, &kvb);
-    const double per_token = wb + kvb * (n + 1) / 2.0;
-    if ((rc = bandwidth(b, ti, &bw, err)))
-        return rc;
+    const double per_token = wb + kvb * (depth + (n + 1) / 2.0);
+    const double bwm = o->bandwidth > 0 ? o->bandwidth : qk_stats_of(bw, o->reps + 1).median;
     const qk_stats st = qk_stats_of(ts, o->reps);
-    const double pct = 100.0 * per_token * st.mean / bw;
+    const double pct = 100.0 * per_token * st.mean / bwm;
     qk_report_num(r, C_ROOF, pct);
     qk_report_num(r, C_BPT, per_token);
-    qk_report_num(r, C_BW, bw / 1e9);
+    qk_report_num(r, C_BW, bwm / 1e9);
     qk_report_note(r, "%s %s, %d thread%s: decode at %.0f %% of the bandwidth roofline "
-                      "(%.2f MB/token x %.2f t/s / %.2f GB/s)",
-                   b->desc, test, nt, nt == 1 ? "" : "s", pct, per_token / 1e6, st.mean, bw / 1e9);
+                      "(%.2f MB/token x %.2f t/s / %.2f GB/s%s)",
+                   b->desc, test, nt, nt == 1 ? "" : "s", pct, per_token / 1e6, st.mean, bwm / 1e9,
+                   o->bandwidth > 0 ? ", given" : ", median of the read bursts between the repetitions");
     const size_t llc = qk_bench_llc_bytes();
     if (per_token < 2.0 * (double)llc)
         qk_report_note(r, "  (%.2f MB/token is less than twice the %zu MiB last-level cache: the "
@@ -266,51 +307,52 @@ static int max_of(const int *v, int n)
 static int bench_one(bench *b, const char *path, qk_err *err)
 {
     const qk_model_bench_opts *o = b->o;
-    qk_gguf *g = NULL;
-    qk_model m = {0};
-    int rc = qk_gguf_open(&g, path, 0, err);
+    qk_model_file mf;
+    int rc = qk_model_file_open(&mf, path, true, err);
     if (rc)
         return rc;
-    if ((rc = qk_model_load(&m, g, err))) {
-        qk_gguf_close(g);
-        return rc;
-    }
-    uint64_t bytes = 0, params = 0;
-    for (uint64_t i = 0; i < g->n_tensors; i++) {
-        const qk_gguf_tensor *t = &g->tensors[i];
-        bytes += t->nbytes;
-        params += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
-    }
+    const qk_gguf *g = mf.g;
+    const qk_model m = *mf.m;
+    const uint64_t bytes = mf.bytes, params = mf.params;
     char desc[96];
     describe(g, &m, params, desc, sizeof desc);
     uint64_t v;
     bool add_bos = true;
-    qk_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &add_bos);
     b->u = (runner){.m = &m, .bos = -1, .rng = o->seed};
-    if (add_bos && qk_gguf_get_uint(g, "tokenizer.ggml.bos_token_id", &v) && v < (uint64_t)m.hp.n_vocab)
-        b->u.bos = (int32_t)v;
+    if (g) {
+        qk_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &add_bos);
+        if (add_bos && qk_gguf_get_uint(g, "tokenizer.ggml.bos_token_id", &v) && v < (uint64_t)m.hp.n_vocab)
+            b->u.bos = (int32_t)v;
+    } else {
+        const int64_t bos = qk_jsonv_get_i64(mf.hf->hf->config, "bos_token_id", -1);
+        b->u.bos = bos >= 0 && bos < m.hp.n_vocab ? (int32_t)bos : -1;
+    }
     b->path = path;
     b->desc = desc;
     b->bytes = bytes;
     b->params = params;
     b->m = &m;
-    const int max_p = max_of(o->prompts, o->n_prompts);
-    b->toks = malloc((size_t)(max_p > 0 ? max_p : 1) * sizeof *b->toks);
+    const int max_p = max_of(o->prompts, o->n_prompts), max_d = max_of(o->depths, o->n_depths);
+    b->toks = malloc((size_t)(max_p > max_d ? max_p : max_d > 0 ? max_d : 1) * sizeof *b->toks);
     b->u.logits = malloc((size_t)m.hp.n_vocab * sizeof(float));
     if (!b->toks || !b->u.logits)
         rc = qk_errf(err, QK_EIO, "out of memory");
+    /* llama-bench's order: prompts, then generations, each over the depths */
+    const int zero = 0, nd = o->n_depths ? o->n_depths : 1;
+    const int *depths = o->n_depths ? o->depths : &zero;
     for (int i = 0; !rc && i < o->n_prompts; i++)
-        for (int ti = 0; !rc && o->prompts[i] > 0 && ti < o->n_threads; ti++)
-            rc = run_test(b, false, o->prompts[i], ti, err);
+        for (int di = 0; !rc && di < nd; di++)
+            for (int ti = 0; !rc && o->prompts[i] > 0 && ti < o->n_threads; ti++)
+                rc = run_test(b, false, o->prompts[i], depths[di], ti, err);
     for (int i = 0; !rc && i < o->n_gens; i++)
-        for (int ti = 0; !rc && o->gens[i] > 0 && ti < o->n_threads; ti++)
-            rc = run_test(b, true, o->gens[i], ti, err);
+        for (int di = 0; !rc && di < nd; di++)
+            for (int ti = 0; !rc && o->gens[i] > 0 && ti < o->n_threads; ti++)
+                rc = run_test(b, true, o->gens[i], depths[di], ti, err);
     free(b->toks);
     free(b->u.logits);
     b->toks = NULL;
     b->m = NULL;
-    qk_model_free(&m);
-    qk_gguf_close(g);
+    qk_model_file_close(&mf);
     return rc;
 }
 
@@ -318,9 +360,12 @@ int qk_bench_model(const qk_model_bench_opts *o, qk_report *r, qk_err *err)
 {
     qk_report_init(r, "model", model_cols, C_NCOLS);
     if (o->reps < 1 || o->reps > QK_STATS_MAX || o->n_threads < 1 || o->n_threads > QK_BENCH_LIST_MAX ||
-        o->n_prompts > QK_BENCH_LIST_MAX || o->n_gens > QK_BENCH_LIST_MAX)
+        o->n_prompts > QK_BENCH_LIST_MAX || o->n_gens > QK_BENCH_LIST_MAX || o->n_depths > QK_BENCH_LIST_MAX)
         return qk_errf(err, QK_EINPUT, "repetitions must be in [1, %d], 1..%d thread counts",
                        QK_STATS_MAX, QK_BENCH_LIST_MAX);
+    for (int i = 0; i < o->n_depths; i++)
+        if (o->depths[i] < 0)
+            return qk_errf(err, QK_EINPUT, "-d %d: a depth is a count of tokens", o->depths[i]);
     int tests = 0;
     for (int i = 0; i < o->n_prompts; i++)
         tests += o->prompts[i] > 0;
@@ -328,14 +373,16 @@ int qk_bench_model(const qk_model_bench_opts *o, qk_report *r, qk_err *err)
         tests += o->gens[i] > 0;
     qk_progress pr;
     qk_progress_init(&pr, "bench",
-                     (uint64_t)o->n_models * (uint64_t)tests * (uint64_t)o->n_threads *
-                         (uint64_t)(o->reps + o->warmup),
+                     (uint64_t)o->n_models * (uint64_t)tests * (uint64_t)(o->n_depths ? o->n_depths : 1) *
+                         (uint64_t)o->n_threads * (uint64_t)(o->reps + o->warmup),
                      o->quiet);
     bench b = {.o = o, .r = r, .pr = &pr};
     int rc = 0;
     for (int i = 0; !rc && i < o->n_models; i++)
         rc = bench_one(&b, o->models[i], err);
     qk_progress_end(&pr);
+    for (int ti = 0; ti < o->n_threads; ti++)
+        qk_bw_burst_free(b.burst[ti]);
     if (rc)
         return rc;
     char cpu[256];
@@ -349,11 +396,7 @@ int qk_bench_model(const qk_model_bench_opts *o, qk_report *r, qk_err *err)
     qk_report_meta_str(r, "act_type", qk_act_type_name(o->act_type));
     if (o->bandwidth > 0)
         qk_report_meta_num(r, "read_gbps_given", o->bandwidth / 1e9, "%.2f");
-    for (int ti = 0; ti < o->n_threads; ti++)
-        if (b.bw[ti] > 0) {
-            char key[48];
-            snprintf(key, sizeof key, "read_gbps_%dt", o->threads[ti]);
-            qk_report_meta_num(r, key, b.bw[ti] / 1e9, "%.2f");
-        }
+    else if (o->bandwidth == 0)
+        qk_report_meta_int(r, "read_burst_bytes", (int64_t)o->bw_bytes);
     return 0;
 }

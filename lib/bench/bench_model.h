@@ -5,6 +5,9 @@
  *        n_batch (only the last token's logits are computed); t/s = P / time
  *   tgN  N single-token steps from an empty cache (each step's logits
  *        computed, the next token drawn at random); t/s = N / time
+ *   ... @ dD  the same after a cache of D tokens (llama-bench -d): the D
+ *        tokens are evaluated once, untimed, and each repetition starts from
+ *        them (the cache cut back to D, as llama-bench restores its state)
  *
  * Tokens are pseudo-random (fixed seed; the first is BOS when the model adds
  * one).  Before the timed repetitions one warm-up run (pp: the whole prompt,
@@ -13,10 +16,12 @@
  * per-repetition tokens/s (llama-bench's avg_ts/stddev_ts) and, in csv/json,
  * the median.
  *
- * Roofline: a tg row also says at what fraction of the measured read
- * bandwidth it decodes: bytes read per token (every weight matrix, the norms,
- * one embedding row and, on average over the run, the KV cache) times tokens/s
- * divided by the read bandwidth of the same thread count (bench_roofline.h). */
+ * Roofline: a tg row also says at what fraction of the read bandwidth it
+ * decodes: bytes read per token (every weight matrix, the norms, one
+ * embedding row and, on average over the run, the KV cache) times tokens/s
+ * divided by the read bandwidth of the same thread count: the median of
+ * read bursts (bench_roofline.h) run before each repetition and after the
+ * last, so the decode is compared with what the machine gave it then. */
 #ifndef QK_BENCH_MODEL_H
 #define QK_BENCH_MODEL_H
 
@@ -35,6 +40,7 @@ typedef struct qk_model_bench_opts {
     int n_models;
     int prompts[QK_BENCH_LIST_MAX], n_prompts; /* 0 entries are skipped */
     int gens[QK_BENCH_LIST_MAX], n_gens;
+    int depths[QK_BENCH_LIST_MAX], n_depths;   /* cached tokens before each test (0: none) */
     int threads[QK_BENCH_LIST_MAX], n_threads;
     int reps;            /* timed repetitions, >= 1 */
     bool warmup;
@@ -43,7 +49,6 @@ typedef struct qk_model_bench_opts {
     int act_type;        /* QK_ACT_DEFAULT or QK_ACT_F32 (lib/engine/matmul.h) */
     double bandwidth;    /* bytes/s of read bandwidth: > 0 given, 0 measure, < 0 no roofline */
     size_t bw_bytes;     /* buffer for measuring it */
-    int bw_passes;
     uint64_t seed;
     bool quiet;
 } qk_model_bench_opts;

@@ -132,54 +132,98 @@ static read_fn pick_read(void)
     return read_scalar;
 }
 
-typedef struct {
+/* The buffer of a series of read bursts: one slice per thread, each first
+ * touched by the thread that reads it in the first burst. */
+struct qk_bw_burst {
     uint8_t *buf;
     size_t slice;      /* bytes per thread, a multiple of 128 */
-    int passes;
+    int nthreads;
+    int passes;        /* passes of the current run */
+    bool touched;
     read_fn rd;
-    double best;       /* seconds of the fastest pass */
+    double sec[QK_STATS_MAX]; /* seconds of each pass of the current run */
     uint64_t sink[64]; /* per-thread results, so the reads are used */
-} bw_job;
+};
 
 static void bw_member(team *t, int tid)
 {
-    bw_job *j = t->ctx;
+    qk_bw_burst *j = t->ctx;
     uint8_t *s = j->buf + (size_t)tid * j->slice;
-    memset(s, 0x5a ^ tid, j->slice); /* first touch by the reading thread */
+    if (!j->touched)
+        memset(s, 0x5a ^ tid, j->slice); /* first touch by the reading thread */
     uint64_t acc = 0;
     for (int p = 0; p < j->passes; p++) {
         pthread_barrier_wait(&t->bar);
         double t0 = qk_bench_now();
         acc ^= j->rd(s, j->slice);
         pthread_barrier_wait(&t->bar);
-        double dt = qk_bench_now() - t0;
-        if (tid == 0 && dt < j->best)
-            j->best = dt;
+        if (tid == 0)
+            j->sec[p] = qk_bench_now() - t0;
     }
     j->sink[tid % 64] ^= acc;
+}
+
+int qk_bw_burst_new(qk_bw_burst **out, int nthreads, size_t bytes, qk_err *err)
+{
+    *out = NULL;
+    if (nthreads < 1)
+        nthreads = 1;
+    size_t slice = bytes / (size_t)nthreads / 128 * 128;
+    if (slice == 0)
+        return qk_errf(err, QK_EINPUT, "bandwidth buffer of %zu bytes is too small for %d threads",
+                       bytes, nthreads);
+    qk_bw_burst *b = calloc(1, sizeof *b);
+    if (!b || !(b->buf = aligned_alloc(4096, (slice * (size_t)nthreads + 4095) / 4096 * 4096))) {
+        free(b);
+        return qk_errf(err, QK_EIO, "out of memory (%zu bytes for the bandwidth buffer)", bytes);
+    }
+    b->slice = slice;
+    b->nthreads = nthreads;
+    b->rd = pick_read();
+    *out = b;
+    return 0;
+}
+
+/* passes passes of all the threads at once; sec[p] their times. */
+static int bw_run(qk_bw_burst *b, int passes, qk_err *err)
+{
+    b->passes = passes < 1 ? 1 : passes > QK_STATS_MAX ? QK_STATS_MAX : passes;
+    team t = {.n = b->nthreads, .fn = bw_member, .ctx = b};
+    int rc = team_run(&t, err);
+    b->touched = b->touched || rc == 0;
+    return rc;
+}
+
+int qk_bw_burst_run(qk_bw_burst *b, double *bytes_per_s, qk_err *err)
+{
+    int rc = bw_run(b, 1, err);
+    if (!rc)
+        *bytes_per_s = (double)b->slice * b->nthreads / b->sec[0];
+    return rc;
+}
+
+void qk_bw_burst_free(qk_bw_burst *b)
+{
+    if (b)
+        free(b->buf);
+    free(b);
 }
 
 int qk_roofline_bandwidth(int nthreads, size_t bytes, int passes, double *bytes_per_s,
                           qk_err *err)
 {
-    if (nthreads < 1)
-        nthreads = 1;
-    if (passes < 1)
-        passes = 1;
-    size_t slice = bytes / (size_t)nthreads / 128 * 128;
-    if (slice == 0)
-        return qk_errf(err, QK_EINPUT, "bandwidth buffer of %zu bytes is too small for %d threads",
-                       bytes, nthreads);
-    bw_job j = {.slice = slice, .passes = passes, .rd = pick_read(), .best = 1e300};
-    if (!(j.buf = aligned_alloc(4096, (slice * (size_t)nthreads + 4095) / 4096 * 4096)))
-        return qk_errf(err, QK_EIO, "out of memory (%zu bytes for the bandwidth buffer)", bytes);
-    team t = {.n = nthreads, .fn = bw_member, .ctx = &j};
-    int rc = team_run(&t, err);
-    free(j.buf);
-    if (rc)
-        return rc;
-    *bytes_per_s = (double)slice * nthreads / j.best;
-    return 0;
+    qk_bw_burst *b;
+    int rc = qk_bw_burst_new(&b, nthreads, bytes, err);
+    if (!rc)
+        rc = bw_run(b, passes, err);
+    if (!rc) {
+        double bw[QK_STATS_MAX];
+        for (int p = 0; p < b->passes; p++)
+            bw[p] = (double)b->slice * b->nthreads / b->sec[p];
+        *bytes_per_s = qk_stats_of(bw, b->passes).median;
+    }
+    qk_bw_burst_free(b);
+    return rc;
 }
 
 /* ---- FMA peak ------------------------------------------------------------------ */
@@ -402,7 +446,7 @@ int qk_bench_roofline(const qk_roofline_opts *o, qk_report *r, qk_err *err)
     if (o->bytes < 4 * qk_bench_llc_bytes())
         qk_report_note(r, "the buffer is less than 4x the %zu MiB last-level cache: the read figures "
                           "include cache hits", qk_bench_llc_bytes() >> 20);
-    qk_report_note(r, "read: best of %d passes over a %zu MiB buffer split across the threads; "
+    qk_report_note(r, "read: median of %d passes over a %zu MiB buffer split across the threads; "
                       "FMA: %d independent %s multiply-add chains per thread, best of 3 rounds",
                    o->passes, o->bytes >> 20, CHAINS, isa);
     return 0;

@@ -3,9 +3,11 @@
  *
  * Read bandwidth: a buffer much larger than the last-level cache is split into
  * one contiguous slice per thread (each thread first touches its own slice);
- * all threads start each pass together at a barrier and the pass ends when the
- * last one has read its slice with wide loads.  The best pass counts (the
- * machine can do at least that; slower passes are interference).
+ * all threads start each pass (burst) together at a barrier and the pass ends
+ * when the last one has read its slice with wide loads.  The median of the
+ * passes counts: what the machine gives at the time, interference included,
+ * so that a decode measured between bursts of the same run (qk-bench model's
+ * roofline) is compared with the bandwidth it had, not with a best case.
  *
  * FMA peak: each thread runs a loop of independent fused multiply-add chains
  * (enough chains to cover the FMA latency on two pipes) on the widest vector
@@ -20,10 +22,19 @@
 #include "lib/bench/bench_report.h"
 #include "lib/core/err.h"
 
-/* Best read bandwidth in bytes/s of nthreads threads over a buffer of
+/* Median read bandwidth in bytes/s of nthreads threads over a buffer of
  * `bytes` bytes, `passes` passes.  Returns 0, or 3 (memory, threads). */
 int qk_roofline_bandwidth(int nthreads, size_t bytes, int passes, double *bytes_per_s,
                           qk_err *err);
+
+/* A series of single read bursts on one buffer (allocated once), to be
+ * interleaved with other measurements: new allocates it (2 when bytes is
+ * too small, 3 out of memory), run reads it once with all nthreads threads
+ * and gives that burst's bytes/s (the first run also touches the pages). */
+typedef struct qk_bw_burst qk_bw_burst;
+int qk_bw_burst_new(qk_bw_burst **out, int nthreads, size_t bytes, qk_err *err);
+int qk_bw_burst_run(qk_bw_burst *b, double *bytes_per_s, qk_err *err);
+void qk_bw_burst_free(qk_bw_burst *b);
 
 /* Peak FMA rate in FLOP/s (a fused multiply-add counts 2) of nthreads threads,
  * each running for about `seconds`.  *isa: "avx512f", "avx2+fma" or "scalar". */

@@ -206,12 +206,18 @@ int qk_conv_synth_dir(const char *case_dir, const char *vocab_json, const char *
         while (tn && (tdir[tn - 1] == '\n' || tdir[tn - 1] == ' '))
             tdir[--tn] = '\0';
         char *from = qk_path_join(case_dir, tdir);
-        rc = from ? copy_in(from, out_dir, "tokenizer.json", false, err) : qk_errf(err, QK_EIO, "out of memory");
+        /* tokenizer.json and/or a SentencePiece tokenizer.model, and tokenizer_config.json */
+        rc = from ? copy_in(from, out_dir, "tokenizer.json", true, err) : qk_errf(err, QK_EIO, "out of memory");
+        if (!rc)
+            rc = copy_in(from, out_dir, "tokenizer.model", true, err);
         if (!rc)
             rc = copy_in(from, out_dir, "tokenizer_config.json", false, err);
         free(from);
     } else if (!rc) {
         rc = write_tokenizer(out_dir, vocab_json, merges_txt, err);
+        /* a case's own tokenizer_config.json (Phi-3's GPT2Tokenizer class) replaces the default one */
+        if (!rc)
+            rc = copy_in(case_dir, out_dir, "tokenizer_config.json", true, err);
     }
     free(tp);
     free(tdir);

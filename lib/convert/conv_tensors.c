@@ -1,10 +1,14 @@
-/* conv_tensors.c - one tensor of a conversion: source rows (F32, F16, BF16
- * safetensors) to float, llama.cpp's rope permutation of q/k rows
- * (LlamaModel.permute), and the output type's encoding with gguf-py's
- * numerics (quants.py: numpy's float16 and round-to-nearest-even bfloat16,
- * Q8_0 as ggml's quantize_row_q8_0_ref).  Row blocks of whole heads are
- * converted and written in turn and their source pages released, so a
- * tensor never needs more than one block in memory. */
+/* conv_tensors.c - the rows of one output tensor of a conversion: source
+ * rows (F32, F16, BF16 safetensors) to float, the class's rearrangement
+ * (llama.cpp's rope permutation of q/k rows, LlamaModel.permute; gpt-oss's
+ * transposed experts and interleaved gate/up, GptOssModel.modify_tensors;
+ * stacked experts; gemma's norm + 1), then the output type's encoding with
+ * gguf-py's numerics (quants.py: numpy's float16 and round-to-nearest-even
+ * bfloat16, Q8_0 as ggml's quantize_row_q8_0_ref).  The converter turns
+ * BF16 into F32 before modify_tensors and keeps F16 as F16, so gemma's + 1
+ * is rounded to F16 for F16 sources.  Row blocks are converted and written
+ * in turn and their source pages released, so a tensor never needs more
+ * than one block in memory. */
 #include "lib/convert/conv_impl.h"
 
 #include <stdlib.h>
@@ -36,100 +40,164 @@ static float load_elem(const uint8_t *p, int type, uint64_t i)
     }
 }
 
-/* Encode rows x[0..nrows*ncols) as type into out; returns the bytes. */
-static size_t encode(const float *x, int64_t nrows, int64_t ncols, int type, void *out)
+/* Encode one row x[0..ncols) as type into out. */
+static void encode(const float *x, int64_t ncols, int type, void *out)
 {
-    uint64_t n = (uint64_t)nrows * (uint64_t)ncols;
     switch (type) {
     case QK_F32:
-        memcpy(out, x, n * 4);
-        return n * 4;
+        memcpy(out, x, (size_t)ncols * 4);
+        break;
     case QK_F16:
-        for (uint64_t i = 0; i < n; i++) {
+        for (int64_t i = 0; i < ncols; i++) {
             uint16_t h = qk_f32_to_f16(x[i]);
             memcpy((uint8_t *)out + 2 * i, &h, 2);
         }
-        return n * 2;
+        break;
     case QK_BF16:
-        for (uint64_t i = 0; i < n; i++) {
+        for (int64_t i = 0; i < ncols; i++) {
             uint16_t h = qk_f32_to_bf16(x[i]);
             memcpy((uint8_t *)out + 2 * i, &h, 2);
         }
-        return n * 2;
+        break;
     default:
-        return qk_kernels_for(type)->quantize(x, out, nrows, ncols, NULL);
+        qk_kernels_for(type)->quantize(x, out, 1, ncols, NULL);
+        break;
     }
 }
 
-/* One row block: source rows (permuted) to float, then encoded, in ranges of
- * rows over the thread pool (each row's bytes depend on that row alone). */
-typedef struct block_job {
+uint64_t qk_conv_tensor_nrows(const qk_conv_tensor *t)
+{
+    uint64_t rows = 1;
+    for (uint32_t d = 1; d < t->n_dims; d++)
+        rows *= (uint64_t)t->ne[d];
+    return rows;
+}
+
+/* The source matrix of output matrix m, and its row length. */
+static const uint8_t *source_matrix(const qk_conv_tensor *t, int64_t m, const qk_hf_tensor **s_out)
+{
+    const qk_hf_tensor *s = t->n_src > 1 ? t->srcs[m] : t->src;
+    *s_out = s;
+    if (t->n_src > 1)
+        return s->data;
+    uint64_t mat = s->n_dims >= 2 ? (uint64_t)s->ne[0] * (uint64_t)s->ne[1] : (uint64_t)s->nelem;
+    size_t es = s->type == QK_F32 ? 4 : 2;
+    return s->data + (uint64_t)m * mat * es;
+}
+
+typedef struct rows_job {
     const qk_conv_tensor *t;
-    const qk_hf_tensor *s;
-    int64_t r0, nrows, ncols;
-    size_t esize, out_row;
+    uint64_t row0;
+    int64_t ncols, rows_per_mat;
+    size_t out_row;
     float *x;
     uint8_t *y;
-} block_job;
+} rows_job;
 
-static void block_rows(void *ctx, size_t begin, size_t end)
+static void rows_range(void *ctx, size_t begin, size_t end)
 {
-    const block_job *j = ctx;
-    const qk_hf_tensor *s = j->s;
+    const rows_job *j = ctx;
+    const qk_conv_tensor *t = j->t;
     int64_t ncols = j->ncols;
-    for (size_t r = begin; r < end; r++) {
-        int64_t src_row = j->r0 + (int64_t)r;
-        if (j->t->perm_heads > 0)
-            src_row = qk_unpermute_row(src_row, j->nrows, j->t->perm_heads);
-        const uint8_t *p = s->data + (uint64_t)src_row * (uint64_t)ncols * j->esize;
-        float *x = j->x + r * (size_t)ncols;
-        if (s->type == QK_F32) {
-            memcpy(x, p, (size_t)ncols * 4);
+    for (size_t i = begin; i < end; i++) {
+        uint64_t R = j->row0 + i;
+        int64_t m = (int64_t)(R / (uint64_t)j->rows_per_mat), r = (int64_t)(R % (uint64_t)j->rows_per_mat);
+        float *x = j->x + i * (size_t)ncols;
+        if (!t->src) {
+            memcpy(x, t->gen + (size_t)R * (size_t)ncols, (size_t)ncols * 4);
         } else {
-            for (int64_t c = 0; c < ncols; c++)
-                x[c] = load_elem(p, s->type, (uint64_t)c);
+            const qk_hf_tensor *s;
+            const uint8_t *S = source_matrix(t, m, &s);
+            int64_t sc = s->n_dims >= 2 ? s->ne[0] : (int64_t)s->nelem; /* source row length */
+            switch (t->xform) {
+            case QK_CX_T:
+            case QK_CX_T_EVEN:
+            case QK_CX_T_ODD: {
+                int64_t col = t->xform == QK_CX_T ? r : 2 * r + (t->xform == QK_CX_T_ODD);
+                for (int64_t c = 0; c < ncols; c++)
+                    x[c] = load_elem(S, s->type, (uint64_t)(c * sc + col));
+                break;
+            }
+            case QK_CX_EVEN:
+            case QK_CX_ODD:
+                for (int64_t c = 0; c < ncols; c++)
+                    x[c] = load_elem(S, s->type, (uint64_t)(r * sc + 2 * c + (t->xform == QK_CX_ODD)));
+                break;
+            default: {
+                int64_t sr = t->perm_heads > 0 ? qk_unpermute_row(r, j->rows_per_mat, t->perm_heads) : r;
+                for (int64_t c = 0; c < ncols; c++)
+                    x[c] = load_elem(S, s->type, (uint64_t)(sr * sc + c));
+                break;
+            }
+            }
+            if (t->plus_one) {
+                for (int64_t c = 0; c < ncols; c++)
+                    x[c] = s->type == QK_F16 ? qk_f16_to_f32(qk_f32_to_f16(x[c] + 1.0f)) : x[c] + 1.0f;
+            }
         }
-        encode(x, 1, ncols, j->t->type, j->y + r * j->out_row);
+        encode(x, ncols, t->type, j->y + i * j->out_row);
     }
 }
 
-/* The rows of one source, block by block, pages released behind. */
-static int write_source(qk_gguf_writer *w, const qk_conv_tensor *t, const qk_hf_tensor *s, int threads, qk_err *err)
+int qk_conv_tensor_rows(const qk_conv_tensor *t, uint64_t row0, uint64_t n, void *dst, int threads, qk_err *err)
 {
-    int64_t ncols = s->n_dims >= 2 ? s->ne[0] : 1;
-    int64_t nrows = ncols ? (int64_t)(s->nelem / (uint64_t)ncols) : 0;
-    int64_t unit = t->perm_heads > 0 ? nrows / t->perm_heads : 1; /* rows moved together */
-    if (unit <= 0)
-        unit = 1;
-    int64_t per = (int64_t)(BLOCK_BYTES / 4 / (uint64_t)(ncols ? ncols : 1));
-    per = per < unit ? unit : per / unit * unit;
-    size_t esize = s->type == QK_F32 ? 4 : 2;
-    size_t out_row = qk_row_size(t->type, ncols); /* a vector: one-element rows */
-    float *x = malloc((size_t)(per * ncols) * sizeof *x);
-    uint8_t *y = malloc((size_t)per * out_row + 64);
-    if (!x || !y) {
-        free(x);
-        free(y);
+    int64_t ncols = t->ne[0];
+    float *x = malloc((size_t)(n * (uint64_t)ncols) * sizeof *x + 1);
+    if (!x)
         return qk_errf(err, QK_EIO, "qk-convert: out of memory");
-    }
-    int rc = 0;
-    for (int64_t r0 = 0; r0 < nrows && !rc; r0 += per) {
-        int64_t nr = nrows - r0 < per ? nrows - r0 : per;
-        block_job j = {t, s, r0, nrows, ncols, esize, out_row, x, y};
-        size_t grain = (size_t)(unit > 1 ? unit : 16);
-        qk_parallel_for(threads, (size_t)nr, grain, block_rows, &j);
-        rc = qk_gguf_w_data(w, y, (size_t)nr * out_row, err);
-        qk_map_release(s->data + (uint64_t)r0 * (uint64_t)ncols * esize, (size_t)((uint64_t)nr * (uint64_t)ncols * esize));
-    }
+    rows_job j = {t, row0, ncols, t->n_dims >= 2 ? t->ne[1] : 1, qk_row_size(t->type, ncols), x, dst};
+    int64_t unit = t->perm_heads > 0 ? j.rows_per_mat / t->perm_heads : 16;
+    qk_parallel_for(threads, (size_t)n, (size_t)(unit > 0 ? unit : 1), rows_range, &j);
     free(x);
-    free(y);
-    return rc;
+    return 0;
+}
+
+/* The source bytes of output matrix m, rows [r0, r0 + nr) (NONE, permuted
+ * within whole heads) or all of it, dropped from memory once written. */
+static void release(const qk_conv_tensor *t, int64_t m, int64_t r0, int64_t nr, bool whole)
+{
+    if (!t->src)
+        return;
+    const qk_hf_tensor *s;
+    const uint8_t *S = source_matrix(t, m, &s);
+    size_t es = s->type == QK_F32 ? 4 : 2;
+    uint64_t sc = s->n_dims >= 2 ? (uint64_t)s->ne[0] : s->nelem;
+    if (whole) {
+        uint64_t rows = s->n_dims >= 2 ? (uint64_t)s->ne[1] : 1;
+        qk_map_release(S, (size_t)(rows * sc * es));
+    } else {
+        qk_map_release(S + (uint64_t)r0 * sc * es, (size_t)((uint64_t)nr * sc * es));
+    }
 }
 
 int qk_conv_write_tensor(qk_gguf_writer *w, const qk_conv_tensor *t, int threads, qk_err *err)
 {
+    int64_t ncols = t->ne[0];
+    int64_t rows_per_mat = t->n_dims >= 2 ? t->ne[1] : 1;
+    int64_t n_mat = (int64_t)(qk_conv_tensor_nrows(t) / (uint64_t)rows_per_mat);
+    int64_t unit = t->perm_heads > 0 ? rows_per_mat / t->perm_heads : 1; /* rows moved together */
+    if (unit <= 0)
+        unit = 1;
+    int64_t per = (int64_t)(BLOCK_BYTES / 4 / (uint64_t)(ncols ? ncols : 1));
+    per = per < unit ? unit : per / unit * unit;
+    size_t out_row = qk_row_size(t->type, ncols);
+    uint8_t *y = malloc((size_t)per * out_row + 64);
+    if (!y)
+        return qk_errf(err, QK_EIO, "qk-convert: out of memory");
     int rc = 0;
-    for (int i = 0; i < (t->n_src > 1 ? t->n_src : 1) && !rc; i++)
-        rc = write_source(w, t, t->n_src > 1 ? t->srcs[i] : t->src, threads, err);
+    bool rowwise = t->xform == QK_CX_NONE;
+    for (int64_t m = 0; m < n_mat && !rc; m++) {
+        for (int64_t r0 = 0; r0 < rows_per_mat && !rc; r0 += per) {
+            int64_t nr = rows_per_mat - r0 < per ? rows_per_mat - r0 : per;
+            rc = qk_conv_tensor_rows(t, (uint64_t)(m * rows_per_mat + r0), (uint64_t)nr, y, threads, err);
+            if (!rc)
+                rc = qk_gguf_w_data(w, y, (size_t)nr * out_row, err);
+            if (rowwise)
+                release(t, m, r0, nr, false);
+        }
+        if (!rowwise)
+            release(t, m, 0, 0, true);
+    }
+    free(y);
     return rc ? rc : qk_gguf_w_end_tensor(w, err);
 }

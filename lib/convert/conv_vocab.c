@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 
 #include "lib/core/files.h"
@@ -141,13 +142,16 @@ static int check_ids(const qk_jsonv *root, const char *pre_name, const char *pat
     return rc;
 }
 
-static int put_id(qk_conv_vocab *v, const char *key, int64_t id, qk_err *err)
+/* _set_special_token (n_vocab 0: None, any id is taken). */
+static int put_id(qk_conv_vocab *v, const char *key, int64_t id, uint32_t n_vocab, qk_err *err)
 {
-    for (int i = 0; i < v->n_ids; i++)
-        if (!strcmp(v->ids[i].key, key))
-            return 0; /* _set_special_token: the first value stays */
     if (id < 0)
         return qk_errf(err, QK_EINPUT, "qk-convert: invalid value for special token %s: %lld", key, (long long)id);
+    if (n_vocab && id >= n_vocab)
+        return 0; /* out of range: skipped */
+    for (int i = 0; i < v->n_ids; i++)
+        if (!strcmp(v->ids[i].key, key))
+            return 0; /* the first value stays */
     if (id > UINT32_MAX)
         return qk_errf(err, QK_EINPUT, "qk-convert: special token %s id %lld too large", key, (long long)id);
     v->ids[v->n_ids].key = key;
@@ -315,9 +319,115 @@ static void template_processing(qk_conv_vocab *v, tc_view *t, const qk_jsonv *p)
         tc_copy(t, T_SEP, T_EOS, eos);
 }
 
+/* A text file as Python's open(encoding="utf-8").read() gives it: "\r\n"
+ * and "\r" become "\n". */
+static int read_text(const char *dir, const char *name, char **out, qk_err *err)
+{
+    char *p = qk_path_join(dir, name), *buf = NULL;
+    size_t n = 0;
+    int rc = p ? qk_read_file(p, false, &buf, &n, err) : oom(err);
+    free(p);
+    if (rc)
+        return rc;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (buf[i] == '\r') {
+            buf[k++] = '\n';
+            if (i + 1 < n && buf[i + 1] == '\n')
+                i++;
+        } else {
+            buf[k++] = buf[i];
+        }
+    }
+    char *s = malloc(k + 1);
+    if (s) {
+        memcpy(s, buf, k);
+        s[k] = '\0';
+    }
+    free(buf);
+    *out = s;
+    return s ? 0 : oom(err);
+}
+
+/* A chat template value: a string, or a list of {name, template} (gguf-py's
+ * add_chat_template: "default" is tokenizer.chat_template, each other name
+ * tokenizer.chat_template.NAME, their names in tokenizer.chat_templates). */
+static int set_template(qk_conv_vocab *v, const qk_jsonv *ct, const char *where, qk_err *err)
+{
+    if (!ct || ct->type == QK_JNULL)
+        return 0;
+    if (ct->type == QK_JSTR) {
+        v->chat_template = strndup(ct->str.s, ct->str.len);
+        return v->chat_template ? 0 : oom(err);
+    }
+    if (ct->type != QK_JARR)
+        return 0; /* "Bad type for chat_template field": ignored */
+    for (size_t i = 0; i < qk_jsonv_len(ct); i++) {
+        const qk_jsonv *c = qk_jsonv_at(ct, i);
+        const char *name = qk_jsonv_get_str(c, "name", "");
+        const qk_jsonv *tmpl = qk_jsonv_get(c, "template");
+        if (!*name || !tmpl || tmpl->type == QK_JNULL)
+            continue;
+        if (tmpl->type != QK_JSTR)
+            return qk_errf(err, QK_EINPUT, "%s: chat template '%s' is not a string", where, name);
+        char **dst = !strcmp(name, "default") ? &v->chat_template : &v->tmpl;
+        if (dst == &v->tmpl) {
+            if (v->tmpl_name && strcmp(v->tmpl_name, name))
+                return qk_errf(err, QK_EINPUT,
+                               "%s: more than one named chat template: the converter writes their names in a Python set's "
+                               "order, which qk-convert does not reproduce", where);
+            free(v->tmpl_name);
+            v->tmpl_name = strdup(name);
+            if (!v->tmpl_name)
+                return oom(err);
+            for (char *q = v->tmpl_name; *q; q++)
+                if (!((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9')))
+                    *q = '_';
+        }
+        free(*dst);
+        *dst = strndup(tmpl->str.s, tmpl->str.len);
+        if (!*dst)
+            return oom(err);
+    }
+    return 0;
+}
+
+/* tokenizer_config.get("chat_template", chat_template.jinja or chat_template.json's). */
+static int chat_template(qk_conv_vocab *v, const char *dir, const qk_jsonv *tc, qk_err *err)
+{
+    const qk_jsonv *ct = qk_jsonv_get(tc, "chat_template");
+    if (ct)
+        return set_template(v, ct, "tokenizer_config.json", err);
+    if (file_exists(dir, "chat_template.jinja")) {
+        char *extra = qk_path_join(dir, "additional_chat_templates");
+        DIR *d = extra ? opendir(extra) : NULL;
+        bool more = false;
+        for (struct dirent *e; d && (e = readdir(d));) {
+            size_t l = strlen(e->d_name);
+            more = more || (l > 6 && !strcmp(e->d_name + l - 6, ".jinja"));
+        }
+        if (d)
+            closedir(d);
+        free(extra);
+        if (more)
+            return qk_errf(err, QK_EINPUT, "%s: additional_chat_templates/: not reproduced by qk-convert yet", dir);
+        return read_text(dir, "chat_template.jinja", &v->chat_template, err);
+    }
+    if (file_exists(dir, "chat_template.json")) {
+        qk_jsonv *j = NULL;
+        int rc = load_json(dir, "chat_template.json", &j, NULL, NULL, err);
+        if (!rc)
+            rc = set_template(v, qk_jsonv_get(j, "chat_template"), "chat_template.json", err);
+        qk_jsonv_free(j);
+        return rc;
+    }
+    return 0;
+}
+
 /* SpecialVocab._try_load_from_tokenizer_json's tokenizer_config part and
  * _try_load_from_config_json. */
-static int special_vocab(qk_conv_vocab *v, const char *dir, const qk_jsonv *tok, const qk_jsonv *config, qk_err *err)
+static int special_vocab(qk_conv_vocab *v, const char *dir, const qk_jsonv *tok, const qk_jsonv *config, uint32_t n_vocab,
+                         qk_err *err)
 {
     qk_jsonv *tc = NULL;
     int rc = load_json(dir, "tokenizer_config.json", &tc, NULL, NULL, err);
@@ -325,10 +435,10 @@ static int special_vocab(qk_conv_vocab *v, const char *dir, const qk_jsonv *tok,
         return rc;
     tc_view t = {.tc = tc, .n_types = T_MASK + 1};
     bool have_tc = qk_jsonv_len(tc) > 0;
-    /* cls/sep stand in for missing bos/eos */
-    if (have_tc && !tc_get(&t, T_BOS) && tc_get(&t, T_CLS))
+    /* cls/sep stand in for missing bos/eos (with a tokenizer.json) */
+    if (tok && have_tc && !tc_get(&t, T_BOS) && tc_get(&t, T_CLS))
         tc_copy(&t, T_BOS, T_CLS, tc_get(&t, T_CLS));
-    if (have_tc && !tc_get(&t, T_EOS) && tc_get(&t, T_SEP))
+    if (tok && have_tc && !tc_get(&t, T_EOS) && tc_get(&t, T_SEP))
         tc_copy(&t, T_EOS, T_SEP, tc_get(&t, T_SEP));
     const qk_jsonv *pp = qk_jsonv_get(tok, "post_processor");
     if (pp && pp->type == QK_JOBJ) {
@@ -346,16 +456,7 @@ static int special_vocab(qk_conv_vocab *v, const char *dir, const qk_jsonv *tok,
     }
     const qk_jsonv *added = qk_jsonv_get(tok, "added_tokens");
     if (!rc && have_tc) {
-        const qk_jsonv *ct = qk_jsonv_get(tc, "chat_template");
-        bool alt = file_exists(dir, "chat_template.jinja") || file_exists(dir, "chat_template.json");
-        if (qk_jsonv_is(ct, QK_JSTR)) {
-            v->chat_template = strndup(ct->str.s, ct->str.len);
-            if (!v->chat_template)
-                rc = oom(err);
-        } else if ((ct && ct->type != QK_JNULL) || alt) {
-            rc = qk_errf(err, QK_EINPUT, "%s: chat template %s: not supported by qk-convert yet", dir,
-                         ct && ct->type != QK_JNULL ? "as a list" : "in chat_template.jinja/.json");
-        }
+        rc = chat_template(v, dir, tc, err);
         for (int i = 0; i < t.n_types && !rc; i++) {
             char key[32];
             snprintf(key, sizeof key, "add_%s_token", special_types[i].typ);
@@ -370,7 +471,7 @@ static int special_vocab(qk_conv_vocab *v, const char *dir, const qk_jsonv *tok,
                 if (!strcmp(qk_jsonv_get_str(a, "content", ""), content)) {
                     int64_t id;
                     if (qk_jsonv_i64(qk_jsonv_get(a, "id"), &id) && special_types[i].id_key)
-                        rc = put_id(v, special_types[i].id_key, id, err);
+                        rc = put_id(v, special_types[i].id_key, id, n_vocab, err);
                     break;
                 }
             }
@@ -381,8 +482,8 @@ static int special_vocab(qk_conv_vocab *v, const char *dir, const qk_jsonv *tok,
         snprintf(key, sizeof key, "%s_token_id", special_types[i].typ);
         const qk_jsonv *e = qk_jsonv_get(config, key);
         int64_t id;
-        if (e && e->type == QK_JNUM && qk_jsonv_i64(e, &id) && special_types[i].id_key)
-            rc = put_id(v, special_types[i].id_key, id, err);
+        if (e && e->type == QK_JNUM && (e->num.flags & QK_JNUM_INT) && qk_jsonv_i64(e, &id) && special_types[i].id_key)
+            rc = put_id(v, special_types[i].id_key, id, n_vocab, err);
     }
     qk_jsonv_free(tc);
     return rc;
@@ -445,19 +546,31 @@ static int load_merges(qk_conv_vocab *v, const qk_jsonv *merges, const char *pat
     return 0;
 }
 
-int qk_conv_vocab_load(qk_conv_vocab *v, const char *dir, const qk_jsonv *config, uint32_t vocab_size,
-                       bool llama_family, qk_err *err)
+/* LlamaModel.set_vocab's tokenizer_config part. */
+static int llama_prefix(qk_conv_vocab *v, const char *dir, qk_err *err)
 {
-    memset(v, 0, sizeof *v);
-    v->lowercase = v->strip_accents = v->add_space_prefix = -1;
-    if (file_exists(dir, "tokenizer.model"))
-        return qk_errf(err, QK_EINPUT, "%s: tokenizer.model (SentencePiece): not supported by qk-convert yet", dir);
+    qk_jsonv *tc = NULL;
+    int rc = load_json(dir, "tokenizer_config.json", &tc, NULL, NULL, err);
+    bool b;
+    if (!rc && qk_jsonv_bool(qk_jsonv_get(tc, "add_prefix_space"), &b))
+        v->add_space_prefix = b;
+    if (!rc && !strcmp(qk_jsonv_get_str(tc, "tokenizer_class", ""), "HybridDNATokenizer"))
+        rc = qk_errf(err, QK_EINPUT, "%s: HybridDNATokenizer: not supported by qk-convert", dir);
+    qk_jsonv_free(tc);
+    return rc;
+}
+
+/* TextModel._set_vocab_gpt2 (get_vocab_base, get_vocab_base_pre, SpecialVocab with merges). */
+static int load_gpt2(qk_conv_vocab *v, const char *dir, const qk_jsonv *config, uint32_t vocab_size, bool llama_family,
+                     qk_err *err)
+{
     qk_jsonv *tok = NULL;
     char *buf = NULL;
     size_t n = 0;
     char *path = qk_path_join(dir, "tokenizer.json");
     if (!path)
         return oom(err);
+    v->model = "gpt2";
     int rc = load_json(dir, "tokenizer.json", &tok, &buf, &n, err);
     if (!rc && !tok)
         rc = qk_errf(err, QK_EINPUT, "%s: missing tokenizer.json (the converter needs a tokenizer)", dir);
@@ -469,16 +582,6 @@ int qk_conv_vocab_load(qk_conv_vocab *v, const char *dir, const qk_jsonv *config
         !strcmp(qk_jsonv_get_str(qk_jsonv_get(tok, "decoder"), "type", ""), "Sequence"))
         rc = qk_errf(err, QK_EINPUT, "%s: SentencePiece-style BPE tokenizer.json (byte_fallback): not supported by qk-convert yet",
                      path);
-    if (!rc && llama_family) {
-        qk_jsonv *tc = NULL;
-        rc = load_json(dir, "tokenizer_config.json", &tc, NULL, NULL, err);
-        bool b;
-        if (!rc && qk_jsonv_bool(qk_jsonv_get(tc, "add_prefix_space"), &b))
-            v->add_space_prefix = b;
-        if (!rc && !strcmp(qk_jsonv_get_str(tc, "tokenizer_class", ""), "HybridDNATokenizer"))
-            rc = qk_errf(err, QK_EINPUT, "%s: HybridDNATokenizer: not supported by qk-convert", dir);
-        qk_jsonv_free(tc);
-    }
     /* the token list: model.vocab and added_tokens by id */
     const qk_jsonv *vocab = qk_jsonv_get(model, "vocab"), *added = qk_jsonv_get(tok, "added_tokens");
     v->n = vocab_size;
@@ -564,10 +667,137 @@ int qk_conv_vocab_load(qk_conv_vocab *v, const char *dir, const qk_jsonv *config
     if (!rc && qk_jsonv_get(tok, "normalizer"))
         parse_normalizer(v, qk_jsonv_get(tok, "normalizer"));
     if (!rc)
-        rc = special_vocab(v, dir, tok, config, err);
+        rc = special_vocab(v, dir, tok, config, 0, err);
+    v->n_real = (int64_t)(qk_jsonv_len(vocab) + qk_jsonv_len(added));
     qk_jsonv_free(tok);
     free(buf);
     free(path);
+    return rc;
+}
+
+/* TextModel._set_vocab_sentencepiece (_create_vocab_sentencepiece, then
+ * SpecialVocab without merges, which still reads a tokenizer.json). */
+static int load_spm(qk_conv_vocab *v, const char *dir, const qk_jsonv *config, uint32_t vocab_size, qk_err *err)
+{
+    if (file_exists(dir, "added_tokens.json"))
+        return qk_errf(err, QK_EINPUT, "%s: added_tokens.json beside tokenizer.model: not reproduced by qk-convert yet", dir);
+    char *path = qk_path_join(dir, "tokenizer.model");
+    qk_conv_spm sp;
+    int rc = path ? qk_conv_spm_read(path, &sp, err) : oom(err);
+    free(path);
+    if (rc)
+        return rc;
+    v->model = "llama";
+    v->pre = "default";
+    v->n = vocab_size ? vocab_size : (uint32_t)sp.n;
+    v->tokens = calloc(v->n, sizeof *v->tokens);
+    v->scores = malloc(v->n * sizeof *v->scores);
+    v->types = malloc(v->n * sizeof *v->types);
+    if (!v->tokens || !v->scores || !v->types)
+        rc = oom(err);
+    for (uint32_t i = 0; i < v->n && !rc; i++) {
+        if (i < sp.n) {
+            v->tokens[i] = sp.pieces[i];
+            sp.pieces[i] = NULL;
+            v->scores[i] = sp.scores[i];
+            v->types[i] = sp.types[i];
+        } else {
+            char pad[32];
+            snprintf(pad, sizeof pad, "[PAD%u]", i);
+            v->tokens[i] = strdup(pad);
+            v->scores[i] = -10000.0f;
+            v->types[i] = 5; /* UNUSED */
+            if (!v->tokens[i])
+                rc = oom(err);
+        }
+    }
+    qk_conv_spm_free(&sp);
+    /* tokenizer_config.json's added_tokens_decoder, in its order */
+    qk_jsonv *tc = NULL;
+    char *tcp = qk_path_join(dir, "tokenizer_config.json");
+    if (!rc)
+        rc = tcp ? load_json(dir, "tokenizer_config.json", &tc, NULL, NULL, err) : oom(err);
+    const qk_jsonv *atd = qk_jsonv_get(tc, "added_tokens_decoder");
+    for (size_t i = 0; !rc && atd && atd->type == QK_JOBJ && i < qk_jsonv_len(atd); i++) {
+        const qk_jsonm *m = qk_jsonv_member(atd, i);
+        const char *key = m->key;
+        const qk_jsonv *e = m->val;
+        char *endp;
+        long long id = strtoll(key, &endp, 10);
+        const char *content = qk_jsonv_get_str(e, "content", NULL);
+        if (!*key || *endp || id < 0 || !content) {
+            rc = qk_err_at(err, tcp, "added_tokens_decoder", e ? e->off : 0, "entry '%s': not an id with a content", key);
+            break;
+        }
+        if (id >= v->n)
+            continue; /* out of range: ignored */
+        bool special = qk_jsonv_get_bool(e, "special", false) || looks_special(content);
+        char *t = special ? strdup(content) : unescape_spaces(content);
+        if (!t) {
+            rc = oom(err);
+            break;
+        }
+        free(v->tokens[id]);
+        v->tokens[id] = t;
+        v->types[id] = special ? 3 : 4; /* CONTROL, USER_DEFINED */
+        v->scores[id] = -1000.0f;
+    }
+    qk_jsonv_free(tc);
+    free(tcp);
+    qk_jsonv *tok = NULL;
+    if (!rc)
+        rc = load_json(dir, "tokenizer.json", &tok, NULL, NULL, err);
+    if (!rc && qk_jsonv_get(tok, "normalizer"))
+        parse_normalizer(v, qk_jsonv_get(tok, "normalizer"));
+    if (!rc)
+        rc = special_vocab(v, dir, tok, config, v->n, err);
+    v->n_real = v->n;
+    qk_jsonv_free(tok);
+    return rc;
+}
+
+static int tokenizer_class(const char *dir, char *out, size_t n, qk_err *err)
+{
+    qk_jsonv *tc = NULL;
+    char *p = qk_path_join(dir, "tokenizer_config.json");
+    int rc = load_json(dir, "tokenizer_config.json", &tc, NULL, NULL, err);
+    const char *cls = qk_jsonv_get_str(tc, "tokenizer_class", NULL);
+    if (!rc && tc && !cls)
+        rc = qk_err_at(err, p, "tokenizer_class", 0, "missing (Phi-3's converter reads it)");
+    snprintf(out, n, "%s", cls ? cls : "");
+    qk_jsonv_free(tc);
+    free(p);
+    return rc;
+}
+
+int qk_conv_vocab_load(qk_conv_vocab *v, const char *dir, const qk_jsonv *config, uint32_t vocab_size, int mode,
+                       qk_err *err)
+{
+    memset(v, 0, sizeof *v);
+    v->lowercase = v->strip_accents = v->add_space_prefix = -1;
+    bool spm = file_exists(dir, "tokenizer.model");
+    int rc = 0;
+    if (mode == QK_VOCAB_LLAMA)
+        rc = llama_prefix(v, dir, err);
+    if (!rc && mode == QK_VOCAB_PHI3) {
+        char cls[64];
+        rc = tokenizer_class(dir, cls, sizeof cls, err);
+        if (!rc && !strcmp(cls, "GPT2Tokenizer"))
+            mode = QK_VOCAB_GPT2;
+        else if (!rc && !spm)
+            rc = qk_errf(err, QK_EINPUT, "%s: missing tokenizer.model (Phi-3's converter needs it)", dir);
+    }
+    if (!rc && mode == QK_VOCAB_GEMMA2 && !spm)
+        rc = qk_errf(err, QK_EINPUT, "%s: missing tokenizer.model (Gemma 2's converter needs it)", dir);
+    if (!rc && spm && (mode == QK_VOCAB_GEMMA2 || mode == QK_VOCAB_GEMMA3)) {
+        /* Gemma2Model / Gemma3Model.set_vocab: SentencePiece, then add_space_prefix false */
+        rc = load_spm(v, dir, config, vocab_size, err);
+        v->add_space_prefix = 0;
+        v->space_prefix_last = true;
+    } else if (!rc && spm && mode != QK_VOCAB_GPT2)
+        rc = qk_errf(err, QK_EINPUT, "%s: tokenizer.model (SentencePiece): not supported by qk-convert yet", dir);
+    else if (!rc)
+        rc = load_gpt2(v, dir, config, vocab_size, mode == QK_VOCAB_LLAMA, err);
     if (rc)
         qk_conv_vocab_free(v);
     return rc;
@@ -583,5 +813,46 @@ void qk_conv_vocab_free(qk_conv_vocab *v)
     free(v->types);
     free(v->merges);
     free(v->chat_template);
+    free(v->tmpl_name);
+    free(v->tmpl);
     memset(v, 0, sizeof *v);
+}
+
+int qk_conv_vocab_write(qk_gguf_writer *w, const qk_conv_vocab *v, qk_err *err)
+{
+    int rc = 0;
+    if (v->add_space_prefix >= 0 && !v->space_prefix_last)
+        rc = qk_gguf_w_kv_bool(w, "tokenizer.ggml.add_space_prefix", v->add_space_prefix, err);
+    if (!rc)
+        rc = qk_gguf_w_kv_str(w, "tokenizer.ggml.model", v->model, err);
+    if (!rc)
+        rc = qk_gguf_w_kv_str(w, "tokenizer.ggml.pre", v->pre, err);
+    if (!rc)
+        rc = qk_gguf_w_kv_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->tokens, v->n, err);
+    if (!rc && v->scores)
+        rc = qk_gguf_w_kv_arr(w, "tokenizer.ggml.scores", QK_GGUF_F32, v->scores, v->n, err);
+    if (!rc)
+        rc = qk_gguf_w_kv_arr(w, "tokenizer.ggml.token_type", QK_GGUF_I32, v->types, v->n, err);
+    if (!rc && v->n_merges)
+        rc = qk_gguf_w_kv_arr_str(w, "tokenizer.ggml.merges", (const char *const *)v->merges, v->n_merges, err);
+    for (int i = 0; i < v->n_ids && !rc; i++)
+        rc = qk_gguf_w_kv_u32(w, v->ids[i].key, v->ids[i].id, err);
+    for (int i = 0; i < v->n_flags && !rc; i++)
+        rc = qk_gguf_w_kv_bool(w, v->flags[i].key, v->flags[i].v, err);
+    if (!rc && v->tmpl_name) {
+        char key[96];
+        snprintf(key, sizeof key, "tokenizer.chat_template.%s", v->tmpl_name);
+        rc = qk_gguf_w_kv_str(w, key, v->tmpl, err);
+        if (!rc)
+            rc = qk_gguf_w_kv_arr_str(w, "tokenizer.chat_templates", (const char *const *)&v->tmpl_name, 1, err);
+    }
+    if (!rc && v->chat_template)
+        rc = qk_gguf_w_kv_str(w, "tokenizer.chat_template", v->chat_template, err);
+    if (!rc && v->lowercase >= 0)
+        rc = qk_gguf_w_kv_bool(w, "tokenizer.ggml.normalizer.lowercase", v->lowercase, err);
+    if (!rc && v->strip_accents >= 0)
+        rc = qk_gguf_w_kv_bool(w, "tokenizer.ggml.normalizer.strip_accents", v->strip_accents, err);
+    if (!rc && v->add_space_prefix >= 0 && v->space_prefix_last)
+        rc = qk_gguf_w_kv_bool(w, "tokenizer.ggml.add_space_prefix", v->add_space_prefix, err);
+    return rc;
 }

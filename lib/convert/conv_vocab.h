@@ -18,12 +18,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "formats/gguf.h"
 #include "lib/core/err.h"
 #include "lib/core/jsonp.h"
 
+/* The vocabulary paths of the converter classes' set_vocab. */
+enum {
+    QK_VOCAB_GPT2,            /* TextModel: _set_vocab_gpt2 */
+    QK_VOCAB_LLAMA,           /* LlamaModel: add_prefix_space; tokenizer.model, else tokenizer.json */
+    QK_VOCAB_SPM_OR_GPT2,     /* Qwen2Model: tokenizer.model, else _set_vocab_gpt2 */
+    QK_VOCAB_GEMMA2,          /* Gemma2Model: tokenizer.model only, add_space_prefix false */
+    QK_VOCAB_GEMMA3,          /* Gemma3Model: tokenizer.model (add_space_prefix false), else gpt2 */
+    QK_VOCAB_PHI3,            /* Phi3MiniModel: GPT2Tokenizer's gpt2, else its own SentencePiece reading */
+};
+
 typedef struct qk_conv_vocab {
+    const char *model;        /* tokenizer.ggml.model: "gpt2" or "llama" (SentencePiece) */
     uint32_t n;               /* tokens (the model's vocab_size) */
     char **tokens;
+    float *scores;            /* SentencePiece: n scores; NULL otherwise */
     int32_t *types;
     const char *pre;          /* tokenizer.ggml.pre */
     char chkhsh[65];
@@ -33,9 +46,12 @@ typedef struct qk_conv_vocab {
     struct { const char *key; uint32_t id; } ids[8];
     int n_flags;              /* add_*_token flags, in order */
     struct { const char *key; bool v; } flags[4];
-    char *chat_template;      /* NULL: none */
+    char *chat_template;      /* tokenizer.chat_template; NULL: none */
+    char *tmpl_name, *tmpl;   /* a list's one named template (tokenizer.chat_template.NAME); NULL: none */
     int lowercase, strip_accents;   /* -1: not written */
     int add_space_prefix;     /* -1: not written (llama family: tokenizer_config's add_prefix_space) */
+    bool space_prefix_last;   /* written after the special tokens (gemma) instead of first */
+    int64_t n_real;           /* the tokenizer's own token count (gemma3 keeps that many embeddings) */
 } qk_conv_vocab;
 
 /* The check text of get_vocab_base_pre and its hash table (conv_prehash.c,
@@ -47,13 +63,25 @@ extern const size_t qk_conv_chktxt_len;
 const char *qk_conv_pre_for_hash(const char *hex);
 
 /* Load the vocabulary of the directory dir.  config is config.json's DOM,
- * vocab_size the model's (hparams); llama_family: the Llama converter's
- * set_vocab (tokenizer_config's add_prefix_space is written, and a
- * SentencePiece-style tokenizer.json would take another path).  Refuses
- * (QK_EINPUT, one line naming what is missing) whatever the converter
- * refuses or qk does not reproduce. */
-int qk_conv_vocab_load(qk_conv_vocab *v, const char *dir, const qk_jsonv *config, uint32_t vocab_size,
-                       bool llama_family, qk_err *err);
+ * vocab_size the model's (hparams), mode the class's path (QK_VOCAB_*).
+ * Refuses (QK_EINPUT, one line naming what is missing) whatever the
+ * converter refuses or qk does not reproduce. */
+int qk_conv_vocab_load(qk_conv_vocab *v, const char *dir, const qk_jsonv *config, uint32_t vocab_size, int mode,
+                       qk_err *err);
 void qk_conv_vocab_free(qk_conv_vocab *v);
+/* The tokenizer.* keys, in the converter's order. */
+int qk_conv_vocab_write(qk_gguf_writer *w, const qk_conv_vocab *v, qk_err *err);
+
+/* A SentencePiece tokenizer.model's pieces (conv_spm.c): text, score and
+ * the token type _create_vocab_sentencepiece gives each (NORMAL 1,
+ * UNKNOWN 2, CONTROL 3, UNUSED 5, BYTE 6). */
+typedef struct qk_conv_spm {
+    size_t n;
+    char **pieces;
+    float *scores;
+    int32_t *types;
+} qk_conv_spm;
+int qk_conv_spm_read(const char *path, qk_conv_spm *s, qk_err *err);
+void qk_conv_spm_free(qk_conv_spm *s);
 
 #endif

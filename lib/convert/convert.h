@@ -1,5 +1,6 @@
 /* convert.h - Hugging Face directory -> GGUF, byte-identical to llama.cpp's
- * convert_hf_to_gguf.py (d32676d) for the architectures of its table (Llama, Mistral, Mixtral, Qwen2, Qwen3)
+ * convert_hf_to_gguf.py (d32676d) for the architectures of its table (Llama, Mistral, Mixtral, Qwen2, Qwen3,
+ * Qwen2-MoE, Qwen3-MoE, Gemma 2, Gemma 3, Phi-3, gpt-oss with BF16 experts)
  * (lib/convert/conv_arch.c) and the byte-level BPE tokenizers transformers
  * writes.  Tensors are read, converted and written one row block at a time
  * (source pages released behind), so memory stays near the tokenizer's
@@ -7,8 +8,8 @@
  *
  * What the converter would refuse (unknown architecture, unknown
  * pre-tokenizer hash, missing tokenizer, unmappable tensor) is refused, and
- * so is what qk does not reproduce yet (SentencePiece tokenizers, rope
- * scaling, model cards, chat template files): QK_EINPUT with one line
+ * so is what qk does not reproduce yet (SentencePiece tokenizers outside
+ * Gemma, llama3 rope scaling, MXFP4 experts, model cards): QK_EINPUT with one line
  * naming it; nothing is written then. */
 #ifndef QK_CONVERT_H
 #define QK_CONVERT_H
@@ -20,7 +21,10 @@
 #include "lib/core/err.h"
 
 /* --outtype, and the llama_ftype each writes as general.file_type. */
-enum qk_conv_outtype { QK_CONV_F32 = 0, QK_CONV_F16 = 1, QK_CONV_Q8_0 = 7, QK_CONV_BF16 = 32, QK_CONV_AUTO = -1 };
+enum qk_conv_outtype { QK_CONV_F32 = 0, QK_CONV_F16 = 1, QK_CONV_Q8_0 = 7, QK_CONV_BF16 = 32, QK_CONV_AUTO = -1,
+                       /* not a --outtype: f16 when the first matrix is stored as F16, f32 otherwise (the
+                        * lossless float file qk-quant MODEL_DIR quantizes) */
+                       QK_CONV_SOURCE = -3 };
 
 typedef struct qk_conv_opts {
     const char *model_dir;

@@ -73,6 +73,7 @@
 #include "kernels/attn.h"
 #include "kernels/cpu.h"
 #include "kernels/half.h"
+#include "kernels/wq.h"
 #include "lib/core/threads.h"
 
 /* ---- elementwise ops ------------------------------------------------------ */
@@ -293,6 +294,10 @@ static void stage_rows(void *ctx, size_t begin, size_t end)
             qk_add_rows(v, L->bv, 1, c->kv_dim_v);
             prepare_heads(c, L, q, (int)t, hp->n_head, L->q_norm, hp->q_prescale ? hp->kq_scale : 0.0f);
             prepare_heads(c, L, k, (int)t, hp->n_head_kv, L->k_norm, 0.0f);
+            if (L->kv_scale[0] > 0.0f) /* the checkpoint's FP8 KV cache (model.h) */
+                qk_wq_kv_fp8(k, c->kv_dim, L->kv_scale[0]);
+            if (L->kv_scale[1] > 0.0f)
+                qk_wq_kv_fp8(v, c->kv_dim_v, L->kv_scale[1]);
             if (j->kc) {
                 cache_put(c, j->kc, j->pos0 + (int)t, k, c->kv_dim);
                 cache_put(c, j->vc, j->pos0 + (int)t, v, c->kv_dim_v);

@@ -14,21 +14,25 @@
 #include <string.h>
 
 #include "lib/core/ckd.h"
+#include "formats/ckpt.h"
 #include "formats/hfnames.h"
 #include "lib/engine/hfarch.h"
 #include "kernels/types.h"
+#include "lib/engine/hfweights.h"
 
 #define MAX_DIM (1 << 24) /* sanity bound on every hyper-parameter */
 
 struct qk_hfmodel_map {
     char gguf[96];            /* llama.cpp's name */
     int expert;               /* expert index of a per-expert matrix, else -1 */
-    const qk_hf_tensor *t;
+    const qk_hf_tensor *t;    /* the stored tensor (a quantized one's main part) */
     int perm;                 /* QK_PERM_* (applied only when permute_qk) */
     int xform;                /* QK_HFX_* (hfarch.h): the family's own layout */
     uint8_t *permuted;        /* the permuted or rearranged copy, made on first use */
     int64_t ne[4];            /* the rearranged copy's shape and type */
     int type;
+    const qk_ck_tensor *ct;   /* a quantized logical tensor (NULL: t as stored) */
+    qk_wq wq;                 /* its view, made when the map is built */
 };
 
 /* The rope_scaling object (or transformers 5's rope_parameters), or NULL. */
@@ -175,30 +179,46 @@ static int map_cmp(const void *a, const void *b)
 }
 
 /* Every HF tensor llama.cpp has a name for (the family's own names first,
- * hfarch.h; a tensor may make two), sorted by that name and expert. */
+ * hfarch.h; a tensor may make two), sorted by that name and expert; for a
+ * quantized checkpoint its logical tensors (MODULE.weight for each quantized
+ * module, with its view). */
 static int build_map(qk_hfmodel *h, qk_err *err)
 {
     const qk_hfdir *hf = h->hf;
-    h->map = calloc(hf->n_tensors ? 2 * hf->n_tensors : 1, sizeof *h->map);
+    const size_t n = h->ck ? h->ck->n : hf->n_tensors;
+    h->map = calloc(n ? 2 * n : 1, sizeof *h->map);
     if (!h->map)
         return qk_errf(err, QK_EIO, "out of memory");
-    for (size_t i = 0; i < hf->n_tensors; i++) {
+    for (size_t i = 0; i < n; i++) {
+        const qk_ck_tensor *ct = h->ck ? &h->ck->t[i] : NULL;
+        const char *name = ct ? ct->name : hf->tensors[i].name;
+        const qk_hf_tensor *st = ct ? ct->w : &hf->tensors[i];
+        const bool parted = ct && ct->layout != QK_CK_DENSE;
         qk_hf_target tg[2];
-        const int n = qk_hf_family_names(h->fam, hf->tensors[i].name, tg);
-        for (int k = 0; k < n; k++) {
+        const int nt = qk_hf_family_names(h->fam, name, tg);
+        if (nt && parted)
+            return qk_err_at(err, hf->dir, name, st->st->info_offset,
+                             "a quantized tensor in this family's own layout (fused or per-expert) "
+                             "cannot be computed on its parts");
+        for (int k = 0; k < nt; k++) {
             qk_hfmodel_map *e = &h->map[h->n_map++];
             memcpy(e->gguf, tg[k].gguf, sizeof e->gguf);
             e->expert = tg[k].expert;
             e->xform = tg[k].xform;
-            e->t = &hf->tensors[i];
+            e->t = st;
         }
-        if (n)
+        if (nt)
             continue;
         qk_hfmodel_map *e = &h->map[h->n_map];
-        if (qk_hf_to_gguf_name(hf->tensors[i].name, e->gguf, sizeof e->gguf, &e->perm) != 0)
+        if (qk_hf_to_gguf_name(name, e->gguf, sizeof e->gguf, &e->perm) != 0)
             continue; /* e.g. rotary_emb.inv_freq: not part of the graph */
         e->expert = -1;
-        e->t = &hf->tensors[i];
+        e->t = st;
+        if (parted) {
+            e->ct = ct;
+            if (qk_hf_weight_view(h->ck, ct, h->config_path, &e->wq, err))
+                return err->code;
+        }
         h->n_map++;
     }
     qsort(h->map, h->n_map, sizeof *h->map, map_cmp);
@@ -254,6 +274,12 @@ static int table(const qk_hfmodel *h, const float *t, const char *what, qk_src_t
 static int entry_tensor(qk_hfmodel *h, qk_hfmodel_map *e, qk_src_tensor *out, qk_err *err)
 {
     const qk_hf_tensor *t = e->t;
+    if (e->ct) {
+        *out = (qk_src_tensor){.name = e->ct->name, .name_len = (int)strlen(e->ct->name), .type = e->wq.type,
+                               .ne = {e->ct->cols, e->ct->rows, 1, 1}, .offset = t->st->info_offset,
+                               .wq = &e->wq};
+        return 1;
+    }
     if (t->n_dims > 4) {
         qk_err_at(err, h->hf->dir, t->name, t->st->info_offset, "%d dimensions", t->n_dims);
         return -1;
@@ -364,6 +390,14 @@ int qk_hfmodel_open(qk_hfmodel **out, const char *path, qk_err *err)
         qk_hf_family_find(h->hf->config, h->config_path, &h->fam, err))
         goto fail;
     const int vocab = hp.n_vocab;
+    if (qk_ckpt_open(&h->ck, h->hf, err))
+        goto fail;
+    if (!h->ck->quantized) {
+        qk_ckpt_close(h->ck);
+        h->ck = NULL;
+    } else if (hp.rope_mode == QK_ROPE_NORMAL) {
+        hp.rope_mode = QK_ROPE_NEOX; /* the stored rows, rotate_half as transformers (hfmodel.h) */
+    }
     h->permute_qk = hp.rope_mode == QK_ROPE_NORMAL;
     h->m.hp = hp; /* permute() reads the head counts */
     if (build_map(h, err))
@@ -375,7 +409,8 @@ int qk_hfmodel_open(qk_hfmodel **out, const char *path, qk_err *err)
     }
     const qk_model_source src = {.path = h->hf->dir, .ctx = h, .find = hf_find,
                                  .source_name = hf_name, .find_expert = hf_find_expert};
-    if (qk_model_load_source(&h->m, &hp, &src, err))
+    if (qk_model_load_source(&h->m, &hp, &src, err) ||
+        (h->ck && qk_hf_kv_scales(h->ck, h->config_path, &h->m, err)))
         goto fail;
     if (vocab && vocab != h->m.hp.n_vocab) {
         qk_err_at(err, h->config_path, "vocab_size", qk_hfcfg_off(h->hf->config, "vocab_size"),
@@ -397,6 +432,7 @@ void qk_hfmodel_close(qk_hfmodel *h)
     for (size_t i = 0; i < h->n_map; i++)
         free(h->map[i].permuted);
     free(h->map);
+    qk_ckpt_close(h->ck);
     free(h->rope.freqs), free(h->rope.lng), free(h->rope.shrt);
     free(h->config_path);
     qk_hf_close(h->hf);

@@ -22,6 +22,14 @@
  * converted GGUF; qwen2/qwen3 keep their rows and use NEOX rope, as llama.cpp
  * does for them.  Llama-3 rope scaling becomes per-frequency divisors
  * (rope_freqs.weight), computed like the converter's generate_extra_tensors.
+ *
+ * Quantized checkpoints (compressed-tensors, ModelOpt, AWQ, GPTQ, MLX,
+ * bitsandbytes: formats/ckpt.h) load each quantized module as a view of its
+ * stored parts (lib/engine/hfweights.h), computed by the format table's
+ * kernels for its layout; modules the checkpoint leaves in float (lm_head,
+ * embeddings, norms) keep their stored type.  Their q/k rows are not
+ * permuted (a permutation would be a copy): llama and mistral then take
+ * NEOX rope, which on the unpermuted rows is transformers' rotate_half.
  */
 #ifndef QK_HFMODEL_H
 #define QK_HFMODEL_H
@@ -36,6 +44,7 @@
 #include "lib/engine/model.h"
 
 typedef struct qk_hfmodel_map qk_hfmodel_map;
+struct qk_ckpt;
 
 typedef struct qk_hfmodel {
     qk_hfdir *hf;
@@ -47,6 +56,10 @@ typedef struct qk_hfmodel {
     const qk_hf_family *fam; /* lib/engine/hfarch.h */
     qk_hfmodel_map *map;     /* GGUF name -> HF tensor, sorted */
     size_t n_map;
+    /* a quantized checkpoint (formats/ckpt.h): its logical tensors, each
+     * quantized one computed on its stored parts (kernels/wq.h); NULL when
+     * every tensor is a plain float one */
+    struct qk_ckpt *ck;
 } qk_hfmodel;
 
 /* Hyper-parameters from config.json's DOM; *rt gets the rope tables

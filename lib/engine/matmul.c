@@ -37,6 +37,8 @@ typedef struct {
     float *y;
     bool packed;                   /* products read w->packed (k->packed_tile) */
     bool fdot;                     /* float activations: k->fdot_tile (QK_ACT_F32) */
+    const qk_wq *wq;               /* a parted weight: its view, or wqf under QK_ACT_F32 */
+    qk_wq wqf;                     /* the view with float activations (the W*A16 products) */
     size_t rt;                     /* rows per tile: ROW_TILE, or the packed kernel's own */
 } part;
 
@@ -58,13 +60,19 @@ typedef struct {
     size_t xq_row;
     int64_t cols;
     qk_from_float_fn from_float;
+    const qk_wq *wq;          /* a parted weight's encoding: wq_act with its parameters */
+    qk_wq_act_fn wq_act;
 } enc_job;
 
 static void encode_range(void *ctx, size_t begin, size_t end)
 {
     const enc_job *j = ctx;
-    for (size_t t = begin; t < end; t++)
-        j->from_float(j->x + t * (size_t)j->cols, j->xq + t * j->xq_row, j->cols);
+    for (size_t t = begin; t < end; t++) {
+        if (j->wq_act)
+            j->wq_act(j->wq, j->x + t * (size_t)j->cols, j->xq + t * j->xq_row, j->cols);
+        else
+            j->from_float(j->x + t * (size_t)j->cols, j->xq + t * j->xq_row, j->cols);
+    }
 }
 
 static void dot_ranges(void *ctx, size_t begin, size_t end)
@@ -82,7 +90,9 @@ static void dot_ranges(void *ctx, size_t begin, size_t end)
                 float *out = pt->y + (size_t)t0 * (size_t)w->rows + r0;
                 /* packed rows come in whole groups: ranges and tiles start
                  * at multiples of rt (a multiple of 8), and rows is a multiple of the group */
-                if (pt->fdot)
+                if (pt->wq)
+                    pt->k->wq_tile(pt->wq, (int64_t)r0, nr, act, pt->act_row, nt, out, (size_t)w->rows);
+                else if (pt->fdot)
                     qk_fdot_tile(pt->k, w->cols, w->data + r0 * w->row_size, w->row_size, nr,
                                  (const float *)(const void *)act, (size_t)w->cols, nt, out, (size_t)w->rows);
                 else if (pt->packed)
@@ -118,21 +128,34 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
     part parts[MAX_PARTS];
     /* the activation encodings the call needs, each made once */
     int vt[MAX_PARTS], nvt = 0, enc[MAX_PARTS]; /* enc[i]: weight i's encoding in vt */
+    const qk_wq *vwq[MAX_PARTS];                  /* the parted weight whose parameters it takes */
     size_t off[MAX_PARTS], rowb[MAX_PARTS], need = 0, nranges = 0;
     for (int i = 0; i < nw; i++) {
         if (w[i]->cols != cols)
             return qk_errf(err, QK_EIO, "matmul: weights of one call differ in columns");
+        const qk_wq *wq = w[i]->wq;
         const qk_kernels *k = qk_kernels_for(w[i]->type);
         const bool fdot = ws->act == QK_ACT_F32 && w[i]->type != QK_F32;
-        if (fdot && !k->fdot_tile)
+        if (fdot && !wq && !k->fdot_tile)
             return qk_errf(err, QK_EINPUT, "%.*s: type %s has no float-activation product",
                            w[i]->name_len, w[i]->name, qk_type_get(w[i]->type)->name);
-        const int t = fdot ? QK_F32 : qk_type_get(w[i]->type)->vec_dot_type;
+        parts[i] = (part){.w = w[i], .k = k, .y = y[i], .fdot = fdot, .wq = wq};
+        if (wq && (fdot || ws->act_variant)) { /* the view with float activations, or a variant encoder */
+            parts[i].wqf = *wq;
+            if (fdot)
+                parts[i].wqf.act = QK_F32;
+            parts[i].wqf.a_variant = ws->act_variant == QK_ACTV_SAME ? 0 : ws->act_variant;
+            parts[i].wq = &parts[i].wqf;
+        }
+        const qk_wq *pw = parts[i].wq;
+        /* a parted weight's activations are its scheme's, or floats under QK_ACT_F32 (its W*A16 product) */
+        const int t = fdot ? QK_F32 : wq ? wq->act : qk_type_get(w[i]->type)->vec_dot_type;
         int e = 0;
-        while (e < nvt && vt[e] != t)
+        while (e < nvt && !(vt[e] == t && (t == QK_F32 || !pw || !vwq[e] || qk_wq_act_same(pw, vwq[e]))))
             e++;
         if (e == nvt) {
             vt[nvt] = t;
+            vwq[nvt] = t == QK_F32 ? NULL : pw;
             rowb[nvt] = t == QK_F32 ? 0 : qk_row_size(t, cols);
             uint64_t n;
             if (qk_ckd_mul(&n, rowb[nvt], (uint64_t)n_tok) || qk_ckd_add(&n, n, need) || n > SIZE_MAX)
@@ -141,8 +164,7 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
             need = (size_t)n;
             nvt++;
         }
-        parts[i] = (part){.w = w[i], .k = k, .y = y[i], .fdot = fdot};
-        parts[i].packed = !fdot && w[i]->packed && (n_tok > 1 || k->pack_decode);
+        parts[i].packed = !fdot && !wq && w[i]->packed && (n_tok > 1 || k->pack_decode);
         if (!parts[i].packed)
             parts[i].rt = ROW_TILE;
         else
@@ -165,7 +187,8 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
         if (vt[e] != QK_F32) {
             const qk_from_float_fn var = ws->act_variant ? qk_actvar_from_float(vt[e], ws->act_variant) : NULL;
             enc_job ej = {.x = x, .xq = buf + off[e], .xq_row = rowb[e], .cols = cols,
-                          .from_float = var ? var : qk_kernels_for(vt[e])->from_float};
+                          .from_float = var ? var : qk_kernels_for(vt[e])->from_float, .wq = vwq[e],
+                          .wq_act = vwq[e] ? qk_kernels_for(vt[e])->wq_act : NULL};
             qk_parallel_for(nthreads, (size_t)n_tok, 1, encode_range, &ej);
         }
     range *ranges = malloc((nranges ? nranges : 1) * sizeof *ranges);

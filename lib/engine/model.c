@@ -87,13 +87,29 @@ static void set_weight(qk_weight *w, const qk_src_tensor *t)
 {
     *w = (qk_weight){.name = t->name, .name_len = t->name_len, .type = t->type, .cols = t->ne[0],
                      .rows = t->ne[1], .row_size = qk_row_size(t->type, t->ne[0]), .data = t->data,
-                     .mapped = t->mapped};
+                     .mapped = t->mapped, .wq = t->wq};
+}
+
+/* A parted weight (kernels/wq.h): its layout has products for its activation type. */
+static int check_wq(const loader *ld, const qk_src_tensor *t, bool matmul, qk_err *err)
+{
+    const qk_type_traits *tt = qk_type_get(t->type), *at = qk_type_get(t->wq->act);
+    if (!tt || !tt->wq_rows || (matmul && !tt->wq_tile))
+        return tensor_err(ld, t, err, "layout %s has no %s", type_name(t->type),
+                          matmul ? "product kernel" : "decoder");
+    if (matmul && (!at || (t->wq->act != QK_F32 && !at->wq_act)))
+        return tensor_err(ld, t, err, "activation type %s has no encoder%s", type_name(t->wq->act), "");
+    if (t->wq->rows != t->ne[1] || t->wq->cols != t->ne[0])
+        return tensor_err(ld, t, err, "parts do not match the shape%s%s", "", "");
+    return 0;
 }
 
 /* A matrix used in y = W x: its type must have a dot product, and x must be
  * encodable as the dot product's activation type. */
 static int check_matmul_type(const loader *ld, const qk_src_tensor *t, qk_err *err)
 {
+    if (t->wq)
+        return check_wq(ld, t, true, err);
     const qk_type_traits *tt = qk_type_get(t->type);
     if (!tt || !tt->vec_dot || tt->vec_dot_type < 0)
         return tensor_err(ld, t, err, "type %s has no dot-product kernel%s", type_name(t->type),
@@ -385,8 +401,12 @@ static int load_embeddings(const loader *ld, qk_err *err)
     if (check_shape(ld, &t, m->hp.n_embd, m->hp.n_vocab, err))
         return err->code;
     const qk_type_traits *tt = qk_type_get(t.type);
-    if (!tt || (t.type != QK_F32 && !tt->to_float) || qk_row_size(t.type, t.ne[0]) == 0)
+    if (t.wq) {
+        if (check_wq(ld, &t, false, err))
+            return err->code;
+    } else if (!tt || (t.type != QK_F32 && !tt->to_float) || qk_row_size(t.type, t.ne[0]) == 0) {
         return tensor_err(ld, &t, err, "type %s cannot be decoded%s", type_name(t.type), "");
+    }
     set_weight(&m->tok_embd, &t);
 
     /* lm head: output.weight, or tied to the embeddings when absent */
@@ -507,6 +527,10 @@ int qk_weight_row(const qk_weight *w, int64_t row, float *out, qk_err *err)
     if (row < 0 || row >= w->rows)
         return qk_errf(err, QK_EINPUT, "%.*s: row %lld out of range [0, %lld)", w->name_len,
                        w->name, (long long)row, (long long)w->rows);
+    if (w->wq) {
+        qk_type_get(w->type)->wq_rows(w->wq, row, 1, out);
+        return 0;
+    }
     const uint8_t *src = w->data + (size_t)row * w->row_size;
     if (w->type == QK_F32) {
         memcpy(out, src, (size_t)w->cols * sizeof *out);

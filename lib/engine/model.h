@@ -19,6 +19,7 @@
 
 #include "lib/core/err.h"
 #include "formats/gguf.h"
+#include "kernels/wq.h"
 
 typedef enum qk_arch {
     QK_ARCH_LLAMA, QK_ARCH_QWEN2, QK_ARCH_QWEN3, QK_ARCH_QWEN2MOE, QK_ARCH_QWEN3MOE,
@@ -108,6 +109,11 @@ typedef struct qk_weight {
      * level have no packed kernel or rows is not a multiple of the group. */
     const uint8_t *packed;
     int mapped;           /* data is file pages that may be dropped once packed (qk_src_tensor) */
+    /* A weight of a quantized Hugging Face checkpoint whose parts are
+     * separate tensors: its view (kernels/wq.h), computed by its type's
+     * (QK_W_*) wq kernels; data and row_size are then unused.  NULL for
+     * every one-array type. */
+    const qk_wq *wq;
 } qk_weight;
 
 /* A layer's experts: n_expert matrices of each kind (views of a 3-D GGUF
@@ -129,6 +135,10 @@ typedef struct qk_layer {
     const float *ffn_post_norm;      /* [n_embd], hp.post_norms */
     /* dense FFN (also phi3's fused gate_up: two row ranges of ffn_up) */
     qk_weight w_gate, w_up, w_down;
+    /* an FP8 E4M3 KV cache with static per-tensor scales (a quantized HF
+     * checkpoint's kv_cache_scheme, k_scale and v_scale): keys (after rope)
+     * and values enter the cache as e4m3(x / scale) * scale; 0: none */
+    float kv_scale[2];
     /* mixture of experts (moe: this layer has them) */
     bool moe;
     qk_weight gate_inp;              /* router [n_expert rows of n_embd] */
@@ -184,6 +194,9 @@ typedef struct qk_src_tensor {
      * its one-token products read the copy too), its pages may be dropped
      * (lib/core/mapfile.h qk_map_release) */
     int mapped;
+    /* a parted weight (type QK_W_*, data NULL): its view, owned by the
+     * source, outliving the model */
+    const qk_wq *wq;
 } qk_src_tensor;
 
 typedef struct qk_model_source {

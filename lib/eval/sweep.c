@@ -12,7 +12,7 @@
 #include "lib/core/files.h"
 #include "lib/core/jsonp.h"
 #include "lib/core/progress.h"
-#include "lib/engine/model_open.h"
+#include "lib/engine/modelfile.h"
 #include "lib/eval/ppl.h"
 #include "lib/eval/tasks_cmd.h"
 
@@ -142,7 +142,7 @@ static int eval_model(run_state *s, int i, qk_err *err)
     qk_model_file mf;
     qk_kld_acc acc;
     memset(&acc, 0, sizeof acc);
-    int rc = qk_model_file_open(&mf, s->models[i], err);
+    int rc = qk_model_file_open(&mf, s->models[i], true, err);
     if (rc)
         return rc;
     if (mf.m->hp.n_vocab != s->base->hp.n_vocab) {
@@ -216,7 +216,7 @@ int qk_sweep_run(const qk_sweep_opts *o, char *const *models, int n_models, qk_s
     if (rc)
         return rc;
     if ((rc = result_init(r, o, n_models, tv.n_chunk, err)) ||
-        (rc = qk_model_file_open(&base, o->base, err)))
+        (rc = qk_model_file_open(&base, o->base, true, err)))
         goto done;
     if (base.m->hp.n_vocab != (int)qk_tok_n_vocab(tv.tok)) {
         rc = qk_errf(err, QK_EINPUT, "%s: the tokenizer has %u tokens, the output layer %d", o->base,

@@ -333,6 +333,8 @@ static void scheme_of(const wctx *w, const qk_scheme **s, qk_scheme_opts *so)
     case K_CT_MXFP4: *s = qk_scheme_by_name("mxfp4"); break;
     default: *s = NULL;
     }
+    if (t->k == K_CT_NVFP4 || t->k == K_MO_NVFP4 || t->k == K_CT_MXFP4)
+        so->scale_type = QK_F32; /* their scales are bytes (E4M3, E8M0) whatever the model's dtype */
 }
 
 static void put_u32(uint8_t *p, uint64_t i, uint32_t v) { memcpy(p + i * 4, &v, 4); }

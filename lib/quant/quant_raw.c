@@ -26,10 +26,11 @@ void qk_raw_list(FILE *f, bool json)
         const qk_type_traits *t = qk_type_get(id);
         const qk_type_traits *vd = t->vec_dot_type >= 0 ? qk_type_get(t->vec_dot_type) : NULL;
         if (!json) {
-            fprintf(f, "%-9s %4d %6d %6zu %8.4f %10s %-8s %s%s%s%s\n", t->name, t->id, t->blck,
+            fprintf(f, "%-9s %4d %6d %6zu %8.4f %10s %-8s %s%s%s%s%s\n", t->name, t->id, t->blck,
                    t->type_size, qk_type_bpw(id), t->needs_imatrix ? "required" : "-",
                    vd ? vd->name : "-", t->to_float ? "decode " : "", t->quantize ? "encode " : "",
-                   t->vec_dot ? "dot " : "", t->from_float ? "activation" : "");
+                   t->vec_dot ? "dot " : "", t->from_float ? "activation" : "",
+                   t->wq_rows ? "parts: decode dot" : t->wq_act ? "parts: activation" : "");
             continue;
         }
         qk_json_obj(&j);
@@ -44,6 +45,7 @@ void qk_raw_list(FILE *f, bool json)
         qk_json_key(&j, "decode"), qk_json_bool(&j, t->to_float != NULL);
         qk_json_key(&j, "encode"), qk_json_bool(&j, t->quantize != NULL);
         qk_json_key(&j, "dot"), qk_json_bool(&j, t->vec_dot != NULL);
+        qk_json_key(&j, "parts"), qk_json_bool(&j, t->wq_rows != NULL || t->wq_act != NULL);
         qk_json_end_obj(&j);
     }
     /* the datacenter schemes (kernels/scaled.h), bits per weight at 4096 columns */

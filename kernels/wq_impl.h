@@ -1,0 +1,47 @@
+/* wq_impl.h - shared by the parted-layout kernels (kernels/wq*.c and
+ * kernels/x86/avx2_wq*.c); private to kernels/. */
+#ifndef QK_WQ_IMPL_H
+#define QK_WQ_IMPL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernels/wq.h"
+
+/* Activation rows of one float tile pass (the lanes of each stay in registers
+ * or on the stack). */
+#define QK_WQ_MAX_NT 64
+
+/* Elements [k0, k0 + n) of row r decoded to float (the reference). */
+typedef void (*qk_wq_dec_fn)(const qk_wq *w, int64_t r, int64_t k0, int64_t n, float *y);
+qk_wq_dec_fn qk_wq_decoder(int type);
+
+/* The block multiplier of an FP4 scale byte: 2^(e-127) for E8M0 scales,
+ * float(e4m3) / g or * g for NVFP4 (as ckpt_ct.c / ckpt_modelopt.c). */
+float qk_wq_fp4_mult(const qk_wq *w, uint8_t sb);
+/* Activation types whose rows are floats (the float products). */
+bool qk_wq_act_float(int act);
+
+/* NVFP4 W4A4 (wq_int.c): block b's exact sum of the doubled E2M1 values of
+ * a weight row's codes q (two a byte, the even element low) and an
+ * activation row's codes a, and the block's multiplier, dw_b * da_b (da_b
+ * read from the activation row's header). */
+int32_t qk_wq_nv4_isum(const uint8_t *q, const int8_t *a, int64_t b);
+float qk_wq_nv4_mult(const qk_wq *w, const uint8_t *srow, const uint8_t *arow, int64_t b);
+
+/* The integer products (wq_int.c). */
+void qk_wq_tile_i8(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out,
+                   size_t ldo);
+void qk_wq_tile_nv4(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out,
+                    size_t ldo);
+void qk_wq_tile_i8o(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out,
+                    size_t ldo);
+
+/* The activation encoders (wq_act.c). */
+void qk_wq_act_fp8(const qk_wq *w, const float *x, void *dst, int64_t n);
+void qk_wq_act_mx(const qk_wq *w, const float *x, void *dst, int64_t n);
+void qk_wq_act_i8(const qk_wq *w, const float *x, void *dst, int64_t n);
+void qk_wq_act_nv4(const qk_wq *w, const float *x, void *dst, int64_t n);
+void qk_wq_act_i8o(const qk_wq *w, const float *x, void *dst, int64_t n);
+
+#endif

@@ -1,0 +1,589 @@
+/* avx2_wq.c - AVX2 products of the parted checkpoint layouts (kernels/wq.h),
+ * bitwise equal to the scalar reference (kernels/wq.c, wq_int.c) for every
+ * element whatever the tile (tests/test_wq.c compares them with memcmp).
+ *
+ * Float products (activations F32, QK_A_FP8, QK_A_MX8, QK_A_MX4): THE WQ
+ * FLOAT ORDER of wq.h.  Eight weights of a row are decoded in registers the
+ * way the reference decoder computes each of them (the same operations:
+ * code to float exactly, then (q - zero) * scale, scale * q + bias, value
+ * times block multiplier), and one fused multiply-add per 8 elements adds
+ * them into that (row, token)'s 8-lane accumulator, in increasing order;
+ * qk_hsum8_ps then sums the lanes in the reference's tree (kernels/fdot.h's
+ * order for rows of a multiple of 8; other rows run the reference).  A tile
+ * keeps 4 rows x 2 tokens (decode: 8 rows x 1) of accumulators in registers
+ * over the whole row.  Codes are turned into floats exactly: E4M3 through
+ * its bits as an F16 (vcvtph2ps) times 2^8, E2M1 through a table of its 8
+ * magnitudes and the sign bit, integers through vcvtdq2ps.  (A NaN E4M3 code,
+ * 0x7F/0xFF, decodes to a finite value here and to NaN in the reference; no
+ * producer writes one into a weight.)
+ *
+ * Integer products: the exact int32 sums of wq_int.c (vpmaddubsw on the
+ * weight's magnitude and the activation's sign-adjusted codes, vpmaddwd),
+ * then the reference's float steps on the same integers.
+ *
+ * Layouts or shapes without a kernel here (act-order g_idx, AWQ, bitsandbytes,
+ * bit streams of 3/5/6/7 bits, groups that are not multiples of 8) run the
+ * reference. */
+#include "kernels/x86/simd_common.h"
+
+#include <string.h>
+
+#include "kernels/elements.h"
+#include "kernels/fp4.h"
+#include "kernels/wq_impl.h"
+
+#ifdef QK_X86
+
+enum { K_FP8, K_FP8X, K_I8, K_I8Z, K_P4, K_P8, K_FP4, K_MLX4, K_GPTQ4, K_BNB8, K_NONE };
+
+/* Which decoder serves w, or K_NONE. */
+static int kind_of(const qk_wq *w)
+{
+    const int64_t cd = w->s.cdiv;
+    const bool grp8 = cd % 8 == 0 || cd >= w->cols;
+    if (w->gidx || !grp8 || w->cols % 8)
+        return K_NONE; /* rows that are no multiple of 8 take fdot.h's 32-lane order: the reference */
+    const bool zf = !w->z.p || w->z.bits == 0 || (w->z.bits == w->bits && !w->z.stream);
+    switch (w->type) {
+    case QK_W_FP8: return w->elem != QK_ELEM_FP8_E4M3 ? K_NONE : w->s.type == QK_E8M0 ? K_FP8X : K_FP8;
+    case QK_W_INT8: return w->z.p ? K_I8Z : K_I8;
+    case QK_W_PACK:
+        if (w->order != QK_WQ_WORDS || !zf)
+            return K_NONE;
+        return w->bits == 4 ? K_P4 : w->bits == 8 ? K_P8 : K_NONE;
+    case QK_W_NVFP4:
+    case QK_W_MXFP4: return w->s.cs == 1 ? K_FP4 : K_NONE;
+    case QK_W_MLX: return w->bits == 4 && w->order == QK_WQ_STREAM ? K_MLX4 : K_NONE;
+    case QK_W_GPTQ: return w->bits == 4 && zf ? K_GPTQ4 : K_NONE;
+    case QK_W_BNB8: return K_BNB8;
+    default: return K_NONE;
+    }
+}
+
+static const float e2m1_mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+
+/* Where row r's codes start (GPTQ: its column of words). */
+static inline const uint8_t *row_codes(const qk_wq *w, int kind, int64_t r)
+{
+    return kind == K_GPTQ4 ? w->q + 4 * r : w->q + r * w->q_rs;
+}
+
+/* The scale (and zero point or bias) of row r's group at element k, as the
+ * reference takes them; FP8 folds in the 2^8 of its F16 decoding (exact). */
+static inline void group_params(const qk_wq *w, int kind, int64_t r, int64_t k, float *s, float *z)
+{
+    *z = 0.0f;
+    switch (kind) {
+    case K_FP4: *s = qk_wq_fp4_mult(w, w->s.p[r / w->s.rdiv * w->s.rs + k / w->s.cdiv * w->s.cs]); return;
+    case K_BNB8: *s = qk_wq_val(w->s.p, w->s.type, r); return;
+    case K_FP8: /* float scales: fold the 2^8 in (exact); E8M0 ones could overflow: dec8 multiplies */
+        *s = qk_wq_scale(w, r, k) * 256.0f;
+        return;
+    default:
+        *s = qk_wq_scale(w, r, k);
+        *z = qk_wq_zero(w, r, k);
+        return;
+    }
+}
+
+/* E4M3 bytes -> floats / 2^8, exactly: each byte's value bits placed as an
+ * F16's exponent and mantissa with the sign on top (b << 8, arithmetic
+ * shift right by one, the copy of the sign in bit 14 cleared). */
+QK_TARGET_AVX2 static inline __m256 e4m3x8_div256(__m128i b8)
+{
+    const __m128i h = _mm_srai_epi16(_mm_unpacklo_epi8(_mm_setzero_si128(), b8), 1);
+    return _mm256_cvtph_ps(_mm_and_si128(h, _mm_set1_epi16((short)0xBFFF)));
+}
+
+/* E4M3 bytes -> floats, exactly. */
+QK_TARGET_AVX2 static inline __m256 e4m3x8(__m128i b8);
+
+/* The multipliers of an FP4 row's groups [j0, j0 + m) (m <= 8) into mv, as
+ * qk_wq_fp4_mult gives them: 8 at a time (E4M3 scale / g or * g, E8M0
+ * 2^(e - 127) with 0 -> 2^-127 and 255 -> NaN), the rest one by one. */
+QK_TARGET_AVX2 static inline void fp4_mults(const qk_wq *w, const uint8_t *sb, int m, float *mv)
+{
+    if (m < 8) {
+        for (int j = 0; j < m; j++)
+            mv[j] = qk_wq_fp4_mult(w, sb[j]);
+        return;
+    }
+    const __m128i b8 = _mm_loadl_epi64((const __m128i *)sb);
+    __m256 v;
+    if (w->s.type == QK_E8M0) {
+        const __m256i e = _mm256_cvtepu8_epi32(b8);
+        __m256i bits = _mm256_slli_epi32(e, 23);
+        bits = _mm256_blendv_epi8(bits, _mm256_set1_epi32(0x00400000), _mm256_cmpeq_epi32(e, _mm256_setzero_si256()));
+        bits = _mm256_blendv_epi8(bits, _mm256_set1_epi32(0x7fc00000), _mm256_cmpeq_epi32(e, _mm256_set1_epi32(255)));
+        v = _mm256_castsi256_ps(bits);
+    } else {
+        v = e4m3x8(b8);
+        v = w->g_div ? _mm256_div_ps(v, _mm256_set1_ps(w->g)) : _mm256_mul_ps(v, _mm256_set1_ps(w->g));
+    }
+    _mm256_storeu_ps(mv, v);
+}
+
+QK_TARGET_AVX2 static inline __m256 e4m3x8(__m128i b8)
+{
+    return _mm256_mul_ps(e4m3x8_div256(b8), _mm256_set1_ps(256.0f));
+}
+
+/* Eight 4-bit codes of four bytes, the low nibble first. */
+QK_TARGET_AVX2 static inline __m256i nib8(const uint8_t *p)
+{
+    uint32_t u;
+    memcpy(&u, p, 4);
+    const __m256i v = _mm256_cvtepu8_epi32(_mm_shuffle_epi8(_mm_cvtsi32_si128((int)u),
+                                                            _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 0, 0, 0, 0, 0, 0, 0, 0)));
+    return _mm256_and_si256(_mm256_srlv_epi32(v, _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4)), _mm256_set1_epi32(15));
+}
+
+/* Eight 4-bit fields of a word, field 0 first. */
+QK_TARGET_AVX2 static inline __m256i fields8(const uint8_t *p)
+{
+    return _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)qk_ld_u32(p)), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                            _mm256_set1_epi32(15));
+}
+
+/* What dec8 reads of the weight, as values (no reload through w). */
+typedef struct {
+    int64_t gptq_stride; /* bytes between GPTQ word rows */
+    int code_offset;
+} decp;
+
+/* Weights [k, k + 8) of the row whose codes start at q, with its group's
+ * s and z (broadcast), as the reference decodes them. */
+QK_TARGET_AVX2 static inline __m256 dec8(const decp d, const int kind, const uint8_t *q, int64_t k, __m256 s, __m256 z)
+{
+    switch (kind) {
+    case K_FP8:
+        return _mm256_mul_ps(e4m3x8_div256(_mm_loadl_epi64((const __m128i *)(q + k))), s);
+    case K_FP8X:
+        return _mm256_mul_ps(e4m3x8(_mm_loadl_epi64((const __m128i *)(q + k))), s);
+    case K_I8:
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q + k)))), s);
+    case K_I8Z: {
+        const __m256 c = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q + k))));
+        return _mm256_mul_ps(_mm256_sub_ps(c, z), s);
+    }
+    case K_BNB8: {
+        const __m256 c = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q + k))));
+        return _mm256_mul_ps(_mm256_mul_ps(c, s), _mm256_set1_ps(7.874015718698502e-3f));
+    }
+    case K_P4:
+    case K_GPTQ4: {
+        const uint8_t *p = kind == K_P4 ? q + k / 2 : q + (size_t)(k / 8) * (size_t)d.gptq_stride;
+        const __m256 c = _mm256_cvtepi32_ps(_mm256_sub_epi32(fields8(p), _mm256_set1_epi32(d.code_offset)));
+        return _mm256_mul_ps(_mm256_sub_ps(c, z), s);
+    }
+    case K_P8: {
+        const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(q + k)));
+        const __m256 c = _mm256_cvtepi32_ps(_mm256_sub_epi32(b, _mm256_set1_epi32(d.code_offset)));
+        return _mm256_mul_ps(_mm256_sub_ps(c, z), s);
+    }
+    case K_MLX4:
+        return _mm256_add_ps(_mm256_mul_ps(s, _mm256_cvtepi32_ps(nib8(q + k / 2))), z);
+    default: { /* K_FP4 */
+        const __m256i c = nib8(q + k / 2);
+        const __m256 mag = _mm256_permutevar8x32_ps(_mm256_loadu_ps(e2m1_mag), c);
+        const __m256 v = _mm256_or_ps(mag, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_srli_epi32(c, 3), 31)));
+        return _mm256_mul_ps(v, s);
+    }
+    }
+}
+
+/* One token against NR (1, 4 or 8) rows, each output THE WQ FLOAT ORDER:
+ * the rows' groups in lockstep (a group is the same columns in every row),
+ * each group's scale and zero fetched once, the token's chunk loaded once
+ * for the rows, one fused multiply-add per 8 weights.  The accumulators are
+ * named variables: an array of them ends up stored back every step. */
+#define ROW_STEP(i, A)                                                                                   \
+    if (i < NR)                                                                                          \
+        A = _mm256_fmadd_ps(dec8(d, kind, q0 + (i) * rstep, k, _mm256_broadcast_ss(&sv[i]), _mm256_broadcast_ss(&zv[i])), \
+                            xv, A)
+QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
+ftile_rows(const qk_wq *w, const int kind, int64_t r0, const int NR, const float *x, float *out)
+{
+    const int64_t n8 = w->cols, g = w->s.cdiv < n8 ? w->s.cdiv : n8; /* a multiple of 8 (kind_of) */
+    const uint8_t *q0 = row_codes(w, kind, r0);
+    const int64_t rstep = NR > 1 ? row_codes(w, kind, r0 + 1) - q0 : 0;
+    const decp d = {w->rows * 4, w->code_offset};
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    float mc[8][8]; /* K_FP4: the rows' multipliers of 8 groups at a time */
+    for (int64_t g0 = 0; g0 < n8; g0 += g) {
+        float sv[8], zv[8];
+        if (kind == K_FP4) {
+            const int64_t j = g0 / g, ng = (n8 + g - 1) / g;
+            if (j % 8 == 0)
+                _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
+                    fp4_mults(w, w->s.p + (r0 + r) / w->s.rdiv * w->s.rs + j, ng - j < 8 ? (int)(ng - j) : 8, mc[r]);
+            _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
+                sv[r] = mc[r][j % 8], zv[r] = 0.0f;
+        } else {
+            _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
+                group_params(w, kind, r0 + r, g0, &sv[r], &zv[r]);
+        }
+        const int64_t g1 = g0 + g < n8 ? g0 + g : n8;
+        for (int64_t k = g0; k < g1; k += 8) {
+            const __m256 xv = _mm256_loadu_ps(x + k);
+            ROW_STEP(0, a0);
+            ROW_STEP(1, a1);
+            ROW_STEP(2, a2);
+            ROW_STEP(3, a3);
+            ROW_STEP(4, a4);
+            ROW_STEP(5, a5);
+            ROW_STEP(6, a6);
+            ROW_STEP(7, a7);
+        }
+    }
+    const __m256 acc[8] = {a0, a1, a2, a3, a4, a5, a6, a7};
+    for (int r = 0; r < NR; r++)
+        out[r] = qk_hsum8_ps(acc[r]);
+}
+#undef ROW_STEP
+
+/* One row against NT tokens (rows ys bytes apart): each decoded chunk shared by the tokens. */
+QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
+ftile_toks(const qk_wq *w, const int kind, int64_t r, const uint8_t *y, size_t ys, const int NT, float *out, size_t ldo)
+{
+    const int64_t n8 = w->cols, g = w->s.cdiv < n8 ? w->s.cdiv : n8; /* a multiple of 8 (kind_of) */
+    const uint8_t *q = row_codes(w, kind, r);
+    const decp d = {w->rows * 4, w->code_offset};
+    __m256 acc[8];
+    _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
+        acc[t] = _mm256_setzero_ps();
+    float mc[8];
+    for (int64_t g0 = 0; g0 < n8; g0 += g) {
+        float sv, zv = 0.0f;
+        if (kind == K_FP4) {
+            const int64_t j = g0 / g, ng = (n8 + g - 1) / g;
+            if (j % 8 == 0)
+                fp4_mults(w, w->s.p + r / w->s.rdiv * w->s.rs + j, ng - j < 8 ? (int)(ng - j) : 8, mc);
+            sv = mc[j % 8];
+        } else {
+            group_params(w, kind, r, g0, &sv, &zv);
+        }
+        const __m256 s = _mm256_set1_ps(sv), z = _mm256_set1_ps(zv);
+        const int64_t g1 = g0 + g < n8 ? g0 + g : n8;
+        for (int64_t k = g0; k < g1; k += 8) {
+            const __m256 wv = dec8(d, kind, q, k, s, z);
+            _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
+                acc[t] = _mm256_fmadd_ps(wv, _mm256_loadu_ps((const float *)(y + (size_t)t * ys) + k), acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; t++)
+        out[(size_t)t * ldo] = qk_hsum8_ps(acc[t]);
+}
+
+/* One kind over the whole tile: one token in eights of rows; more tokens
+ * one row at a time in eights, fours, twos and ones of tokens. */
+#define FROWS(K, R) ftile_rows(w, K, r0 + r, R, (const float *)y, out + r)
+#define FTOKS(K, T) ftile_toks(w, K, r0 + r, y + (size_t)t * ys, ys, T, out + (size_t)t * ldo + (size_t)r, ldo)
+#define FTILE_ALL(K)                          \
+    do {                                      \
+        if (nt == 1) {                        \
+            int r = 0;                        \
+            for (; r + 8 <= nr; r += 8)       \
+                FROWS(K, 8);                  \
+            for (; r + 4 <= nr; r += 4)       \
+                FROWS(K, 4);                  \
+            for (; r < nr; r++)               \
+                FROWS(K, 1);                  \
+            break;                            \
+        }                                     \
+        for (int r = 0; r < nr; r++) {        \
+            int t = 0;                        \
+            for (; t + 8 <= nt; t += 8)       \
+                FTOKS(K, 8);                  \
+            for (; t + 4 <= nt; t += 4)       \
+                FTOKS(K, 4);                  \
+            for (; t + 2 <= nt; t += 2)       \
+                FTOKS(K, 2);                  \
+            for (; t < nt; t++)               \
+                FTOKS(K, 1);                  \
+        }                                     \
+    } while (0)
+
+QK_TARGET_AVX2 static void float_tile(const qk_wq *w, int kind, int64_t r0, int nr, const uint8_t *y, size_t ys,
+                                      int nt, float *out, size_t ldo)
+{
+    switch (kind) {
+    case K_FP8: FTILE_ALL(K_FP8); break;
+    case K_FP8X: FTILE_ALL(K_FP8X); break;
+    case K_I8: FTILE_ALL(K_I8); break;
+    case K_I8Z: FTILE_ALL(K_I8Z); break;
+    case K_P4: FTILE_ALL(K_P4); break;
+    case K_P8: FTILE_ALL(K_P8); break;
+    case K_FP4: FTILE_ALL(K_FP4); break;
+    case K_MLX4: FTILE_ALL(K_MLX4); break;
+    case K_GPTQ4: FTILE_ALL(K_GPTQ4); break;
+    case K_BNB8: FTILE_ALL(K_BNB8); break;
+    default: break;
+    }
+}
+
+/* ---- integer products ------------------------------------------------------ */
+
+/* Exact sums over [k0, k0 + m) (m a multiple of 32) of one int8 weight row
+ * against one token's int8 codes: dot and, when wsum, the weights' sum. */
+QK_TARGET_AVX2 static inline void i8_sums(const int8_t *wr, const int8_t *a, int64_t k0, int64_t m, bool wide,
+                                          int64_t *dot, int64_t *wsum)
+{
+    __m256i acc = _mm256_setzero_si256(), ws = _mm256_setzero_si256();
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t k = k0; k < k0 + m; k += 32) {
+        const __m256i wv = _mm256_loadu_si256((const __m256i *)(wr + k));
+        const __m256i av = _mm256_loadu_si256((const __m256i *)(a + k));
+        if (!wide) { /* |a| <= 127: |w| (up to 128, unsigned) times a with w's sign */
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv),
+                                                                                 _mm256_sign_epi8(av, wv)), ones));
+            continue;
+        }
+        /* codes that reach -128 on both sides: 16-bit products */
+        const __m256i w0 = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(wv));
+        const __m256i w1 = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(wv, 1));
+        const __m256i a0 = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(av));
+        const __m256i a1 = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(av, 1));
+        acc = _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(w0, a0), _mm256_madd_epi16(w1, a1)));
+        ws = _mm256_add_epi32(ws, _mm256_add_epi32(_mm256_madd_epi16(w0, ones), _mm256_madd_epi16(w1, ones)));
+    }
+    *dot = qk_hsum_epi32(acc);
+    *wsum = wide ? qk_hsum_epi32(ws) : 0;
+}
+
+/* NR rows x NT tokens (NR * NT <= 8) of one-group (per-channel or
+ * per-tensor) int8 rows against symmetric dynamic codes (|a| <= 127): |w|
+ * unsigned times a with w's sign, pair sums in int16 (at most 2 * 128 *
+ * 127), then int32 lanes; named accumulators (an array of them is stored
+ * back every step). */
+#define I8_ACC(r, t, A)                                                                                    \
+    if (r < NR && t < NT)                                                                                  \
+        A = _mm256_add_epi32(A, _mm256_madd_epi16(_mm256_maddubs_epi16(mag[r], _mm256_sign_epi8(av[t], wv[r])), ones))
+QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
+i8_rows(const int8_t *const wr[4], const int8_t *const a[4], int64_t n, const int NR, const int NT, int64_t out[4][4])
+{
+    const __m256i ones = _mm256_set1_epi16(1), zero = _mm256_setzero_si256();
+    __m256i c0 = zero, c1 = zero, c2 = zero, c3 = zero, c4 = zero, c5 = zero, c6 = zero, c7 = zero;
+    for (int64_t k = 0; k < n; k += 32) {
+        __m256i av[4], wv[4], mag[4];
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)
+            av[t] = _mm256_loadu_si256((const __m256i *)(a[t] + k));
+        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+            wv[r] = _mm256_loadu_si256((const __m256i *)(wr[r] + k));
+            mag[r] = _mm256_sign_epi8(wv[r], wv[r]);
+        }
+        if (NT <= 2) { /* c(2r + t) */
+            I8_ACC(0, 0, c0); I8_ACC(0, 1, c1); I8_ACC(1, 0, c2); I8_ACC(1, 1, c3);
+            I8_ACC(2, 0, c4); I8_ACC(2, 1, c5); I8_ACC(3, 0, c6); I8_ACC(3, 1, c7);
+        } else { /* c(4r + t) */
+            I8_ACC(0, 0, c0); I8_ACC(0, 1, c1); I8_ACC(0, 2, c2); I8_ACC(0, 3, c3);
+            I8_ACC(1, 0, c4); I8_ACC(1, 1, c5); I8_ACC(1, 2, c6); I8_ACC(1, 3, c7);
+        }
+    }
+    const __m256i c[8] = {c0, c1, c2, c3, c4, c5, c6, c7};
+    const int stride = NT <= 2 ? 2 : 4;
+    for (int r = 0; r < NR; r++)
+        for (int t = 0; t < NT; t++)
+            out[r][t] = qk_hsum_epi32(c[stride * r + t]);
+}
+#undef I8_ACC
+
+/* W_INT8 (symmetric) x QK_A_I8, the reference's steps (wq_int.c). */
+QK_TARGET_AVX2 static void i8_tile(const qk_wq *w, int64_t r0, int nr, const uint8_t *y, size_t ys, int nt,
+                                   float *out, size_t ldo)
+{
+    const int64_t n = w->cols, g = w->s.cdiv < n ? w->s.cdiv : n;
+    /* only the dynamic symmetric codes stay within [-127, 127] */
+    const bool wide = w->a_asym || w->a_static;
+    if (!wide && g == n) { /* one group a row: 2 rows x 4 tokens of int32 sums in registers */
+        float ws[64];
+        for (int r = 0; r < nr && r < 64; r++)
+            ws[r] = qk_wq_scale(w, r0 + r, 0);
+        for (int t0 = 0; t0 < nt; t0 += 4) {
+            const int mt = nt - t0 < 4 ? nt - t0 : 4;
+            const int8_t *a[4];
+            qk_a_i8_head h[4];
+            for (int t = 0; t < mt; t++) {
+                memcpy(&h[t], y + (size_t)(t0 + t) * ys, sizeof h[t]);
+                a[t] = (const int8_t *)(y + (size_t)(t0 + t) * ys + QK_A_I8_HEAD);
+            }
+            const int rs = mt == 1 ? 4 : 2; /* one token: 4 rows x 1 */
+            for (int r = 0; r < nr; r += rs) {
+                const int mr = nr - r < rs ? nr - r : rs;
+                const int8_t *wr[4];
+                for (int q = 0; q < mr; q++)
+                    wr[q] = (const int8_t *)(w->q + (r0 + r + q) * w->q_rs);
+                int64_t dot[4][4];
+                if (mr == 2 && mt == 4)
+                    i8_rows(wr, a, n, 2, 4, dot);
+                else if (mr == 4 && mt == 1)
+                    i8_rows(wr, a, n, 4, 1, dot);
+                else
+                    for (int q = 0; q < mr; q++)
+                        for (int t = 0; t < mt; t++) {
+                            int64_t d1[4][4];
+                            const int8_t *w1[4] = {wr[q]}, *a1[4] = {a[t]};
+                            i8_rows(w1, a1, n, 1, 1, d1);
+                            dot[q][t] = d1[0][0];
+                        }
+                for (int q = 0; q < mr; q++) {
+                    const float s = r + q < 64 ? ws[r + q] : qk_wq_scale(w, r0 + r + q, 0);
+                    for (int t = 0; t < mt; t++)
+                        out[(size_t)(t0 + t) * ldo + (size_t)(r + q)] = h[t].scale * (0.0f + (float)dot[q][t] * s);
+                }
+            }
+        }
+        return;
+    }
+    for (int t = 0; t < nt; t++) {
+        const uint8_t *row = y + (size_t)t * ys;
+        qk_a_i8_head h;
+        memcpy(&h, row, sizeof h);
+        const int8_t *a = (const int8_t *)(row + QK_A_I8_HEAD);
+        for (int r = 0; r < nr; r++) {
+            const int8_t *wr = (const int8_t *)(w->q + (r0 + r) * w->q_rs);
+            float sum = 0.0f;
+            for (int64_t k0 = 0; k0 < n; k0 += g) {
+                int64_t dot, ws;
+                i8_sums(wr, a, k0, g, wide, &dot, &ws);
+                sum = sum + (float)(dot - (int64_t)h.zero * ws) * qk_wq_scale(w, r0 + r, k0);
+            }
+            out[(size_t)t * ldo + (size_t)r] = h.scale * sum;
+        }
+    }
+}
+
+/* Doubled E2M1 values of the 16 codes (fp4.h's qk_e2m1_x2). */
+QK_TARGET_AVX2 static inline __m128i e2m1x2_lut(void) { return _mm_loadu_si128((const __m128i *)qk_e2m1_x2); }
+
+/* W_NVFP4 x QK_A_NV4 (wq_int.c): 8 blocks of 16 at a time, lane b = block b. */
+/* A piece of NVFP4 W4A4 weight row, decoded once for all the tokens: the
+ * doubled E2M1 values (signed bytes) and their magnitudes, and the blocks'
+ * multipliers. */
+#define NV4_PIECE 1024 /* elements (64 blocks) */
+typedef struct {
+    int8_t wv[NV4_PIECE], mag[NV4_PIECE];
+    float dw[NV4_PIECE / QK_A_NV4_BLOCK];
+} nv4_piece;
+
+QK_TARGET_AVX2 static void nv4_decode(const qk_wq *w, const uint8_t *q, const uint8_t *srow, int64_t b0, int nbp,
+                                      nv4_piece *p)
+{
+    const __m256i lut = _mm256_broadcastsi128_si256(e2m1x2_lut()), m4 = _mm256_set1_epi8(15);
+    const __m256 gv = _mm256_set1_ps(w->g);
+    for (int j = 0; j < nbp; j += 2) { /* two blocks: 16 bytes of codes, element 2i in byte i's low nibble */
+        const __m128i by = _mm_loadu_si128((const __m128i *)(q + (b0 + j) * 8));
+        const __m128i lo = _mm_and_si128(by, _mm_set1_epi8(15));
+        const __m128i hi = _mm_and_si128(_mm_srli_epi16(by, 4), _mm_set1_epi8(15));
+        const __m256i codes = _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
+        const __m256i wv = _mm256_shuffle_epi8(lut, _mm256_and_si256(codes, m4));
+        _mm256_storeu_si256((__m256i *)(p->wv + j * 16), wv);
+        _mm256_storeu_si256((__m256i *)(p->mag + j * 16), _mm256_sign_epi8(wv, wv));
+    }
+    for (int j = 0; j < nbp; j += 8) {
+        const __m256 d = e4m3x8(_mm_loadl_epi64((const __m128i *)(srow + b0 + j)));
+        _mm256_storeu_ps(p->dw + j, w->g_div ? _mm256_div_ps(d, gv) : _mm256_mul_ps(d, gv));
+    }
+}
+
+/* NT (1 or 2) tokens' lanes over a decoded piece's nbp blocks (b0 the
+ * piece's first block), in block order. */
+QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
+nv4_span(const nv4_piece *p, int nbp, const uint8_t *y, size_t ys, const int NT, int64_t nb, int64_t b0, __m256 *lane)
+{
+    const __m256i ones = _mm256_set1_epi16(1), perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const int8_t *a[2];
+    const float *da[2];
+    __m256 l[2];
+    _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++) {
+        const uint8_t *row = y + (size_t)t * ys;
+        a[t] = (const int8_t *)(row + nb * (int64_t)sizeof(float)) + b0 * QK_A_NV4_BLOCK;
+        da[t] = (const float *)row + b0;
+        l[t] = lane[t];
+    }
+    for (int j = 0; j < nbp; j += 8) {
+        __m256i c[2][4];
+        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+            const int o = (j + 2 * i) * 16;
+            const __m256i wv = _mm256_loadu_si256((const __m256i *)(p->wv + o));
+            const __m256i mag = _mm256_loadu_si256((const __m256i *)(p->mag + o));
+            _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++)
+                c[t][i] = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(mag, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(a[t] + o)), wv)), ones);
+        }
+        const __m256 dw = _mm256_loadu_ps(p->dw + j);
+        _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++) {
+            /* lanes [b0 b2 b4 b6 | b1 b3 b5 b7] after two hadds, then in block order */
+            const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(c[t][0], c[t][1]), _mm256_hadd_epi32(c[t][2], c[t][3]));
+            const __m256 isum = _mm256_cvtepi32_ps(_mm256_permutevar8x32_epi32(h, perm));
+            l[t] = _mm256_fmadd_ps(isum, _mm256_mul_ps(dw, _mm256_loadu_ps(da[t] + j)), l[t]);
+        }
+    }
+    _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++)
+        lane[t] = l[t];
+}
+
+/* W_NVFP4 x QK_A_NV4 (wq_int.c): 8 blocks of 16 at a time, lane b = block b;
+ * each row decoded a piece at a time, the piece shared by the tokens. */
+QK_TARGET_AVX2 static void nv4_tile(const qk_wq *w, int64_t r0, int nr, const uint8_t *y, size_t ys, int nt,
+                                    float *out, size_t ldo)
+{
+    const int64_t nb = w->cols / QK_A_NV4_BLOCK, nb8 = nb - nb % 8;
+    nv4_piece p;
+    __m256 lane[QK_WQ_MAX_NT];
+    for (int r = 0; r < nr; r++) {
+        const uint8_t *q = w->q + (r0 + r) * w->q_rs;
+        const uint8_t *srow = w->s.p + (r0 + r) / w->s.rdiv * w->s.rs;
+        for (int t0 = 0; t0 < nt; t0 += QK_WQ_MAX_NT) {
+            const int mt = nt - t0 < QK_WQ_MAX_NT ? nt - t0 : QK_WQ_MAX_NT;
+            for (int t = 0; t < mt; t++)
+                lane[t] = _mm256_setzero_ps();
+            for (int64_t b0 = 0; b0 < nb8; b0 += NV4_PIECE / QK_A_NV4_BLOCK) {
+                const int nbp = (int)(nb8 - b0 < NV4_PIECE / QK_A_NV4_BLOCK ? nb8 - b0 : NV4_PIECE / QK_A_NV4_BLOCK);
+                nv4_decode(w, q, srow, b0, nbp, &p);
+                int t = 0;
+                for (; t + 2 <= mt; t += 2) /* two tokens: two independent chains */
+                    nv4_span(&p, nbp, y + (size_t)(t0 + t) * ys, ys, 2, nb, b0, &lane[t]);
+                for (; t < mt; t++)
+                    nv4_span(&p, nbp, y + (size_t)(t0 + t) * ys, ys, 1, nb, b0, &lane[t]);
+            }
+            for (int t = 0; t < mt; t++) {
+                const uint8_t *row = y + (size_t)(t0 + t) * ys;
+                const int8_t *a = (const int8_t *)(row + nb * (int64_t)sizeof(float));
+                float s = qk_hsum8_ps(lane[t]);
+                for (int64_t b = nb8; b < nb; b++) /* the reference's tail */
+                    s = s + (float)qk_wq_nv4_isum(q, a, b) * qk_wq_nv4_mult(w, srow, row, b);
+                out[(size_t)(t0 + t) * ldo + (size_t)r] = s * 0.25f;
+            }
+        }
+    }
+}
+
+QK_TARGET_AVX2 static void avx2_wq_tile(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt,
+                                        float *out, size_t ldo)
+{
+    if (qk_wq_act_float(w->act)) {
+        const int kind = kind_of(w);
+        if (kind != K_NONE) {
+            float_tile(w, kind, r0, nr, y, ys, nt, out, ldo);
+            return;
+        }
+    } else if (w->act == QK_A_I8 && w->type == QK_W_INT8 && !w->z.p && w->s.cdiv % 32 == 0 && w->cols % 32 == 0 &&
+               !w->gidx) {
+        i8_tile(w, r0, nr, y, ys, nt, out, ldo);
+        return;
+    } else if (w->act == QK_A_NV4 && w->type == QK_W_NVFP4 && w->s.cdiv == 16 && w->s.cs == 1) {
+        nv4_tile(w, r0, nr, y, ys, nt, out, ldo);
+        return;
+    }
+    qk_type_get(w->type)->wq_tile(w, r0, nr, y, ys, nt, out, ldo);
+}
+
+const qk_wq_ops qk_x86_avx2_wq[] = {
+    {.id = QK_W_FP8, .wq_tile = avx2_wq_tile},   {.id = QK_W_INT8, .wq_tile = avx2_wq_tile},
+    {.id = QK_W_PACK, .wq_tile = avx2_wq_tile},  {.id = QK_W_NVFP4, .wq_tile = avx2_wq_tile},
+    {.id = QK_W_MXFP4, .wq_tile = avx2_wq_tile}, {.id = QK_W_MLX, .wq_tile = avx2_wq_tile},
+    {.id = QK_W_GPTQ, .wq_tile = avx2_wq_tile},  {.id = QK_W_BNB8, .wq_tile = avx2_wq_tile},
+    {.id = -1},
+};
+#endif
