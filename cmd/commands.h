@@ -14,6 +14,7 @@ QK_COMMAND(quant);
 QK_COMMAND(run);
 QK_COMMAND(kld);
 QK_COMMAND(bench);
+QK_COMMAND(imatrix);
 QK_COMMAND(convert);
 QK_COMMAND(report);
 

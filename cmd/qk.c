@@ -20,6 +20,7 @@ static const struct command {
     {"run", cmd_run, "run a model: generate text, write logits, tokenize"},
     {"kld", cmd_kld, "perplexity and KL-divergence against a reference"},
     {"bench", cmd_bench, "speed and numerics benchmarks"},
+    {"imatrix", cmd_imatrix, "importance matrices from calibration text, as llama-imatrix makes them"},
     {"convert", cmd_convert, "Hugging Face directory to GGUF, as convert_hf_to_gguf.py writes it"},
     {"report", cmd_report, "many models against a base: table, JSON, HTML and plots; sharded plans"},
 };

@@ -18,6 +18,7 @@
 #include "lib/core/ckd.h"
 #include "formats/ckpt.h"
 #include "lib/quant/ckpt_write.h"
+#include "lib/quant/gptq_model.h"
 #include "lib/core/cli.h"
 #include "lib/core/files.h"
 #include "cmd/commands.h"
@@ -75,6 +76,13 @@ static const char usage_text[] =
     "  --granularity G            tensor|channel|token|group:G|block:RxC|none (int8, int4, fp8, ...)\n"
     "  --global-scale S|auto      NVFP4 global scale (mxfp4/nvfp4 then mean the OCP/NVIDIA schemes)\n"
     "  --ct                       NVFP4 in compressed-tensors' convention (global scale 2688/amax)\n"
+    "calibration (GPTQ, described in qk-quant(1)):\n"
+    "  --method M                 rtn (default: round to nearest) or gptq\n"
+    "  --calib TEXT               calibration text for --method gptq\n"
+    "  --calib-chunks N           use the first N chunks (default: all the text has)\n"
+    "  --calib-ctx N              tokens per chunk (default 512)\n"
+    "  --damp X                   GPTQ dampening, a fraction of the mean Hessian diagonal (0.01)\n"
+    "  --no-act-order             GPTQ columns in their order, not by decreasing input energy\n"
     "qk options:\n"
     "  --measure                  per-tensor SNR and NMSE of the encoded data against its source\n"
     "  --json                     one JSON report on stdout (schema in qk-quant(1))\n"
@@ -117,6 +125,8 @@ typedef struct model_args {
     qk_quant_kvo *kvo;
     int *prune;
     bool json, quiet, threads_set;
+    bool gptq;                  /* --method gptq */
+    qk_gptq_calib calib;
 } model_args;
 
 static void free_args(model_args *a)
@@ -251,7 +261,7 @@ static void report_text(const qk_quant_plan *p, const char *preset)
         printf("[%4zu/%4zu] %-36s %-16s %-7s -> %-7s %10llu -> %10llu bytes  (%s%s)", i + 1, p->n,
                it->name, shape, qk_type_get(it->src->type)->name, qk_type_get(it->type)->name,
                (unsigned long long)it->src->nbytes, (unsigned long long)it->bytes, it->why,
-               it->imatrix ? ", imatrix" : "");
+               it->imatrix ? ", imatrix" : it->gptq ? ", gptq" : "");
         if (it->measured)
             printf("  snr %.2f dB nmse %.3g", snr_db(it), it->ref2 > 0 ? it->err2 / it->ref2 : 0.0);
         putchar('\n');
@@ -266,7 +276,28 @@ static void report_text(const qk_quant_plan *p, const char *preset)
         printf("note: the real run of this quantization requires an importance matrix (--imatrix)\n");
 }
 
-static void report_json(const qk_quant_plan *p, const char *in, const char *out, const char *preset)
+static void json_calib(qk_json *j, const model_args *a, const qk_quant_plan *p)
+{
+    qk_json_key(j, "method"), qk_json_str(j, a->gptq ? "gptq" : "rtn");
+    qk_json_key(j, "calibration");
+    if (!a->gptq) {
+        qk_json_null(j);
+        return;
+    }
+    const qk_gptq_calib *c = &a->calib;
+    qk_json_obj(j);
+    qk_json_key(j, "file"), qk_json_str(j, c->text);
+    qk_json_key(j, "chunks"), qk_json_int(j, p->o.dry_run ? c->n_chunks : c->chunks_used);
+    qk_json_key(j, "ctx"), qk_json_int(j, c->n_ctx);
+    qk_json_key(j, "damp"), qk_json_f64(j, c->o.damp);
+    qk_json_key(j, "act_order"), qk_json_bool(j, c->o.act_order);
+    qk_json_key(j, "tensors_gptq"), qk_json_int(j, c->n_gptq);
+    qk_json_key(j, "proxy_loss"), qk_json_f64(j, c->loss);
+    qk_json_end_obj(j);
+}
+
+static void report_json(const qk_quant_plan *p, const model_args *a, const char *in, const char *out,
+                        const char *preset)
 {
     qk_json j;
     qk_json_init(&j, stdout, true);
@@ -283,6 +314,7 @@ static void report_json(const qk_quant_plan *p, const char *in, const char *out,
     qk_json_key(&j, "preset"), qk_json_str(&j, preset);
     qk_json_key(&j, "file_type"), qk_json_uint(&j, p->file_type);
     qk_json_key(&j, "dry_run"), qk_json_bool(&j, p->o.dry_run);
+    json_calib(&j, a, p);
     qk_json_key(&j, "imatrix");
     if (p->o.imatrix) {
         const qk_imatrix *im = p->o.imatrix;
@@ -318,6 +350,7 @@ static void report_json(const qk_quant_plan *p, const char *in, const char *out,
         qk_json_key(&j, "type"), qk_json_str(&j, qk_type_get(it->type)->name);
         qk_json_key(&j, "reason"), qk_json_str(&j, it->why);
         qk_json_key(&j, "imatrix"), qk_json_bool(&j, it->imatrix != NULL);
+        qk_json_key(&j, "gptq"), qk_json_bool(&j, it->gptq);
         qk_json_key(&j, "shard"), qk_json_int(&j, it->shard);
         qk_json_key(&j, "bytes_in"), qk_json_uint(&j, it->src->nbytes);
         qk_json_key(&j, "bytes"), qk_json_uint(&j, it->bytes);
@@ -351,6 +384,27 @@ static void report_json(const qk_quant_plan *p, const char *in, const char *out,
 }
 
 static void on_progress(void *ctx, uint64_t n) { qk_progress_add(ctx, n); }
+
+/* --method gptq and its options against the rest of the command line. */
+static int check_calib(model_args *a, const qk_quant_preset *pr, qk_err *err)
+{
+    if (!a->gptq)
+        return a->calib.text ? qk_errf(err, QK_EINPUT, "--calib needs --method gptq") : 0;
+    const int t = qk_ftype_default_type(pr->ftype);
+    if (!a->calib.text)
+        return qk_errf(err, QK_EINPUT, "--method gptq needs --calib TEXT");
+    if (a->imatrix_path)
+        return qk_errf(err, QK_EINPUT, "--method gptq makes its own statistics from --calib; --imatrix is "
+                       "for --method rtn");
+    if (a->o.n_prune)
+        return qk_errf(err, QK_EINPUT, "--method gptq calibrates the whole model: not with --prune-layers");
+    if (a->o.only_copy || t < 0 || !qk_gptq_supports(t))
+        return qk_errf(err, QK_EINPUT, "--method gptq does not support %s (%s): it needs a legacy type, "
+                       "a K-quant, IQ4_NL or IQ4_XS", pr->name, t >= 0 ? qk_type_get(t)->name : "no type");
+    a->o.calibrated = true;
+    a->o.calib_file = a->calib.text;
+    return 0;
+}
 
 /* qk-quant MODEL_DIR: qk-convert the directory to its lossless float GGUF
  * (F16 when the first matrix is stored as F16, else F32) in a temporary
@@ -422,6 +476,8 @@ static int quantize_model(model_args *a, char **pos, int npos, const char *prog)
     }
     a->o.ftype = pr->ftype;
     a->o.only_copy = !strcmp(pr->name, "COPY");
+    if (check_calib(a, pr, &err))
+        return qk_err_report(prog, &err);
 
     struct stat in_st;
     bool in_dir = stat(in, &in_st) == 0 && S_ISDIR(in_st.st_mode);
@@ -475,6 +531,10 @@ static int quantize_model(model_args *a, char **pos, int npos, const char *prog)
     }
     if (rc || (rc = qk_quant_plan_make(&plan, g, &a->o, &err)))
         goto done;
+    a->calib.o.nthreads = a->o.nthreads;
+    a->calib.model = in;
+    if (!a->o.dry_run && a->gptq && (rc = qk_gptq_plan_run(plan, &a->calib, a->quiet || a->json, &err)))
+        goto done;
     if (!a->o.dry_run) {
         qk_progress pg;
         qk_progress_init(&pg, "quantizing", plan->n_elements, a->quiet || a->json);
@@ -484,7 +544,7 @@ static int quantize_model(model_args *a, char **pos, int npos, const char *prog)
             goto done;
     }
     if (a->json)
-        report_json(plan, in, out, pr->name);
+        report_json(plan, a, in, out, pr->name);
     else if (!a->quiet)
         report_text(plan, pr->name);
 done:
@@ -505,7 +565,8 @@ int cmd_quant(int argc, char **argv)
     enum {
         O_LIST = 256, O_ENC, O_DEC, O_SHAPE, O_IMATRIX, O_JSON, O_REQUANT, O_LEAVE_OUT, O_PURE,
         O_INCLUDE, O_EXCLUDE, O_OUT_TYPE, O_EMB_TYPE, O_TT, O_TT_FILE, O_PRUNE, O_KEEP_SPLIT,
-        O_KVO, O_DRY, O_MEASURE, O_GRAN, O_GSCALE, O_CT, O_TO, O_ASYM, O_IGNORE, O_GROUP, O_SHARD
+        O_KVO, O_DRY, O_MEASURE, O_GRAN, O_GSCALE, O_CT, O_TO, O_ASYM, O_IGNORE, O_GROUP, O_SHARD,
+        O_METHOD, O_CALIB, O_CCHUNKS, O_CCTX, O_DAMP, O_NOACT
     };
     static const struct option opts[] = {
         {"list-types", no_argument, 0, O_LIST}, {"raw-encode", required_argument, 0, O_ENC},
@@ -525,10 +586,14 @@ int cmd_quant(int argc, char **argv)
         {"ct", no_argument, 0, O_CT}, {"to", required_argument, 0, O_TO},
         {"asym", no_argument, 0, O_ASYM}, {"ignore", required_argument, 0, O_IGNORE},
         {"group", required_argument, 0, O_GROUP}, {"shard-size", required_argument, 0, O_SHARD},
+        {"method", required_argument, 0, O_METHOD}, {"calib", required_argument, 0, O_CALIB},
+        {"calib-chunks", required_argument, 0, O_CCHUNKS}, {"calib-ctx", required_argument, 0, O_CCTX},
+        {"damp", required_argument, 0, O_DAMP}, {"no-act-order", no_argument, 0, O_NOACT},
         {"threads", required_argument, 0, 't'}, {"quiet", no_argument, 0, 'q'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     qk_raw_req a = {.threads = 1};
-    model_args m = {.o = {.output_tensor_type = -1, .token_embedding_type = -1, .nthreads = qk_cpu_count()}};
+    model_args m = {.o = {.output_tensor_type = -1, .token_embedding_type = -1, .nthreads = qk_cpu_count()},
+                    .calib = {.n_ctx = 512, .o = {.damp = 0.01, .act_order = true}}};
     bool list = false, have_shape = false;
     const char *enc = NULL, *dec = NULL, *to = NULL;
     qk_ckpt_opts co = {0};
@@ -595,6 +660,27 @@ int cmd_quant(int argc, char **argv)
             if (!(rc = qk_cli_int("--shard-size", optarg, 1, INT64_MAX, &v, &err)))
                 co.shard_size = (uint64_t)v;
             break;
+        case O_METHOD:
+            if (!strcmp(optarg, "gptq") || !strcmp(optarg, "rtn"))
+                m.gptq = !strcmp(optarg, "gptq");
+            else
+                rc = qk_errf(&err, QK_EINPUT, "--method '%s': expected rtn or gptq", optarg);
+            break;
+        case O_CALIB: m.calib.text = optarg; break;
+        case O_CCHUNKS:
+            if (!(rc = qk_cli_int("--calib-chunks", optarg, 1, 1 << 24, &v, &err)))
+                m.calib.n_chunks = (int)v;
+            break;
+        case O_CCTX:
+            if (!(rc = qk_cli_int("--calib-ctx", optarg, 1, 1 << 20, &v, &err)))
+                m.calib.n_ctx = (int)v;
+            break;
+        case O_DAMP:
+            if (!(rc = qk_cli_double("--damp", optarg, &m.calib.o.damp, &err)) &&
+                !(m.calib.o.damp > 0 && m.calib.o.damp <= 1))
+                rc = qk_errf(&err, QK_EINPUT, "--damp %s: expected a fraction in (0, 1]", optarg);
+            break;
+        case O_NOACT: m.calib.o.act_order = false; break;
         case 't':
             if (!(rc = qk_cli_threads(optarg, &a.threads, &err))) {
                 m.o.nthreads = a.threads;

@@ -14,7 +14,9 @@ _qk_words_after() { # print the words of a list-valued option
     --granularity) echo "tensor channel token group:32 group:64 group:128 block:128x128 none";;
     --kld-base-format) echo "llama qk";;
     --outtype) echo "f32 f16 bf16 q8_0 auto";;
-    -o|--output) echo "md csv json";;
+    -o|--output) [ "$sub" = bench ] && echo "md csv json";; # qk-bench's; $sub is _qk's
+    --output-format) echo "gguf dat";;
+    --method) echo "rtn gptq";;
     esac
 }
 _qk()
@@ -46,4 +48,4 @@ _qk()
         COMPREPLY=($(compgen -f -- "$cur"))
     fi
 }
-complete -o filenames -F _qk qk qk-inspect qk-quant qk-run qk-kld qk-bench qk-convert qk-report
+complete -o filenames -F _qk qk qk-inspect qk-quant qk-run qk-kld qk-bench qk-imatrix qk-convert qk-report

@@ -11,7 +11,7 @@ function __qk_types
 end
 
 complete -c qk -n __fish_use_subcommand -f -a '(__qk_commands)'
-for sub in inspect quant run kld bench convert report
+for sub in inspect quant run kld bench imatrix convert report
     complete -c qk-$sub -a "(__qk_options $sub)"
     complete -c qk -n "__fish_seen_subcommand_from $sub" -a "(__qk_options $sub)"
 end
@@ -20,6 +20,7 @@ for c in qk qk-quant
     complete -c $c -l raw-decode -x -a '(__qk_types)'
     complete -c $c -l output-tensor-type -x -a '(__qk_types)'
     complete -c $c -l token-embedding-type -x -a '(__qk_types)'
+    complete -c $c -l method -x -a 'rtn gptq'
     complete -c $c -l to -x -a 'ct-fp8 ct-fp8-block ct-w8a8 ct-w4a16 ct-nvfp4 ct-mxfp4 modelopt-nvfp4 mlx-q2 mlx-q3 mlx-q4 mlx-q5 mlx-q6 mlx-q8 bf16 f16 f32'
 end
 for c in qk qk-report
@@ -32,6 +33,9 @@ for c in qk qk-run qk-kld qk-report
     complete -c $c -l kv-cache -x -a 'f32 f16 bf16 fp8-e4m3 fp8-e5m2 fp8-e4m3:head fp8-e5m2:head int8 int4 nvfp4'
 end
 complete -c qk-run -l logits-dtype -x -a 'f16 f32'
+for c in qk qk-imatrix
+    complete -c $c -l output-format -x -a 'gguf dat'
+end
 for c in qk qk-convert
     complete -c $c -l outtype -x -a 'f32 f16 bf16 q8_0 auto'
 end

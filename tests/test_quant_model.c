@@ -327,7 +327,7 @@ static qk_imatrix *fake_imatrix(const tinfo *t, int n_t, float *ones)
     for (int i = 0; i < n_t; i++) {
         if (strncmp(t[i].name, "blk.", 4) || t[i].nd != 2)
             continue;
-        im->e[im->n++] = (qk_imatrix_entry){strdup(t[i].name), NULL, (uint64_t)t[i].ne[0]};
+        im->e[im->n++] = (qk_imatrix_entry){.name = strdup(t[i].name), .n = (uint64_t)t[i].ne[0]};
     }
     for (size_t i = 0; i < im->n; i++) {
         im->e[i].values = malloc((size_t)im->e[i].n * sizeof(float));

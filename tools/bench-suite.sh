@@ -16,6 +16,8 @@
 # list), BENCH_BLAS (library for the OpenBLAS reference), BENCH_SKIP_SOLO=1
 # (only the side-by-side table: no roofline, kernels or qk-only model run),
 # BENCH_BUNDLED=0 (only BENCH_MODELS, not the bundled tiny models).
+# qk-imatrix's throughput (against LLAMA_IMATRIX=/path/to/llama-imatrix when
+# set) is tools/bench-imatrix.sh's.
 set -eu
 QK=${1:-build/qk}
 OUT=${2:-build/bench.md}
@@ -176,6 +178,9 @@ for n, t in sorted(tests, key=key):
           which, ratio(q, l), ratio(q, ib)))
 PY
 fi
+
+printf '\n## Importance matrices\n\n' >>"$TMP/doc"
+sh tools/bench-imatrix.sh "$QK" >>"$TMP/doc"
 
 mkdir -p "$(dirname "$OUT")"
 mv "$TMP/doc" "$OUT.tmp.$$" && mv "$OUT.tmp.$$" "$OUT"

@@ -54,6 +54,8 @@
  *   ranges of (token block, KV head) items.
  * - rope angles come from libm (powf, cosf, sinf) per position; the
  *   elementwise ops (biases, SwiGLU's expf, residual adds) have no order.
+ * - calibration (qk_ctx_params.mm_hook) only reads the products' inputs,
+ *   on the calling thread, between the parallel steps.
  * - studies (qk_ctx_params.layer_hook, .kvq): the hook runs on the calling
  *   thread and changes each token row on its own (lib/study/wire.c); the KV codec
  *   quantizes each token's rows as they are stored, on the calling thread,
@@ -342,9 +344,21 @@ static void stage(qk_ctx *c, const qk_layer *L, stage_id st, int off, int n, int
 
 /* ---- one batch --------------------------------------------------------------- */
 
+/* The products of weights w[0..nw) with one input x, after the calibration
+ * hook (qk_ctx_params.mm_hook) has seen x once per weight. */
+static int products(qk_ctx *c, const qk_weight *const *w, float *const *y, int nw, const float *x,
+                    int n_tok, qk_err *err)
+{
+    if (c->mm_hook)
+        for (int i = 0; i < nw; i++)
+            if (c->mm_hook(c->mm_user, w[i], x, n_tok, err))
+                return err->code;
+    return qk_matmul_n(w, y, nw, x, n_tok, &c->ws, c->nthreads, err);
+}
+
 static int mm(qk_ctx *c, const qk_weight *w, const float *x, int n_tok, float *y, qk_err *err)
 {
-    return qk_matmul(w, x, n_tok, y, &c->ws, c->nthreads, err);
+    return products(c, &w, &y, 1, x, n_tok, err);
 }
 
 /* With a KV codec (F32 cache): rows of n floats into the cache at row
@@ -384,7 +398,7 @@ static int attention_block(qk_ctx *c, int il, int n_tok, qk_err *err)
     stage(c, L, ST_ATTN_NORM, 0, n_tok, 0, NULL, NULL);
     const qk_weight *qkv[3] = {&L->wq, &L->wk, &L->wv};
     float *const qkv_out[3] = {c->q, c->k, c->v};
-    if (qk_matmul_n(qkv, qkv_out, 3, c->xb, n_tok, &c->ws, c->nthreads, err))
+    if (products(c, qkv, qkv_out, 3, c->xb, n_tok, err))
         return err->code;
     /* with a KV codec the rows are stored on this thread afterwards */
     stage(c, L, ST_QKV, 0, n_tok, c->n_past, c->has_kvq ? NULL : kc, c->has_kvq ? NULL : vc);
@@ -412,7 +426,7 @@ static int ffn_block(qk_ctx *c, int il, int n_tok, qk_err *err)
     } else {
         const qk_weight *gu[2] = {&L->w_gate, &L->w_up};
         float *const gu_out[2] = {c->gate, c->up};
-        if (qk_matmul_n(gu, gu_out, 2, c->xb, n_tok, &c->ws, c->nthreads, err))
+        if (products(c, gu, gu_out, 2, c->xb, n_tok, err))
             return err->code;
         stage(c, L, ST_ACT, 0, n_tok, 0, NULL, NULL);
         if (mm(c, &L->w_down, c->gate, n_tok, c->proj, err))
@@ -422,11 +436,16 @@ static int ffn_block(qk_ctx *c, int il, int n_tok, qk_err *err)
     return 0;
 }
 
-/* Logits of rows [first, n_tok) of the batch into out. */
+/* Logits of rows [first, n_tok) of the batch into out; out NULL: the final
+ * norm only (the hook still sees the output product's input). */
 static int output_block(qk_ctx *c, int first, int n_tok, float *out, qk_err *err)
 {
     const qk_model *m = c->m;
     stage(c, NULL, ST_OUT_NORM, first, n_tok - first, 0, NULL, NULL);
+    if (c->mm_hook && c->mm_hook(c->mm_user, &m->output, c->xb, n_tok - first, err))
+        return err->code;
+    if (!out)
+        return 0;
     return qk_output_logits(m, c->xb, n_tok - first, out, &c->ws, c->nthreads, err);
 }
 
@@ -445,31 +464,100 @@ int qk_output_logits(const qk_model *m, const float *h, int n, float *out, qk_ma
     return 0;
 }
 
-static int forward_batch(qk_ctx *c, const int32_t *tokens, int n_tok, float *logits, bool all,
-                         qk_err *err)
+/* The rope angles of the batch's n_tok positions from n_past on. */
+static void batch_rope(qk_ctx *c, int n_tok)
 {
-    const qk_model *m = c->m;
-    const int e = m->hp.n_embd;
-    const int nr = m->hp.n_rot;
+    const int nr = c->m->hp.n_rot;
     for (int t = 0; t < n_tok; t++) {
-        if (qk_weight_row(&m->tok_embd, tokens[t], c->x + (size_t)t * e, err))
-            return err->code;
         rope_cache(c->rope + (size_t)t * nr, c->n_past + t, &c->rope_p[0], nr);
         if (c->rope_swa)
             rope_cache(c->rope_swa + (size_t)t * nr, c->n_past + t, &c->rope_p[1], nr);
     }
-    if (m->hp.embd_scale != 0.0f)
+}
+
+/* The embedding scale (Gemma) on the batch's first n_tok rows of c->x. */
+static void batch_embd_scale(qk_ctx *c, int n_tok)
+{
+    if (c->m->hp.embd_scale != 0.0f)
         stage(c, NULL, ST_EMBD, 0, n_tok, 0, NULL, NULL);
-    for (int il = 0; il < m->hp.n_layer; il++) {
+}
+
+/* Layers [l0, l1) on the batch's residual stream c->x. */
+static int batch_layers(qk_ctx *c, int n_tok, int l0, int l1, qk_err *err)
+{
+    for (int il = l0; il < l1; il++) {
         if (attention_block(c, il, n_tok, err) || ffn_block(c, il, n_tok, err))
             return err->code;
-        if (c->layer_hook && c->layer_hook(c->hook_user, il, c->x, n_tok, e, err))
+        if (c->layer_hook && c->layer_hook(c->hook_user, il, c->x, n_tok, c->m->hp.n_embd, err))
             return err->code;
     }
+    return 0;
+}
+
+static int forward_batch(qk_ctx *c, const int32_t *tokens, int n_tok, float *logits, bool all,
+                         qk_err *err)
+{
+    const qk_model *m = c->m;
+    if (qk_forward_embed(m, tokens, n_tok, c->x, err))
+        return err->code;
+    batch_rope(c, n_tok);
+    batch_embd_scale(c, n_tok);
+    if (batch_layers(c, n_tok, 0, m->hp.n_layer, err))
+        return err->code;
     if (logits && output_block(c, all ? 0 : n_tok - 1, n_tok, logits, err))
         return err->code;
     c->n_past += n_tok;
     return 0;
+}
+
+/* ---- layer by layer (calibration) -------------------------------------------------- */
+
+int qk_forward_embed(const qk_model *m, const int32_t *tokens, int n, float *x, qk_err *err)
+{
+    const int e = m->hp.n_embd, nv = m->hp.n_vocab;
+    for (int t = 0; t < n; t++) {
+        if (tokens[t] < 0 || tokens[t] >= nv)
+            return qk_errf(err, QK_EINPUT, "token %d: id %d is outside the vocabulary [0, %d)", t,
+                           (int)tokens[t], nv);
+        if (qk_weight_row(&m->tok_embd, tokens[t], x + (size_t)t * e, err))
+            return err->code;
+    }
+    return 0;
+}
+
+/* n rows of x into the batch buffer, checked against the batch and the cache. */
+static int load_rows(qk_ctx *c, const float *x, int n, bool cache, qk_err *err)
+{
+    if (n <= 0 || n > c->n_batch)
+        return qk_errf(err, QK_EINPUT, "%d rows: a batch holds 1 to %d", n, c->n_batch);
+    if (cache && n > c->n_ctx - c->n_past)
+        return qk_errf(err, QK_EINPUT, "context full: %d cached + %d new tokens > n_ctx %d",
+                       c->n_past, n, c->n_ctx);
+    memcpy(c->x, x, (size_t)n * c->m->hp.n_embd * sizeof *x);
+    return 0;
+}
+
+int qk_forward_layers(qk_ctx *c, float *x, int n, int l0, int l1, qk_err *err)
+{
+    if (l0 < 0 || l1 > c->m->hp.n_layer || l0 > l1)
+        return qk_errf(err, QK_EINPUT, "layers %d..%d: the model has %d", l0, l1 - 1, c->m->hp.n_layer);
+    if (load_rows(c, x, n, true, err))
+        return err->code;
+    batch_rope(c, n);
+    if (l0 == 0)
+        batch_embd_scale(c, n);
+    if (batch_layers(c, n, l0, l1, err))
+        return err->code;
+    memcpy(x, c->x, (size_t)n * c->m->hp.n_embd * sizeof *x);
+    c->n_past += n;
+    return 0;
+}
+
+int qk_forward_head(qk_ctx *c, const float *x, int n, float *logits, qk_err *err)
+{
+    if (load_rows(c, x, n, false, err))
+        return err->code;
+    return output_block(c, 0, n, logits, err);
 }
 
 int qk_forward(qk_ctx *c, const int32_t *tokens, int n, float *logits, bool all_logits,
@@ -546,6 +634,8 @@ int qk_ctx_new(qk_ctx **out, const qk_model *m, const qk_ctx_params *p, qk_err *
     c->ws.act_variant = p->act_variant;
     c->layer_hook = p->layer_hook;
     c->hook_user = p->hook_user;
+    c->mm_hook = p->mm_hook;
+    c->mm_user = p->mm_user;
     if (p->kvq) {
         c->has_kvq = true;
         c->kvq = *p->kvq;

@@ -56,6 +56,14 @@ typedef struct qk_ctx_params {
     int (*layer_hook)(void *user, int layer, float *x, int n_tok, int n_embd, qk_err *err);
     void *hook_user;
     const qk_kvq *kvq;
+    /* Calibration (lib/quant/imatrix_run.h, lib/quant/gptq.h); NULL: off, at
+     * no cost.  mm_hook is called on the calling thread before each weight
+     * product with the product's input: n_tok rows of w->cols floats in x
+     * (q/k/v and gate/up share one x and get one call per weight; the output
+     * product's rows are those whose logits are computed).  It must not
+     * change x; a non-zero return fails the forward pass with that code. */
+    int (*mm_hook)(void *user, const qk_weight *w, const float *x, int n_tok, qk_err *err);
+    void *mm_user;
 } qk_ctx_params;
 
 /* One rope table's parameters (ggml_rope_ext's arguments, see forward.c). */
@@ -90,6 +98,8 @@ typedef struct qk_ctx {
     void *k_cache, *v_cache;   /* [n_layer][n_ctx][kv_dim(_v)] of kv_type */
     int (*layer_hook)(void *user, int layer, float *x, int n_tok, int n_embd, qk_err *err);
     void *hook_user;
+    int (*mm_hook)(void *user, const qk_weight *w, const float *x, int n_tok, qk_err *err);
+    void *mm_user;
     bool has_kvq;              /* kvq is applied to the cache */
     qk_kvq kvq;
     float *kq_cache;           /* KIVI: complete key groups quantized per channel, [n_layer][n_ctx][kv_dim] */
@@ -125,6 +135,21 @@ int qk_ctx_rewind(qk_ctx *c, int n, qk_err *err);
 int qk_forward(qk_ctx *c, const int32_t *tokens, int n, float *logits, bool all_logits,
                qk_err *err);
 
+/* The forward pass in its stages, for calibration pipelines that run a
+ * model layer by layer (lib/quant/gptq.h); the same arithmetic as
+ * qk_forward.
+ * qk_forward_embed: the embedding rows of tokens[0..n) into x (n rows of
+ * n_embd); a token outside the vocabulary is code 2.
+ * qk_forward_layers: layers [l0, l1) on the residual stream x (n <= n_batch
+ * rows of n_embd, updated in place) of the tokens at positions n_past ..
+ * n_past+n-1, whose keys and values go into those layers' caches; n_past
+ * advances by n.  A full cache or too many rows is code 2.
+ * qk_forward_head: the final norm and output product of the n rows of x
+ * (n <= n_batch) into logits (n rows of n_vocab); logits NULL: the norm
+ * only, for the mm_hook, which still sees the output product's input. */
+int qk_forward_embed(const qk_model *m, const int32_t *tokens, int n, float *x, qk_err *err);
+int qk_forward_layers(qk_ctx *c, float *x, int n, int l0, int l1, qk_err *err);
+int qk_forward_head(qk_ctx *c, const float *x, int n, float *logits, qk_err *err);
 /* The output layer on n rows of final hidden states h (after the output
  * norm): logits = Wout h + bout, soft-capped when the model says so; the
  * forward pass's own last step. */

@@ -23,6 +23,8 @@ void qk_imatrix_free(qk_imatrix *m)
     for (size_t i = 0; i < m->n; i++) {
         free(m->e[i].name);
         free(m->e[i].values);
+        free(m->e[i].sums);
+        free(m->e[i].counts);
     }
     for (size_t i = 0; i < m->n_datasets; i++)
         free(m->datasets[i]);
@@ -45,27 +47,32 @@ const qk_imatrix_entry *qk_imatrix_find(const qk_imatrix *m, const char *name)
     return bsearch(&key, m->e, m->n, sizeof *m->e, cmp_entry);
 }
 
-/* Append an entry that owns name and values (freed here on failure). */
-static int add_entry(qk_imatrix *m, size_t *cap, char *name, float *values, uint64_t n,
-                     const char *path, qk_err *err)
+static void entry_free(qk_imatrix_entry *e)
 {
-    if (!name || !values) {
-        free(name);
-        free(values);
+    free(e->name);
+    free(e->values);
+    free(e->sums);
+    free(e->counts);
+}
+
+/* Append an entry that owns its arrays (freed here on failure). */
+static int add_entry(qk_imatrix *m, size_t *cap, qk_imatrix_entry e, const char *path, qk_err *err)
+{
+    if (!e.name || !e.values || !e.sums || !e.counts) {
+        entry_free(&e);
         return oom(err, path);
     }
     if (m->n == *cap) {
         size_t nc = *cap ? 2 * *cap : 64;
-        qk_imatrix_entry *e = realloc(m->e, nc * sizeof *e);
-        if (!e) {
-            free(name);
-            free(values);
+        qk_imatrix_entry *v = realloc(m->e, nc * sizeof *v);
+        if (!v) {
+            entry_free(&e);
             return oom(err, path);
         }
-        m->e = e;
+        m->e = v;
         *cap = nc;
     }
-    m->e[m->n++] = (qk_imatrix_entry){name, values, n};
+    m->e[m->n++] = e;
     return QK_OK;
 }
 
@@ -107,8 +114,7 @@ static int sort_unique(qk_imatrix *m, const char *path, qk_err *err)
     size_t k = 0;
     for (size_t i = 0; i < m->n; i++) {
         if (i + 1 < m->n && strcmp(r[i].e.name, r[i + 1].e.name) == 0) {
-            free(r[i].e.name);
-            free(r[i].e.values);
+            entry_free(&r[i].e);
             continue;
         }
         m->e[k++] = r[i].e;
@@ -131,9 +137,9 @@ static bool get_i32(cursor *c, int32_t *v)
     return true;
 }
 
-static int load_legacy(qk_imatrix *m, const qk_map *map, const char *path, qk_err *err)
+static int load_legacy(qk_imatrix *m, const uint8_t *data, size_t size, const char *path, qk_err *err)
 {
-    cursor c = {map->data, map->size, 0};
+    cursor c = {data, size, 0};
     size_t cap = 0;
     int32_t n_entries;
     if (!get_i32(&c, &n_entries) || n_entries < 1)
@@ -154,17 +160,19 @@ static int load_legacy(qk_imatrix *m, const qk_map *map, const char *path, qk_er
         if (qk_ckd_mul(&bytes, (uint64_t)nval, 4) || bytes > c.n - c.off)
             return qk_err_at(err, path, "values", c.off, "entry %d: %d values run past the end of the file",
                              i + 1, nval);
-        float *v = malloc(bytes);
-        if (v) {
-            memcpy(v, c.p + c.off, bytes);
+        qk_imatrix_entry e = {.n = (uint64_t)nval, .n_counts = 1, .values = malloc(bytes),
+                              .sums = malloc(bytes), .counts = malloc(sizeof *e.counts)};
+        if (e.values && e.sums && e.counts) {
+            memcpy(e.sums, c.p + c.off, bytes);
+            e.counts[0] = ncall;
             /* quantize.cpp: sums hold (raw / count) * ncall; divide by ncall */
-            if (ncall > 0)
-                for (int32_t k = 0; k < nval; k++)
-                    v[k] = v[k] / (float)ncall;
+            for (int32_t k = 0; k < nval; k++)
+                e.values[k] = ncall > 0 ? e.sums[k] / (float)ncall : e.sums[k];
         }
         c.off += bytes;
         /* the name ends at its first NUL, as std::string{char *} makes it */
-        int rc = add_entry(m, &cap, strndup(name, (size_t)len), v, (uint64_t)nval, path, err);
+        e.name = strndup(name, (size_t)len);
+        int rc = add_entry(m, &cap, e, path, err);
         if (rc)
             return rc;
     }
@@ -233,31 +241,33 @@ static int gguf_entry(qk_imatrix *m, size_t *cap, const qk_gguf_tensor *sums, co
         return qk_err_at(err, path, "tensor shape", sums->info_offset,
                          "%.*s: %llu sums do not split into %llu experts", (int)blen, base,
                          (unsigned long long)nval, (unsigned long long)ncounts);
-    if (nval > SIZE_MAX / sizeof(float))
+    if (nval > SIZE_MAX / sizeof(float) || ncounts > SIZE_MAX / sizeof(int64_t))
         return oom(err, path);
-    float *v = malloc((size_t)nval * sizeof *v);
-    if (v) {
+    qk_imatrix_entry e = {.n = nval, .n_counts = ncounts, .values = malloc((size_t)nval * sizeof(float)),
+                          .sums = malloc((size_t)nval * sizeof(float)),
+                          .counts = malloc((size_t)ncounts * sizeof(int64_t))};
+    if (e.values && e.sums && e.counts) {
         uint64_t ne0 = nval / ncounts;
-        const float *s = (const float *)sums->data, *cn = (const float *)counts->data;
+        memcpy(e.sums, sums->data, (size_t)nval * sizeof(float));
+        const float *cn = (const float *)counts->data;
         for (uint64_t j = 0; j < ncounts; j++) {
             float cj;
             memcpy(&cj, cn + j, 4);
             /* the loader rounds each count to an integer (std::lround), quantize.cpp divides by it */
-            float count = isfinite(cj) && fabsf(cj) < 9e18f ? (float)lroundf(cj) : 0.0f;
-            for (uint64_t i = 0; i < ne0; i++) {
-                float x;
-                memcpy(&x, s + j * ne0 + i, 4);
-                v[j * ne0 + i] = count > 0.0f ? x / count : 1.0f;
-            }
+            e.counts[j] = isfinite(cj) && fabsf(cj) < 9e18f ? (int64_t)llroundf(cj) : 0;
+            const float count = (float)e.counts[j];
+            for (uint64_t i = 0; i < ne0; i++)
+                e.values[j * ne0 + i] = count > 0.0f ? e.sums[j * ne0 + i] / count : 1.0f;
         }
     }
-    return add_entry(m, cap, strndup(base, blen), v, nval, path, err);
+    e.name = strndup(base, blen);
+    return add_entry(m, cap, e, path, err);
 }
 
-static int load_gguf(qk_imatrix *m, const char *path, qk_err *err)
+static int load_gguf(qk_imatrix *m, const void *buf, size_t size, const char *path, qk_err *err)
 {
     qk_gguf *g;
-    int rc = qk_gguf_open(&g, path, QK_GGUF_NO_SPLIT, err);
+    int rc = qk_gguf_open_mem(&g, buf, size, path, err);
     if (rc)
         return rc;
     const qk_gguf_tensor **sorted = NULL;
@@ -269,20 +279,18 @@ static int load_gguf(qk_imatrix *m, const char *path, qk_err *err)
     const qk_gguf_kv *ds = qk_gguf_find(g, "imatrix.datasets");
     const qk_gguf_kv *cc = qk_gguf_find(g, "imatrix.chunk_count");
     const qk_gguf_kv *cs = qk_gguf_find(g, "imatrix.chunk_size");
-    if (!ds || !cc || !cs) {
-        rc = qk_err_at(err, path, ds ? cc ? "imatrix.chunk_size" : "imatrix.chunk_count" : "imatrix.datasets",
-                       0, "missing imatrix metadata (not an importance matrix from llama-imatrix?)");
-        goto done;
+    m->has_metadata = ds && cc && cs;
+    for (int k = 0; k < 2; k++) {
+        const qk_gguf_kv *kv = k ? cs : cc;
+        if (kv && kv->v.type != QK_GGUF_U32) {
+            rc = qk_err_at(err, path, k ? "imatrix.chunk_size" : "imatrix.chunk_count", kv->offset,
+                           "must be u32, is %s", qk_gguf_vtype_name(kv->v.type));
+            goto done;
+        }
     }
-    if (cc->v.type != QK_GGUF_U32 || cs->v.type != QK_GGUF_U32) {
-        const qk_gguf_kv *b = cc->v.type != QK_GGUF_U32 ? cc : cs;
-        rc = qk_err_at(err, path, b == cc ? "imatrix.chunk_count" : "imatrix.chunk_size", b->offset,
-                       "must be u32, is %s", qk_gguf_vtype_name(b->v.type));
-        goto done;
-    }
-    m->chunk_count = (int32_t)(uint32_t)cc->v.u;
-    m->chunk_size = (int32_t)(uint32_t)cs->v.u;
-    if (ds->v.type == QK_GGUF_ARRAY && ds->v.arr.elem == QK_GGUF_STRING)
+    m->chunk_count = cc ? (int32_t)(uint32_t)cc->v.u : 0;
+    m->chunk_size = cs ? (int32_t)(uint32_t)cs->v.u : 0;
+    if (ds && ds->v.type == QK_GGUF_ARRAY && ds->v.arr.elem == QK_GGUF_STRING)
         for (uint64_t i = 0; i < ds->v.arr.n && !rc; i++)
             rc = add_dataset(m, ds->v.arr.items[i].s.ptr, (size_t)ds->v.arr.items[i].s.len, path, err);
     if (rc)
@@ -327,29 +335,45 @@ done:
     return rc;
 }
 
-int qk_imatrix_load(qk_imatrix **out, const char *path, qk_err *err)
+int qk_imatrix_parse(qk_imatrix **out, const void *buf, size_t size, const char *name, qk_err *err)
 {
     *out = NULL;
-    qk_map map;
-    int rc = qk_map_open(&map, path, err);
-    if (rc)
-        return rc;
     qk_imatrix *m = calloc(1, sizeof *m);
-    if (!m) {
-        qk_map_close(&map);
-        return oom(err, path);
-    }
-    bool is_gguf = map.size >= 4 && memcmp(map.data, "GGUF", 4) == 0;
-    rc = is_gguf ? load_gguf(m, path, err) : load_legacy(m, &map, path, err);
-    qk_map_close(&map);
+    if (!m)
+        return oom(err, name);
+    bool is_gguf = size >= 4 && memcmp(buf, "GGUF", 4) == 0;
+    int rc = is_gguf ? load_gguf(m, buf, size, name, err) : load_legacy(m, buf, size, name, err);
     if (!rc && m->n == 0)
-        rc = qk_err_at(err, path, "tensors", 0, "no importance data (no NAME.in_sum2 / NAME.counts pairs)");
+        rc = qk_err_at(err, name, "tensors", 0, "no importance data (no NAME.in_sum2 / NAME.counts pairs: not an imatrix file?)");
     if (rc) {
         qk_imatrix_free(m);
         return rc;
     }
     *out = m;
     return QK_OK;
+}
+
+int qk_imatrix_read(qk_imatrix **out, const char *path, qk_err *err)
+{
+    *out = NULL;
+    qk_map map;
+    int rc = qk_map_open(&map, path, err);
+    if (rc)
+        return rc;
+    rc = qk_imatrix_parse(out, map.data, map.size, path, err);
+    qk_map_close(&map);
+    return rc;
+}
+
+int qk_imatrix_load(qk_imatrix **out, const char *path, qk_err *err)
+{
+    int rc = qk_imatrix_read(out, path, err);
+    if (rc || (*out)->legacy || (*out)->has_metadata)
+        return rc;
+    qk_imatrix_free(*out);
+    *out = NULL;
+    return qk_err_at(err, path, "imatrix.datasets", 0,
+                     "missing imatrix metadata (not an importance matrix from llama-imatrix?)");
 }
 
 static bool contains_any(const char *s, const char *const *subs, size_t n)
@@ -370,8 +394,7 @@ void qk_imatrix_filter(qk_imatrix *m, const char *const *include, size_t n_inclu
         if (keep) {
             m->e[k++] = m->e[i];
         } else {
-            free(m->e[i].name);
-            free(m->e[i].values);
+            entry_free(&m->e[i]);
         }
     }
     m->n = k;

@@ -398,6 +398,8 @@ void qk_quant_plan_free(qk_quant_plan *p)
         regfree(&pv->re[i]);
     free(pv->re);
     free(pv->tt_type);
+    for (size_t i = 0; p->t && i < p->n; i++)
+        free(p->t[i].data);
     free(p->t);
     free(p);
 }
@@ -457,7 +459,7 @@ static int check_encode(qk_quant_plan *p, qk_quant_item *it, bool requires, qk_e
                                (unsigned long long)want);
         }
     }
-    if (!it->imatrix && requires)
+    if (!it->imatrix && requires && !p->o.calibrated)
         return qk_errf(err, QK_EINPUT, "%s: the importance matrix has no data for this tensor, which "
                        "%s requires", it->name, dt->name);
     if (!it->imatrix && dt->needs_imatrix)
@@ -478,7 +480,7 @@ static int check_encode(qk_quant_plan *p, qk_quant_item *it, bool requires, qk_e
 
 static int plan_types(qk_quant_plan *p, qk_qrules *r, int default_type, qk_err *err)
 {
-    bool have_im = p->o.imatrix != NULL;
+    bool have_im = p->o.imatrix != NULL || p->o.calibrated;
     for (size_t i = 0; i < p->n; i++) {
         qk_quant_item *it = &p->t[i];
         const qk_gguf_tensor *s = it->src;
@@ -575,7 +577,8 @@ int qk_quant_plan_make(qk_quant_plan **out, const qk_gguf *g, const qk_quant_opt
     plan_priv *pv = priv_of(p);
     qk_qrules r = {.ftype = o->ftype, .only_copy = o->only_copy, .pure = o->pure,
                    .quantize_output = !o->leave_output, .output_type = o->output_tensor_type,
-                   .embd_type = o->token_embedding_type, .has_imatrix = p->o.imatrix != NULL};
+                   .embd_type = o->token_embedding_type,
+                   .has_imatrix = p->o.imatrix != NULL || o->calibrated};
     uint64_t n_layer;
     int rc = model_facts(g, o, &r, pv->arch, sizeof pv->arch, &n_layer, err);
     if (!rc)

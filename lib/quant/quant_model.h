@@ -93,6 +93,12 @@ typedef struct qk_quant_opts {
     const qk_quant_kvo *kvo;    /* --override-kv, in order */
     size_t n_kvo;
     int nthreads;
+    /* --method gptq (lib/quant/gptq_model.h): the importance data comes from
+     * the calibration, so the type rules are those with an imatrix; the
+     * calibration is recorded as quantize.gptq.dataset / .chunks_count. */
+    bool calibrated;
+    const char *calib_file;
+    int calib_chunks;
 } qk_quant_opts;
 
 /* One tensor of the output. */
@@ -107,6 +113,8 @@ typedef struct qk_quant_item {
     uint64_t bytes;         /* output data bytes */
     double err2, ref2;      /* --measure: sum of squared error / of squared source */
     bool measured;
+    uint8_t *data;          /* the encoded bytes when made before the run (GPTQ), owned by the plan */
+    bool gptq;              /* data is GPTQ's (else round to nearest) */
 } qk_quant_item;
 
 typedef struct qk_quant_plan {

@@ -143,6 +143,10 @@ static int build_kvs(const qk_quant_plan *p, kvlist *l, qk_err *err)
         if (ok && im->chunk_count > 0)
             ok = kvl_set_uint(l, "quantize.imatrix.chunks_count", QK_GGUF_U32, (uint32_t)im->chunk_count);
     }
+    if (ok && p->o.calibrated) {
+        ok = kvl_set_str(l, "quantize.gptq.dataset", p->o.calib_file ? p->o.calib_file : "");
+        ok = ok && kvl_set_uint(l, "quantize.gptq.chunks_count", QK_GGUF_U32, (uint32_t)p->o.calib_chunks);
+    }
     const plan_priv *pv = priv_of(p);
     if (ok && pv->pruned) {
         char key[160];
@@ -285,8 +289,38 @@ static int copy_tensor(runner *rn, qk_quant_item *it, qk_err *err)
     return 0;
 }
 
+/* A tensor encoded before the run (GPTQ): its bytes, measured like the others. */
+static int write_encoded(runner *rn, qk_quant_item *it, qk_err *err)
+{
+    const qk_gguf_tensor *s = it->src;
+    const size_t rs = qk_row_size(it->type, s->ne[0]), row_f = (size_t)s->ne[0] * sizeof(float);
+    const uint64_t rows = nrows_of(s);
+    const qk_type_traits *st = qk_type_get(s->type), *dt = qk_type_get(it->type);
+    const bool measure = rn->p->o.measure && dt->to_float && st->to_float;
+    it->err2 = it->ref2 = 0;
+    if (measure && (!grow(&rn->b.f32, row_f) || !grow(&rn->b.dec, row_f)))
+        return qk_errf(err, QK_EIO, "out of memory");
+    for (uint64_t r = 0; r < rows && measure; r++) {
+        float *x = rn->b.f32.p, *d = rn->b.dec.p;
+        st->to_float(s->data + r * qk_row_size(s->type, s->ne[0]), x, s->ne[0]);
+        dt->to_float(it->data + r * rs, d, s->ne[0]);
+        for (int64_t i = 0; i < s->ne[0]; i++) {
+            const double dx = (double)x[i] - (double)d[i];
+            it->err2 += dx * dx;
+            it->ref2 += (double)x[i] * (double)x[i];
+        }
+    }
+    it->measured = measure;
+    int rc = qk_gguf_w_data(rn->w[it->shard], it->data, (size_t)(rows * rs), err);
+    if (!rc && rn->progress)
+        rn->progress(rn->pctx, rows * (uint64_t)s->ne[0]);
+    return rc;
+}
+
 static int encode_tensor(runner *rn, qk_quant_item *it, qk_err *err)
 {
+    if (it->data)
+        return write_encoded(rn, it, err);
     const qk_gguf_tensor *s = it->src;
     const int nthreads = rn->p->o.nthreads;
     slab sl = {.sk = qk_kernels_for(s->type), .dk = qk_kernels_for(it->type), .ne0 = s->ne[0],

@@ -1,0 +1,185 @@
+/* test_gptq.c - lib/quant/gptq.h on a synthetic layer whose inputs are
+ * correlated (as a transformer's are):
+ * - for every type with a grid, GPTQ's output error ||(W - Q) X^T||^2 is
+ *   well below that of the type's own round-to-nearest encoder given the
+ *   same importance (diag H: what an imatrix holds), with and without
+ *   act-order;
+ * - the Hessian sums do not depend on how the rows are batched, nor on the
+ *   CPU level (kernels/gram.h), and the bytes do not depend on the thread
+ *   count;
+ * - a column whose input is always zero, and a type without a grid. */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/cpu.h"
+#include "kernels/gram.h"
+#include "kernels/types.h"
+#include "lib/quant/gptq.h"
+#include "tests/testutil.h"
+
+#define R 48
+#define C 512
+#define N 1024
+
+static float X[N * C], W[R * C];
+
+static void make_layer(void)
+{
+    static float mix[16 * C];
+    uint64_t s = 12345;
+    for (int i = 0; i < 16 * C; i++)
+        mix[i] = tu_gauss(&s);
+    /* x = 16 latent factors mixed into C columns, plus noise, a few loud channels */
+    for (int t = 0; t < N; t++) {
+        float z[16];
+        for (int k = 0; k < 16; k++)
+            z[k] = tu_gauss(&s);
+        for (int c = 0; c < C; c++) {
+            float v = 0.3f * tu_gauss(&s);
+            for (int k = 0; k < 16; k++)
+                v += z[k] * mix[k * C + c] * 0.25f;
+            X[t * C + c] = c % 61 == 0 ? 6.0f * v : c == 7 ? 0.0f : v;
+        }
+    }
+    for (int i = 0; i < R * C; i++)
+        W[i] = 0.05f * tu_gauss(&s);
+}
+
+/* ||(W - Q) X^T||^2 for the decoded Q: sum over rows of d S d^T, d = w - q. */
+static double out_err(const uint8_t *q, int type, const qk_hess *h)
+{
+    static float dq[R * C];
+    qk_type_get(type)->to_float(q, dq, R * C);
+    double e = 0;
+    for (int r = 0; r < R; r++) {
+        double d[C];
+        for (int c = 0; c < C; c++)
+            d[c] = (double)W[r * C + c] - dq[r * C + c];
+        for (int i = 0; i < C; i++) {
+            double s = 0;
+            for (int j = i + 1; j < C; j++)
+                s += d[j] * h->s[i * C + j];
+            e += d[i] * (d[i] * h->s[i * C + i] + 2 * s);
+        }
+    }
+    return e;
+}
+
+Test(gptq, beats_round_to_nearest_on_every_grid_type, .timeout = 120)
+{
+    make_layer();
+    qk_hess h;
+    qk_err err = {0};
+    cr_assert_eq(qk_hess_init(&h, C, &err), 0);
+    qk_hess_add(&h, X, N, 2);
+    float imp[C];
+    for (int c = 0; c < C; c++)
+        imp[c] = (float)(h.s[c * C + c] / N);
+    qk_gptq_factor f[2];
+    for (int act = 0; act < 2; act++) {
+        const qk_gptq_opts o = {.damp = 0.01, .act_order = act, .nthreads = 2};
+        cr_assert_eq(qk_gptq_factor_make(&f[act], &h, &o, &err), 0, "%s", err.msg);
+        cr_assert_eq(f[act].imp[11], imp[11]);
+    }
+    static const int types[] = {QK_Q4_0, QK_Q4_1, QK_Q5_0, QK_Q5_1, QK_Q8_0, QK_Q2_K,
+                                QK_Q3_K, QK_Q4_K, QK_Q5_K, QK_Q6_K, QK_IQ4_NL, QK_IQ4_XS};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        const int t = types[i];
+        const size_t bytes = qk_row_size(t, C) * R;
+        uint8_t *rtn = malloc(bytes), *g = malloc(bytes), *g2 = malloc(bytes);
+        qk_type_get(t)->quantize(W, rtn, R, C, imp);
+        const double e_rtn = out_err(rtn, t, &h);
+        for (int act = 0; act < 2; act++) {
+            double loss;
+            cr_assert_eq(qk_gptq_quantize(W, R, C, t, &f[act], 2, g, &loss, &err), 0, "%s", err.msg);
+            const double e = out_err(g, t, &h);
+            cr_log_info("%-7s act_order %d: output error %.4g, round to nearest %.4g (%.2f)",
+                        qk_type_get(t)->name, act, e, e_rtn, e / e_rtn);
+            cr_assert_lt(e, 0.8 * e_rtn, "%s act_order %d: %g vs %g", qk_type_get(t)->name, act, e, e_rtn);
+            cr_assert(loss > 0 && isfinite(loss));
+            /* the same bytes with another thread count */
+            cr_assert_eq(qk_gptq_quantize(W, R, C, t, &f[act], 3, g2, NULL, &err), 0);
+            cr_assert(!memcmp(g, g2, bytes), "%s: bytes depend on the threads", qk_type_get(t)->name);
+        }
+        free(rtn), free(g), free(g2);
+    }
+    qk_gptq_factor_free(&f[0]);
+    qk_gptq_factor_free(&f[1]);
+    qk_hess_free(&h);
+}
+
+Test(gptq, hessian_sums_do_not_depend_on_batching)
+{
+    make_layer();
+    qk_hess a, b;
+    qk_err err = {0};
+    cr_assert_eq(qk_hess_init(&a, C, &err), 0);
+    cr_assert_eq(qk_hess_init(&b, C, &err), 0);
+    qk_hess_add(&a, X, N, 1);
+    for (int t = 0; t < N; t += 100)
+        qk_hess_add(&b, X + (size_t)t * C, t + 100 < N ? 100 : N - t, 3);
+    cr_assert_eq(a.n, b.n);
+    for (int i = 0; i < C; i++)
+        cr_assert(!memcmp(a.s + i * C + i, b.s + i * C + i, (size_t)(C - i) * sizeof(double)), "row %d", i);
+    qk_hess_free(&a);
+    qk_hess_free(&b);
+}
+
+Test(gptq, dead_inputs_and_unsupported_types)
+{
+    make_layer();
+    qk_hess h;
+    qk_err err = {0};
+    cr_assert_eq(qk_hess_init(&h, C, &err), 0);
+    qk_hess_add(&h, X, N, 1);
+    const size_t bytes = qk_row_size(QK_Q4_K, C) * R;
+    uint8_t *q = malloc(bytes);
+    const qk_gptq_opts o = {.damp = 0.01, .act_order = true, .nthreads = 1};
+    qk_gptq_factor f;
+    cr_assert_eq(qk_gptq_factor_make(&f, &h, &o, &err), 0, "%s", err.msg);
+    cr_assert(f.dead[7] && !f.dead[8]);
+    cr_assert_eq(qk_gptq_quantize(W, R, C, QK_Q4_K, &f, 1, q, NULL, &err), 0, "%s", err.msg);
+    static float d[R * C];
+    qk_type_get(QK_Q4_K)->to_float(q, d, R * C);
+    for (int i = 0; i < R * C; i++)
+        cr_assert(isfinite(d[i]));
+    /* column 7 never sees an input: its weights go to the grid value nearest 0 */
+    for (int r = 0; r < R; r++)
+        cr_assert_lt(fabsf(d[r * C + 7]), 0.05f);
+    cr_assert_eq(qk_gptq_quantize(W, R, C, QK_IQ2_XXS, &f, 1, q, NULL, &err), 2);
+    cr_assert_eq(qk_gptq_quantize(W, R, C - 32, QK_Q4_K, &f, 1, q, NULL, &err), 2);
+    qk_gptq_factor_free(&f);
+    qk_hess empty;
+    cr_assert_eq(qk_hess_init(&empty, C, &err), 0);
+    cr_assert_eq(qk_gptq_factor_make(&f, &empty, &o, &err), 2);
+    qk_hess_free(&empty);
+    free(q);
+    qk_hess_free(&h);
+}
+
+Test(gptq, outer_product_sums_equal_at_every_level)
+{
+    uint64_t sd = 5;
+    static float x[40 * 133];
+    for (int i = 0; i < 40 * 133; i++)
+        x[i] = tu_gauss(&sd) * (i % 29 == 0 ? 1e4f : 1.0f);
+    const int dims[] = {133, 64, 7};
+    for (int di = 0; di < 3; di++) {
+        const int64_t d = dims[di];
+        double *ref = calloc((size_t)(d * d), sizeof *ref), *got = calloc((size_t)(d * d), sizeof *got);
+        qk_gram_kernel_at(QK_CPU_SCALAR)(ref, d, x, 40, 0, d);
+        for (int level = 1; level <= (int)qk_cpu_supported(); level++) {
+            memset(got, 0, (size_t)(d * d) * sizeof *got);
+            /* in row ranges of 5 (not the kernel's 4) and two batches of rows */
+            for (int64_t i0 = 0; i0 < d; i0 += 5) {
+                const int64_t i1 = i0 + 5 < d ? i0 + 5 : d;
+                qk_gram_kernel_at(level)(got, d, x, 17, i0, i1);
+                qk_gram_kernel_at(level)(got, d, x + 17 * d, 23, i0, i1);
+            }
+            for (int64_t i = 0; i < d; i++)
+                cr_assert(!memcmp(ref + i * d + i, got + i * d + i, (size_t)(d - i) * sizeof *ref),
+                          "level %s, d %lld, row %lld", qk_cpu_level_name(level), (long long)d, (long long)i);
+        }
+        free(ref), free(got);
+    }
+}
