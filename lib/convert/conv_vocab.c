@@ -813,6 +813,7 @@ void qk_conv_vocab_free(qk_conv_vocab *v)
     for (uint64_t i = 0; v->merges && i < v->n_merges; i++)
         free(v->merges[i]);
     free(v->tokens);
+    free(v->scores);
     free(v->types);
     free(v->merges);
     free(v->chat_template);

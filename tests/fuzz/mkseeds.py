@@ -215,3 +215,40 @@ put("convert", "llama-no-tokenizer", rd(f"{CV}/llama-f32/config.json") + b"\0\0\
 # hyper-parameter and family readers ----------------------------------------------------------
 for fam in ["gemma2", "gemma3", "phi3", "gpt-oss", "qwen2moe", "qwen3moe", "mixtral"]:
     hfseed(f"arch-{fam}", rd(f"{ROOT}/goldens/arch/{fam}/hf/config.json"), save(mini))
+
+# ---- spm: vocab_size (u16 LE; 0: the pieces' count) tokenizer_config.json \0 tokenizer.json \0
+# tokenizer.model (last: protobuf, with NUL bytes); goldens/convert's Gemma-style SentencePiece model
+# (vocab 0, its own count, padded, cut short) and hand-made ModelProtos with every piece type ----------
+def pb_varint(v):
+    out = b""
+    while True:
+        out += bytes([(v & 0x7F) | (0x80 if v > 0x7F else 0)])
+        v >>= 7
+        if not v:
+            return out
+
+
+def pb_len(num, payload):
+    return pb_varint(num << 3 | 2) + pb_varint(len(payload)) + payload
+
+
+def pb_piece(text, score, typ=None):
+    b = pb_len(1, text.encode()) + pb_varint(2 << 3 | 5) + struct.pack("<f", score)
+    return pb_len(1, b + (pb_varint(3 << 3) + pb_varint(typ) if typ is not None else b""))
+
+
+SP = f"{CV}/spm-tokenizer"
+spm_model, spm_tc = rd(f"{SP}/tokenizer.model"), rd(f"{SP}/tokenizer_config.json")
+spm = lambda vs, tc, tj, model: struct.pack("<H", vs) + tc + b"\0" + tj + b"\0" + model
+put("spm", "gemma-tiny", spm(0, spm_tc, b"", spm_model))
+put("spm", "gemma-tiny-padded", spm(600, spm_tc, b"", spm_model))
+put("spm", "gemma-tiny-cut", spm(0, b"", b"", spm_model[: len(spm_model) // 3]))
+handmade = (pb_piece("<unk>", 0, 2) + pb_piece("<s>", 0, 3) + pb_piece("</s>", 0, 3) + pb_piece("<0x41>", 0, 6)
+            + pb_piece("\u2581a", -1.5) + pb_piece("b", -2.0, 4) + pb_piece("<unused0>", 0, 5)
+            + pb_len(2, pb_len(1, b"unigram")) + pb_varint(7 << 3) + pb_varint(300))
+put("spm", "handmade", spm(0, b"", b"", handmade))
+put("spm", "handmade-added", spm(12, json.dumps({"added_tokens_decoder": {
+    "7": {"content": "<start_of_turn>", "special": True}, "8": {"content": "\u2581hi", "special": False},
+    "40": {"content": "<far>", "special": True}}}).encode(), b"", handmade))
+put("spm", "handmade-tokenizer-json", spm(0, b"", json.dumps({"added_tokens": [
+    {"id": 1, "content": "<s>", "special": True}], "normalizer": {"type": "Replace"}}).encode(), handmade))

@@ -5,7 +5,7 @@
 set -e
 V=${VENV:-/work/venv}
 C=tests/fuzz/corpus
-for d in hfconfig tokenizer imatrix tensor_type kldbase logits qkpart tasks convert; do rm -rf "$C/$d"; mkdir -p "$C/$d"; done
+for d in hfconfig tokenizer imatrix tensor_type kldbase logits qkpart tasks convert spm; do rm -rf "$C/$d"; mkdir -p "$C/$d"; done
 cc -std=c17 -D_GNU_SOURCE -O1 -I. -o build/mkseeds tests/fuzz/mkseeds.c build/libqk.a -lzstd -lm -pthread
 build/mkseeds "$C"
 "$V/bin/python" tests/fuzz/mkseeds.py build/qk "$C"
