@@ -469,7 +469,7 @@ Test(kvquant, per_head_and_per_channel_cells)
         }
         q.key_per_channel = true;
         memcpy(y, x, (size_t)n_tok * dim * sizeof *y);
-        cr_assert_eq(qk_kvq_key_group(&q, y, dim, &err), 0, "%s", err.msg);
+        cr_assert_eq(qk_kvq_key_group(&q, y, dim, dim, &err), 0, "%s", err.msg);
         for (int d = 0; d < dim; d++)
             cr_assert_leq(distinct(y + d, n_tok, dim), levels, "channel %d", d);
     }

@@ -395,7 +395,7 @@ static int key_groups(const qk_ctx *c, const float *kc, float *kqc, int first, i
     for (int end = (first / g + 1) * g; end <= first + n_tok; end += g) {
         const size_t off = (size_t)(end - g) * c->kv_dim, n = (size_t)g * c->kv_dim;
         memcpy(kqc + off, kc + off, n * sizeof *kqc);
-        if (qk_kvq_key_group(&c->kvq, kqc + off, c->kv_dim, err))
+        if (qk_kvq_key_group(&c->kvq, kqc + off, c->kv_dim, c->m->hp.head_dim, err))
             return err->code;
     }
     return 0;

@@ -7,7 +7,8 @@
  *   ct-w8a8         compressed-tensors INT8_W8A8             weight I8, weight_scale [N,1]
  *   ct-w4a16        compressed-tensors W4A16 (W4A16_ASYM)    weight_packed I32, weight_scale [N,K/G],
  *                                                            (weight_zero_point I32), weight_shape I64
- *   ct-w4a8         compressed-tensors W4A8 (dynamic per-token int8 activations): as ct-w4a16
+ *   ct-w4a8         compressed-tensors W4A8 (int-quantized;     weight I8 (int4 values), weight_scale [N,K/G]
+ *                   dynamic per-token int8 activations)
  *   ct-nvfp4        compressed-tensors NVFP4A16              weight_packed U8, weight_scale F8_E4M3,
  *                                                            weight_global_scale F32 [1]
  *   ct-mxfp4        compressed-tensors mxfp4-pack-quantized  weight_packed U8, weight_scale U8 (E8M0)
@@ -37,12 +38,8 @@
  * tensors stay in one shard), generation_config.json and tokenizer files
  * copied.
  *
- * --rotate hadamard (lib/quant/rotate.c): SpinQuant's R1/R2/R4 fused into
- * the float weights before they are encoded, norms folded and set to ones,
- * a tied lm_head untied (tie_word_embeddings false), R4's matrix stored as
- * model.layers.0.mlp.down_proj.R4_input.weight (F64, as save_pretrained
- * keeps the shared transform once) and quantization_config.transform_config
- * as llm-compressor writes it. */
+ * --rotate hadamard: SpinQuant's rotations on the float weights before they
+ * are encoded, two tensors added and transform_config (lib/quant/rotate.h). */
 #include "lib/quant/ckpt_write.h"
 
 #include <limits.h>
@@ -302,6 +299,11 @@ static int plan_module(wctx *w, omod *m, const qk_ck_tensor *t)
         rc |= add_part(m, mod, "weight_scale", sd, 2, n / g, k / g);
         break;
     case K_CT_W4A16:
+        if (tg->a8) { /* llm-compressor saves W4A8 int-quantized: one code a byte */
+            rc = add_part(m, mod, "weight", "I8", 2, n, k);
+            rc |= add_part(m, mod, "weight_scale", sd, 2, n, k / g);
+            break;
+        }
         rc = add_part(m, mod, "weight_packed", "I32", 2, n, (k + 7) / 8);
         rc |= add_part(m, mod, "weight_scale", sd, 2, n, k / g);
         if (tg->asym)
@@ -422,7 +424,15 @@ static int make_module(wctx *w, const omod *m, uint8_t **bufs, const uint8_t **d
         }
         if ((rc = qk_scheme_encode(s, x, n, k, &so, enc, w->err)))
             goto done;
-        if (w->tg.k == K_CT_W4A16) {
+        if (w->tg.k == K_CT_W4A16 && w->tg.a8) {
+            for (int64_t r = 0; r < n; r++) /* two's-complement nibbles to int8 */
+                for (int64_t j = 0; j < k; j++) {
+                    const uint8_t b = enc[l.codes_off + (uint64_t)r * l.row_bytes + (uint64_t)j / 2];
+                    const int v = (j % 2 ? b >> 4 : b & 15) ^ 8;
+                    bufs[0][r * k + j] = (uint8_t)(int8_t)(v - 8);
+                }
+            memcpy(bufs[1], enc + l.scales_off, (size_t)l.scales_size);
+        } else if (w->tg.k == K_CT_W4A16) {
             qk_ckw_ct_pack_rows(enc + l.codes_off, n, k, l.row_bytes, !w->tg.asym, bufs[0]);
             memcpy(bufs[1], enc + l.scales_off, (size_t)l.scales_size);
             int pi = 2;
@@ -518,7 +528,7 @@ static void gen_config(const wctx *w, qk_sbuf *b)
     qk_sb_printf(b, "{");
     if (t->k <= K_CT_MXFP4) {
         qk_sb_printf(b, "\"quantization_config\": {\"config_groups\": {\"group_0\": {\"format\": \"%s\", "
-                     "\"input_activations\": ", fmt[t->k]);
+                     "\"input_activations\": ", t->a8 ? "int-quantized" : fmt[t->k]);
         switch (t->k) {
         case K_CT_FP8: ct_args(b, 8, "float", true, 0, "token", 0, "true", NULL); break;
         case K_CT_FP8_BLOCK: ct_args(b, 8, "float", true, t->group, "group", 0, "true", NULL); break;
@@ -540,7 +550,8 @@ static void gen_config(const wctx *w, qk_sbuf *b)
         case K_CT_NVFP4: ct_args(b, 4, "float", true, 16, "tensor_group", 0, "false", "minmax"); break;
         default: ct_args(b, 4, "float", true, 32, "group", 0, "false", "minmax"); break;
         }
-        qk_sb_printf(b, "}}, \"format\": \"%s\", \"global_compression_ratio\": null, \"ignore\": ", fmt[t->k]);
+        qk_sb_printf(b, "}}, \"format\": \"%s\", \"global_compression_ratio\": null, \"ignore\": ",
+                     t->a8 ? "int-quantized" : fmt[t->k]);
         ignore_list(w, b, ", ");
         qk_sb_printf(b, ", \"kv_cache_scheme\": null, \"quant_method\": \"compressed-tensors\", "
                      "\"quantization_status\": \"compressed\", \"sparsity_config\": {}, \"transform_config\": ");
@@ -803,15 +814,9 @@ static int rotation(wctx *w)
                        "or f32/f16/bf16");
     const int r4 = w->tg.k == K_CT_NVFP4 ? 16 : w->tg.k == K_CT_MXFP4 ? 32 : 0;
     int rc = qk_rot_open(&w->rot, w->hf, w->ck, r4, w->err);
-    if (rc)
-        return rc;
-    const qk_ck_tensor *e = qk_ckpt_find(w->ck, "model.embed_tokens.weight");
-    w->lm_t = *e;
-    w->lm_t.name = (char *)"lm_head.weight";
-    w->r4_t = (qk_ck_tensor){.name = (char *)qk_rot_r4_name(), .n_dims = 2, .rows = qk_rot_r4(w->rot),
-                             .cols = qk_rot_r4(w->rot), .shape = {qk_rot_r4(w->rot), qk_rot_r4(w->rot)}};
-    w->r4_t.nelem = (uint64_t)w->r4_t.rows * (uint64_t)w->r4_t.cols;
-    return QK_OK;
+    if (!rc)
+        qk_rot_added(w->rot, w->ck, &w->lm_t, &w->r4_t);
+    return rc;
 }
 
 int qk_ckpt_quantize(const char *src_dir, const char *out_dir, const char *scheme, const qk_ckpt_opts *o,

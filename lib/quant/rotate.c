@@ -38,9 +38,17 @@ struct qk_rot {
 
 #define R4_NAME "model.layers.0.mlp.down_proj.R4_input.weight"
 
-const char *qk_rot_r4_name(void) { return R4_NAME; }
 bool qk_rot_unties(const qk_rot *r) { return r->untie; }
-int qk_rot_r4(const qk_rot *r) { return r->r4; }
+
+void qk_rot_added(const qk_rot *r, const qk_ckpt *ck, qk_ck_tensor *lm, qk_ck_tensor *r4)
+{
+    if (r->untie) {
+        *lm = *qk_ckpt_find(ck, "model.embed_tokens.weight");
+        lm->name = (char *)"lm_head.weight";
+    }
+    *r4 = (qk_ck_tensor){.name = (char *)R4_NAME, .n_dims = 2, .rows = r->r4, .cols = r->r4,
+                         .shape = {r->r4, r->r4}, .nelem = (uint64_t)r->r4 * (uint64_t)r->r4};
+}
 
 void qk_rot_free(qk_rot *r)
 {

@@ -26,9 +26,11 @@ void qk_rot_free(qk_rot *r);
 /* Whether the writer must add lm_head.weight (a tied model is untied: the
  * lm head then differs from the embeddings). */
 bool qk_rot_unties(const qk_rot *r);
-/* R4's block size, and the name of the tensor that stores its matrix. */
-int qk_rot_r4(const qk_rot *r);
-const char *qk_rot_r4_name(void);
+/* The two tensors the writer adds: lm_head.weight of a tied model (the
+ * embeddings' source tensor under that name; lm unchanged otherwise) and
+ * R4's matrix, model.layers.0.mlp.down_proj.R4_input.weight [r4, r4] (no
+ * source: its values are qk_rot_r4_matrix's). */
+void qk_rot_added(const qk_rot *r, const qk_ckpt *ck, qk_ck_tensor *lm, qk_ck_tensor *r4);
 /* Whether tensor name's values change (norm weights become ones). */
 bool qk_rot_changes(const qk_rot *r, const char *name);
 
