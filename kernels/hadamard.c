@@ -8,27 +8,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void fwht_d(double *v, int n)
-{
-    for (int h = 1; h < n; h *= 2)
-        for (int i = 0; i < n; i += 2 * h)
-            for (int j = i; j < i + h; j++) {
-                const double a = v[j], b = v[j + h];
-                v[j] = a + b;
-                v[j + h] = a - b;
-            }
-}
-
-static void fwht_f(float *v, int n)
-{
-    for (int h = 1; h < n; h *= 2)
-        for (int i = 0; i < n; i += 2 * h)
-            for (int j = i; j < i + h; j++) {
-                const float a = v[j], b = v[j + h];
-                v[j] = a + b;
-                v[j + h] = a - b;
-            }
-}
+/* In place on v[0..n): the butterflies in T's arithmetic. */
+#define FWHT(name, T)                                                                              \
+    static void name(T *v, int n)                                                                  \
+    {                                                                                              \
+        for (int h = 1; h < n; h *= 2)                                                             \
+            for (int i = 0; i < n; i += 2 * h)                                                     \
+                for (int j = i; j < i + h; j++) {                                                  \
+                    const T a = v[j], b = v[j + h];                                                \
+                    v[j] = a + b;                                                                  \
+                    v[j + h] = a - b;                                                              \
+                }                                                                                  \
+    }
+FWHT(fwht_d, double)
+FWHT(fwht_f, float)
 
 int qk_hadamard_rows_f64(float *x, int64_t n_rows, int64_t cols, int64_t stride, int n)
 {
