@@ -82,6 +82,7 @@ static const char usage_text[] =
     "                          the cache (f32, f16, bf16, fp8-e4m3, fp8-e5m2 [:tensor|:head], int8,\n"
     "                          int4, nvfp4); implies --kv-type f32\n"
     "      --kv-key-per-channel  keys per channel in groups of 32 tokens (KIVI)\n"
+    "      --kv-rotate           a Hadamard per head on keys and values around the codec (QuaRot)\n"
     "      --hellaswag         HellaSwag acc_norm of the tasks in -f FILE (as llama-perplexity)\n"
     "      --hellaswag-tasks N   N tasks drawn as llama-perplexity draws them (default 400)\n"
     "      --winogrande        Winogrande score of the CSV in -f FILE\n"

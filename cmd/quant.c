@@ -40,7 +40,8 @@ static const char usage_text[] =
     "       qk-quant --list-types [--json]\n"
     "       qk-quant --raw-encode TYPE --shape ROWSxCOLS [--imatrix FILE.f32] [-t N] IN.f32 OUT.bin\n"
     "       qk-quant --raw-decode TYPE --shape ROWSxCOLS [-t N] IN.bin OUT.f32\n"
-    "       qk-quant --to SCHEME [--asym] [--group N] [--ignore REGEX] [--shard-size BYTES] SRC OUT_DIR\n"
+    "       qk-quant --to SCHEME [--asym] [--group N] [--ignore REGEX] [--shard-size BYTES]\n"
+    "                [--rotate hadamard] SRC OUT_DIR\n"
     "\n"
     "Quantize a GGUF model the way llama-quantize (llama.cpp d32676d) does: the same presets,\n"
     "per-tensor type rules, options and metadata, and a byte-identical output file.  Without\n"
@@ -66,12 +67,15 @@ static const char usage_text[] =
     "  --dry-run                  show the types and sizes, write nothing\n"
     "Hugging Face checkpoints (--to):\n"
     "  --to SCHEME SRC OUT_DIR    write a quantized HF directory as the producing tool would: ct-fp8\n"
-    "                             ct-fp8-block ct-w8a8 ct-w4a16 ct-nvfp4 ct-mxfp4 modelopt-nvfp4\n"
+    "                             ct-fp8-block ct-w8a8 ct-w4a16 ct-w4a8 ct-nvfp4 ct-mxfp4 modelopt-nvfp4\n"
     "                             mlx-q2..mlx-q8; or dequantize any recognised scheme: bf16 f16 f32\n"
     "  --asym                     ct-w4a16 with zero points\n"
     "  --group N                  group (block) size instead of the scheme's default\n"
     "  --ignore REGEX             leave modules matching REGEX (POSIX ERE) unquantized\n"
     "  --shard-size BYTES         shard the weights past BYTES (default 5 GB)\n"
+    "  --rotate hadamard          SpinQuant's Hadamard rotations (R1 residual, R2 per head, R4 online\n"
+    "                             before down_proj: block 16 nvfp4, 32 mxfp4, else the largest power\n"
+    "                             of two dividing intermediate_size), written as transform_config\n"
     "raw encode/decode of datacenter schemes (see --list-types):\n"
     "  --granularity G            tensor|channel|token|group:G|block:RxC|none (int8, int4, fp8, ...)\n"
     "  --global-scale S|auto      NVFP4 global scale (mxfp4/nvfp4 then mean the OCP/NVIDIA schemes)\n"
@@ -565,7 +569,7 @@ int cmd_quant(int argc, char **argv)
     enum {
         O_LIST = 256, O_ENC, O_DEC, O_SHAPE, O_IMATRIX, O_JSON, O_REQUANT, O_LEAVE_OUT, O_PURE,
         O_INCLUDE, O_EXCLUDE, O_OUT_TYPE, O_EMB_TYPE, O_TT, O_TT_FILE, O_PRUNE, O_KEEP_SPLIT,
-        O_KVO, O_DRY, O_MEASURE, O_GRAN, O_GSCALE, O_CT, O_TO, O_ASYM, O_IGNORE, O_GROUP, O_SHARD,
+        O_KVO, O_DRY, O_MEASURE, O_GRAN, O_GSCALE, O_CT, O_TO, O_ASYM, O_IGNORE, O_GROUP, O_SHARD, O_ROTATE,
         O_METHOD, O_CALIB, O_CCHUNKS, O_CCTX, O_DAMP, O_NOACT
     };
     static const struct option opts[] = {
@@ -586,6 +590,7 @@ int cmd_quant(int argc, char **argv)
         {"ct", no_argument, 0, O_CT}, {"to", required_argument, 0, O_TO},
         {"asym", no_argument, 0, O_ASYM}, {"ignore", required_argument, 0, O_IGNORE},
         {"group", required_argument, 0, O_GROUP}, {"shard-size", required_argument, 0, O_SHARD},
+        {"rotate", required_argument, 0, O_ROTATE},
         {"method", required_argument, 0, O_METHOD}, {"calib", required_argument, 0, O_CALIB},
         {"calib-chunks", required_argument, 0, O_CCHUNKS}, {"calib-ctx", required_argument, 0, O_CCTX},
         {"damp", required_argument, 0, O_DAMP}, {"no-act-order", no_argument, 0, O_NOACT},
@@ -651,6 +656,11 @@ int cmd_quant(int argc, char **argv)
         case O_CT: a.so.nvfp4_ct = a.scheme = true; break;
         case O_TO: to = optarg; break;
         case O_ASYM: co.asym = true; break;
+        case O_ROTATE:
+            if (strcmp(optarg, "hadamard"))
+                rc = qk_errf(&err, QK_EINPUT, "--rotate: unknown rotation '%s' (hadamard)", optarg);
+            co.rotate = true;
+            break;
         case O_IGNORE: co.ignore = optarg; break;
         case O_GROUP:
             if (!(rc = qk_cli_int("--group", optarg, 1, 1 << 20, &v, &err)))
@@ -700,6 +710,11 @@ int cmd_quant(int argc, char **argv)
         qk_raw_list(stdout, m.json);
         free_args(&m);
         return 0;
+    }
+    if (co.rotate && !to) {
+        free_args(&m);
+        fprintf(stderr, "%s: --rotate applies to --to SCHEME SRC OUT_DIR\n", argv[0]);
+        return 2;
     }
     if (to) {
         free_args(&m);

@@ -72,6 +72,7 @@ static const char usage_text[] =
     "                         (f32, f16, bf16, fp8-e4m3, fp8-e5m2 [:tensor|:head], int8, int4,\n"
     "                         nvfp4); implies --kv-type f32\n"
     "      --kv-key-per-channel  keys per channel in groups of 32 tokens (KIVI)\n"
+    "      --kv-rotate           a Hadamard per head on keys and values around the codec (QuaRot)\n"
     "      --no-echo          do not print the prompt\n"
     "      --no-bos           --tokenize, -p, -f: do not add BOS/EOS\n"
     "      --tokenize         print the prompt's token ids as a JSON array and exit\n"

@@ -199,10 +199,23 @@ int qk_ckpt_open(qk_ckpt **out, const qk_hfdir *hf, qk_err *err)
     c->hf = hf;
     if ((rc = qk_quantcfg_open_hf(&c->cfg, hf, err)) || (rc = ck_check_mxfp4(hf, err)))
         goto done;
+    if (hf->config) {
+        char *cpath = malloc(strlen(hf->dir) + sizeof "/config.json");
+        if (!cpath) {
+            rc = oom(err);
+            goto done;
+        }
+        sprintf(cpath, "%s/config.json", hf->dir);
+        rc = qk_tcfg_parse(hf->config, cpath, &c->tcfg, err);
+        free(cpath);
+        if (rc)
+            goto done;
+    }
     size_t ne = 0;
     for (size_t i = 0; i < n; i++) {
         size_t ml = 0;
-        leaf[i] = leaf_of(hf->tensors[i].name, &ml);
+        /* an online transform's matrix (MODULE.R4_input.weight) stays a plain tensor */
+        leaf[i] = qk_tcfg_is_param(c->tcfg, hf->tensors[i].name) ? -1 : leaf_of(hf->tensors[i].name, &ml);
         if (leaf[i] >= 0)
             e[ne++] = (entry){hf->tensors[i].name, ml, leaf[i], i};
     }
@@ -295,6 +308,7 @@ void qk_ckpt_close(qk_ckpt *c)
         free(c->t[i].name);
     free(c->t);
     qk_quantcfg_free(c->cfg);
+    qk_tcfg_free(c->tcfg);
     free(c);
 }
 

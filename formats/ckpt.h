@@ -62,6 +62,7 @@
 #include "lib/core/err.h"
 #include "formats/hfdir.h"
 #include "formats/quantcfg.h"
+#include "formats/transform.h"
 
 typedef enum qk_ck_layout {
     QK_CK_DENSE = 0,
@@ -110,6 +111,7 @@ typedef struct qk_ckpt {
     const qk_hfdir *hf;      /* borrowed */
     qk_quantcfg *cfg;        /* owned; method QK_QM_NONE when not quantized */
     bool quantized;          /* at least one logical tensor is not dense */
+    qk_tcfg *tcfg;           /* owned: quantization_config.transform_config, or NULL */
     size_t n;
     qk_ck_tensor *t;         /* in the order of the stored main tensors */
 } qk_ckpt;

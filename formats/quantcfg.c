@@ -55,7 +55,7 @@ static int oom(bctx *b) { return qk_errf(b->err, QK_EIO, "%s: out of memory", b-
 
 /* Python re syntax -> POSIX ERE for what appears in these configs:
  * \d \D and non-capturing groups; anchored at the start like re.match. */
-static char *py_to_ere(const char *s)
+char *qk_py_to_ere(const char *s)
 {
     size_t n = strlen(s);
     char *o = malloc(n * 5 + 8), *q = o;
@@ -93,7 +93,7 @@ static int add_pat(bctx *b, pat **arr, size_t *n, patkind kind, const char *s, c
     p->kind = kind;
     (*n)++;
     if (kind == PAT_REGEX) {
-        char *ere = py_to_ere(s);
+        char *ere = qk_py_to_ere(s);
         if (!ere)
             return oom(b);
         char m[128];

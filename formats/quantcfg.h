@@ -95,6 +95,11 @@ struct qk_quantcfg {
 
 const char *qk_qmethod_name(qk_qmethod m);
 
+/* A Python re pattern of these configs as POSIX ERE, anchored at the start as
+ * re.match (\\d, \\D, non-capturing groups rewritten); malloc'd, NULL when out
+ * of memory. */
+char *qk_py_to_ere(const char *s);
+
 /* From parsed config.json and/or hf_quant_config.json (either may be NULL);
  * paths are for messages.  No quantization found: method QK_QM_NONE. */
 int qk_quantcfg_parse(qk_quantcfg **out, const qk_jsonv *config, const char *config_path,

@@ -25,6 +25,7 @@
 #include "lib/engine/forward.h"
 #include "formats/gguf.h"
 #include "kernels/half.h"
+#include "kernels/hadamard.h"
 #include "lib/engine/kvquant.h"
 #include "lib/engine/model.h"
 #include "kernels/quantize.h"
@@ -469,7 +470,7 @@ Test(kvquant, per_head_and_per_channel_cells)
         }
         q.key_per_channel = true;
         memcpy(y, x, (size_t)n_tok * dim * sizeof *y);
-        cr_assert_eq(qk_kvq_key_group(&q, y, dim, &err), 0, "%s", err.msg);
+        cr_assert_eq(qk_kvq_key_group(&q, y, dim, dim, &err), 0, "%s", err.msg);
         for (int d = 0; d < dim; d++)
             cr_assert_leq(distinct(y + d, n_tok, dim), levels, "channel %d", d);
     }
@@ -515,6 +516,48 @@ Test(kvquant, parse_and_bytes)
     q = (qk_kvq){.type = QK_KVQ_FP8_E4M3, .per_head = true, .key_per_channel = true};
     qk_kvq_name(&q, name, sizeof name);
     cr_assert_str_eq(name, "fp8-e4m3:head+kivi");
+}
+
+/* --kv-rotate: the codec conjugated by the normalized Hadamard matrix of the
+ * head (kernels/hadamard.h): the plain codec's output on H x / sqrt(d),
+ * rotated back; the identity codec stays the identity (H / sqrt(d) is its
+ * own inverse); "+rot" in the name; head sizes must be powers of two.
+ * (Whether it helps is a property of the model: qk-kld's numbers.) */
+Test(kvquant, rotate_is_the_codec_conjugated)
+{
+    enum { hd = 32, heads = 2, n_tok = 8, dim = hd * heads };
+    float x[n_tok * dim], y[n_tok * dim], z[n_tok * dim];
+    unsigned s = 3;
+    for (int i = 0; i < n_tok * dim; i++) {
+        s = s * 1103515245u + 12345u;
+        x[i] = ((float)(s >> 8) / 16777216.0f - 0.5f) * 0.2f;
+        if (i % hd == 5)
+            x[i] = 4.0f; /* an outlier channel per head */
+    }
+    qk_err err = {0};
+    qk_kvq q = {.type = QK_KVQ_INT4}, r = {.type = QK_KVQ_INT4, .rotate = true};
+    cr_assert_eq(qk_kvq_check(&r, heads, hd, hd, &err), 0);
+    memcpy(y, x, sizeof x), memcpy(z, x, sizeof x);
+    cr_assert_eq(qk_kvq_rows(&q, y, n_tok, heads, hd, &err), 0);
+    cr_assert_eq(qk_kvq_rows(&r, z, n_tok, heads, hd, &err), 0);
+    cr_assert(memcmp(y, z, sizeof y) != 0);
+    /* the definition: rotate, the plain codec, rotate back */
+    float w[n_tok * dim];
+    memcpy(w, x, sizeof x);
+    qk_hadamard_rows_f64(w, n_tok, dim, dim, hd);
+    cr_assert_eq(qk_kvq_rows(&q, w, n_tok, heads, hd, &err), 0);
+    qk_hadamard_rows_f64(w, n_tok, dim, dim, hd);
+    cr_assert(memcmp(w, z, sizeof w) == 0);
+    qk_kvq f = {.type = QK_KVQ_F32, .rotate = true};
+    memcpy(y, x, sizeof x);
+    cr_assert_eq(qk_kvq_rows(&f, y, n_tok, heads, hd, &err), 0);
+    cr_assert(memcmp(y, x, sizeof x) == 0);
+    char name[32];
+    r.key_per_channel = true;
+    qk_kvq_name(&r, name, sizeof name);
+    cr_assert_str_eq(name, "int4+kivi+rot");
+    qk_kvq bad = {.type = QK_KVQ_INT4, .rotate = true};
+    cr_assert_eq(qk_kvq_check(&bad, 2, 24, 24, &err), QK_EINPUT);
 }
 
 /* ---- scorecard --------------------------------------------------------------- */

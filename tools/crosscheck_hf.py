@@ -6,14 +6,18 @@ The checkpoints are made by the producers themselves from stories4M's HF
 directory: llm-compressor's oneshot (compressed-tensors: FP8_DYNAMIC, FP8
 static, FP8_BLOCK, W8A8, W8A16, W4A16, W4A16_ASYM, W4A8, W4AFP8, NVFP4A16,
 NVFP4, MXFP4A16, GPTQ W4A16 with and without act order; calibrated on
-TinyStories text), mlx-lm's convert (MLX affine q4 / q8) when mlx is
-installed.
+TinyStories text; SpinQuant R1/R2/R4 Hadamard rotations alone and before
+W4A16), mlx-lm's convert (MLX affine q4 / q8) when mlx is installed.
+qk-quant --to's own rotated and W4A8 checkpoints are compared with
+llm-compressor's tensor for tensor (SPIN_* and W4A8 rows).
 
 For every checkpoint, over CHUNKS windows of 256 tokens of TinyStories text:
   reference logits: transformers with CompressedTensorsConfig(run_compressed
       =False) (weights dequantized by compressed-tensors, activations fake-
-      quantized by compressed-tensors' forward_quantize), for MLX mlx-lm's
-      own model;
+      quantized by compressed-tensors' forward_quantize; a transform_config's
+      online transforms attached by compressed-tensors' apply_transform_config,
+      which this transformers release does not call on load), for MLX
+      mlx-lm's own model;
   qk logits: qk-run --tokens-in --logits-out --kv-type f32 (the stored bytes
       computed through the format table);
   mean KLD (base: the reference), same top-1.
@@ -154,7 +158,15 @@ CT_SCHEMES = [
     ("GPTQ_W4A16", "W4A16", "gptq", True, False),
     ("GPTQ_W4A16_GIDX", "W4A16", "gptq", True, False),  # GPTQ_W4A16 plus a weight_g_idx (see add_gidx)
     ("GPTQ_W8A16", "W8A16", "gptq", True, False),
+    # SpinQuantModifier(R1, R2, R4, hadamard), R4's block 256 (intermediate_size 768 is not a power of two:
+    # its largest power-of-two divisor, qk-quant --rotate's rule); "none": the rotations alone
+    ("SPIN_F32", "none", "spin", False, False),
+    ("SPIN_W4A16", "W4A16", "spin", False, False),
 ]
+SPIN_R4 = 256
+# qk-quant --to's output compared with llm-compressor's checkpoint of the same name, tensor for tensor
+QK_TWINS = {"SPIN_F32": ("f32", True), "SPIN_W4A16": ("ct-w4a16", True), "W4A8": ("ct-w4a8", False),
+            "W4A16": ("ct-w4a16", False)}
 
 
 def add_gidx(d):
@@ -232,7 +244,18 @@ def make_ct(name, preset, how, calib, out, ids):
     from llmcompressor import oneshot
     from llmcompressor.modifiers.quantization import GPTQModifier, QuantizationModifier
     model = AutoModelForCausalLM.from_pretrained(S4M, dtype=torch.float32)
-    if how == "rtn":
+    if how == "spin":
+        from llmcompressor.modifiers.transform import SpinQuantModifier
+
+        class Spin(SpinQuantModifier):  # R4 on blocks of SPIN_R4 (transform_block_size would also set R1's)
+            def _create_r4_scheme(self):
+                sc = super()._create_r4_scheme()
+                sc.head_dim = SPIN_R4
+                return sc
+        rec = [Spin(rotations=["R1", "R2", "R4"], transform_type="hadamard")]
+        if preset != "none":
+            rec.append(QuantizationModifier(targets="Linear", scheme=preset, ignore=["lm_head"]))
+    elif how == "rtn":
         kv = ({"kv_cache_scheme": {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": False,
                                    "symmetric": True}} if name.endswith("_KV8") else {})
         rec = QuantizationModifier(targets="Linear", scheme=preset, ignore=["lm_head"], **kv)
@@ -484,12 +507,52 @@ def exact_fp4_unpack(on):
                                 if on else unpack_fp4_from_uint8)
 
 
+def online_transforms(m, d):
+    """The online part of d's transform_config (R4's pre-hook on down_proj's input) attached by
+    compressed-tensors; the fused parts are in the stored weights already."""
+    from compressed_tensors.transform import TransformConfig, apply_transform_config
+    tc = json.load(open(os.path.join(d, "config.json"))).get("quantization_config", {}).get("transform_config")
+    if not tc:
+        return
+    tc = TransformConfig.model_validate(tc)
+    for sc in tc.config_groups.values():
+        sc.apply = [a for a in sc.apply if a.is_online()]
+    apply_transform_config(m, tc)
+
+
+def plain_model(d):
+    """A rotated float checkpoint (a quantization_config holding only transform_config, which transformers
+    cannot load as a quantized model): the Llama model with d's weights."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM, LlamaConfig
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    cfg.pop("quantization_config")
+    m = AutoModelForCausalLM.from_config(LlamaConfig(**cfg), dtype=torch.float32)
+    sd = {k: v for k, v in load_file(os.path.join(d, "model.safetensors")).items() if "_input." not in k}
+    m.load_state_dict(sd, strict=True)
+    m.eval()
+    online_transforms(m, d)
+    return m
+
+
+def tensor_twins(a, b):
+    """(tensors compared, names differing) between two checkpoints' safetensors."""
+    ta, tb = _load(a), _load(b)
+    if set(ta) != set(tb):
+        return len(set(ta) | set(tb)), sorted(set(ta) ^ set(tb))
+    return len(ta), [k for k in ta if ta[k].dtype != tb[k].dtype or not np.array_equal(ta[k], tb[k])]
+
+
 def ct_model(d, vllm_int8=False, exact_fp4=True):
     import torch
     from transformers import AutoModelForCausalLM, CompressedTensorsConfig
+    if json.load(open(os.path.join(d, "config.json")))["quantization_config"].get("format") is None:
+        return plain_model(d)
     exact_fp4_unpack(exact_fp4)
     m = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32,
                                              quantization_config=CompressedTensorsConfig(run_compressed=False))
+    online_transforms(m, d)
     # some decompressors (NVFP4) hand back bfloat16 weights: compute in float32 as the model's dtype says
     m.float()
     m.eval()
@@ -612,6 +675,16 @@ def main():
                       f"mean KLD {kld:.3g} (floor {floor:.3g}, gate {gate_k:.3g}), same top-1 {top:.3f} % "
                       f"(floor {ftop:.3f} %, gate {gate_t:.3f} %) over {npos} positions{extra}")
             rows.append(row)
+            if name in QK_TWINS:
+                scheme, rot = QK_TWINS[name]
+                qd = os.path.join(work, "QK_" + name)
+                shutil.rmtree(qd, ignore_errors=True)
+                subprocess.run([qk, "quant", "--to", scheme, *(["--rotate", "hadamard"] if rot else []), S4M, qd, "-q"],
+                               check=True)
+                n, diff = tensor_twins(qd, d)
+                check(f"QK_{name}: qk-quant --to {scheme}{' --rotate hadamard' if rot else ''} vs llm-compressor's "
+                      f"{name}, tensor for tensor", not diff, f"{n - len(diff)} of {n} identical"
+                      + (f"; differ: {', '.join(diff[:4])}" if diff else ""))
         for name, src, kind, v2 in (("GPTQ_V1", "W4A16", "gptq", False), ("AWQ_GEMM", "W4A16_ASYM", "awq", False),
                                     ("GPTQ_V2", "W4A16", "gptq", True),
                                     ("GPTQ_V1_ACTORDER", "GPTQ_W4A16_GIDX", "gptq", False),

@@ -73,6 +73,7 @@
 #include "kernels/attn.h"
 #include "kernels/cpu.h"
 #include "kernels/half.h"
+#include "kernels/hadamard.h"
 #include "kernels/wq.h"
 #include "lib/core/threads.h"
 
@@ -356,6 +357,20 @@ static int products(qk_ctx *c, const qk_weight *const *w, float *const *y, int n
     return qk_matmul_n(w, y, nw, x, n_tok, &c->ws, c->nthreads, err);
 }
 
+/* A weight's online input transform (qk_weight.in_had) on its input rows,
+ * in place: the buffers it is applied to feed only the products of weights
+ * that share it (hfxform.c checks q/k/v and gate/up agree). */
+static int in_transform(const qk_weight *w, float *x, int n_tok, qk_err *err)
+{
+    if (!w->in_had)
+        return 0;
+    if (!w->in_had_f64) {
+        qk_hadamard_rows_f32(x, n_tok, w->cols, w->cols, w->in_had);
+        return 0;
+    }
+    return qk_hadamard_rows_f64(x, n_tok, w->cols, w->cols, w->in_had) ? qk_errf(err, QK_EIO, "out of memory") : 0;
+}
+
 static int mm(qk_ctx *c, const qk_weight *w, const float *x, int n_tok, float *y, qk_err *err)
 {
     return products(c, &w, &y, 1, x, n_tok, err);
@@ -380,7 +395,7 @@ static int key_groups(const qk_ctx *c, const float *kc, float *kqc, int first, i
     for (int end = (first / g + 1) * g; end <= first + n_tok; end += g) {
         const size_t off = (size_t)(end - g) * c->kv_dim, n = (size_t)g * c->kv_dim;
         memcpy(kqc + off, kc + off, n * sizeof *kqc);
-        if (qk_kvq_key_group(&c->kvq, kqc + off, c->kv_dim, err))
+        if (qk_kvq_key_group(&c->kvq, kqc + off, c->kv_dim, c->m->hp.head_dim, err))
             return err->code;
     }
     return 0;
@@ -398,7 +413,7 @@ static int attention_block(qk_ctx *c, int il, int n_tok, qk_err *err)
     stage(c, L, ST_ATTN_NORM, 0, n_tok, 0, NULL, NULL);
     const qk_weight *qkv[3] = {&L->wq, &L->wk, &L->wv};
     float *const qkv_out[3] = {c->q, c->k, c->v};
-    if (products(c, qkv, qkv_out, 3, c->xb, n_tok, err))
+    if (in_transform(&L->wq, c->xb, n_tok, err) || products(c, qkv, qkv_out, 3, c->xb, n_tok, err))
         return err->code;
     /* with a KV codec the rows are stored on this thread afterwards */
     stage(c, L, ST_QKV, 0, n_tok, c->n_past, c->has_kvq ? NULL : kc, c->has_kvq ? NULL : vc);
@@ -411,7 +426,7 @@ static int attention_block(qk_ctx *c, int il, int n_tok, qk_err *err)
 
     if (qk_attend(c, il, kc, vc, kqc, n_tok, err))
         return err->code;
-    if (mm(c, &L->wo, c->att, n_tok, c->proj, err))
+    if (in_transform(&L->wo, c->att, n_tok, err) || mm(c, &L->wo, c->att, n_tok, c->proj, err))
         return err->code;
     stage(c, L, ST_ATTN_OUT, 0, n_tok, 0, NULL, NULL); /* and the FFN's norm */
     return 0;
@@ -426,10 +441,10 @@ static int ffn_block(qk_ctx *c, int il, int n_tok, qk_err *err)
     } else {
         const qk_weight *gu[2] = {&L->w_gate, &L->w_up};
         float *const gu_out[2] = {c->gate, c->up};
-        if (products(c, gu, gu_out, 2, c->xb, n_tok, err))
+        if (in_transform(&L->w_gate, c->xb, n_tok, err) || products(c, gu, gu_out, 2, c->xb, n_tok, err))
             return err->code;
         stage(c, L, ST_ACT, 0, n_tok, 0, NULL, NULL);
-        if (mm(c, &L->w_down, c->gate, n_tok, c->proj, err))
+        if (in_transform(&L->w_down, c->gate, n_tok, err) || mm(c, &L->w_down, c->gate, n_tok, c->proj, err))
             return err->code;
     }
     stage(c, L, ST_FFN_OUT, 0, n_tok, 0, NULL, NULL);

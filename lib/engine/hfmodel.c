@@ -19,6 +19,7 @@
 #include "lib/engine/hfarch.h"
 #include "kernels/types.h"
 #include "lib/engine/hfweights.h"
+#include "lib/engine/hfxform.h"
 
 #define MAX_DIM (1 << 24) /* sanity bound on every hyper-parameter */
 
@@ -417,6 +418,13 @@ int qk_hfmodel_open(qk_hfmodel **out, const char *path, qk_err *err)
                                  .source_name = hf_name, .find_expert = hf_find_expert};
     if (qk_model_load_source(&h->m, &hp, &src, err) ||
         (h->ck && qk_hf_kv_scales(h->ck, h->config_path, &h->m, err)))
+        goto fail;
+    qk_tcfg *tc = NULL; /* SpinQuant / QuaRot: the online part of the rotations */
+    int trc = qk_tcfg_parse(h->hf->config, h->config_path, &tc, err);
+    if (!trc)
+        trc = qk_hf_apply_transforms(tc, h->hf, h->config_path, &h->m, err);
+    qk_tcfg_free(tc);
+    if (trc)
         goto fail;
     if (vocab && vocab != h->m.hp.n_vocab) {
         qk_err_at(err, h->config_path, "vocab_size", qk_hfcfg_off(h->hf->config, "vocab_size"),

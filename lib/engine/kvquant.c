@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "kernels/hadamard.h"
 #include "kernels/half.h"
 #include "kernels/scaled.h"
 #include "kernels/types.h"
@@ -47,7 +48,8 @@ int qk_kvq_parse(const char *text, qk_kvq *q, qk_err *err)
 void qk_kvq_name(const qk_kvq *q, char *buf, size_t n)
 {
     const char *t = (unsigned)q->type < QK_KVQ_TYPE_COUNT ? type_names[q->type] : "?";
-    snprintf(buf, n, "%s%s%s", t, q->per_head ? ":head" : "", q->key_per_channel ? "+kivi" : "");
+    snprintf(buf, n, "%s%s%s%s", t, q->per_head ? ":head" : "", q->key_per_channel ? "+kivi" : "",
+             q->rotate ? "+rot" : "");
 }
 
 int qk_kvq_group(const qk_kvq *q) { return q->key_group > 0 ? q->key_group : QK_KVQ_KEY_GROUP; }
@@ -83,6 +85,9 @@ int qk_kvq_check(const qk_kvq *q, int n_head_kv, int head_dim, int head_dim_v, q
         return qk_errf(err, QK_EINPUT,
                        "--kv-cache nvfp4: key and value rows (%d and %d) must be multiples of 16",
                        n_head_kv * head_dim, n_head_kv * head_dim_v);
+    if (q->rotate && (!qk_is_pow2(head_dim) || !qk_is_pow2(head_dim_v)))
+        return qk_errf(err, QK_EINPUT, "--kv-rotate: head sizes %d and %d must be powers of two (Hadamard)",
+                       head_dim, head_dim_v);
     if (q->key_per_channel) {
         bool ok = q->type == QK_KVQ_INT8 || q->type == QK_KVQ_INT4 ||
                   ((q->type == QK_KVQ_FP8_E4M3 || q->type == QK_KVQ_FP8_E5M2) && q->per_head);
@@ -95,7 +100,25 @@ int qk_kvq_check(const qk_kvq *q, int n_head_kv, int head_dim, int head_dim_v, q
     return 0;
 }
 
+static int rows_plain(const qk_kvq *q, float *rows, int n_tok, int n_head, int hd, qk_err *err);
+
+/* The Hadamard per head of hd around the codec (rotate). */
+static int rot(float *rows, int64_t n_rows, int dim, int hd, qk_err *err)
+{
+    return qk_hadamard_rows_f64(rows, n_rows, dim, dim, hd) ? qk_errf(err, QK_EIO, "out of memory") : 0;
+}
+
 int qk_kvq_rows(const qk_kvq *q, float *rows, int n_tok, int n_head, int hd, qk_err *err)
+{
+    if (!q->rotate || q->type == QK_KVQ_F32)
+        return rows_plain(q, rows, n_tok, n_head, hd, err);
+    const int dim = n_head * hd;
+    if (rot(rows, n_tok, dim, hd, err) || rows_plain(q, rows, n_tok, n_head, hd, err))
+        return err->code;
+    return rot(rows, n_tok, dim, hd, err);
+}
+
+static int rows_plain(const qk_kvq *q, float *rows, int n_tok, int n_head, int hd, qk_err *err)
 {
     const size_t count = (size_t)n_tok * (size_t)n_head * (size_t)hd;
     switch (q->type) {
@@ -123,9 +146,11 @@ int qk_kvq_rows(const qk_kvq *q, float *rows, int n_tok, int n_head, int hd, qk_
     return qk_scheme_qdq(s, rows, (int64_t)n_tok * n_head, hd, &o, rows, err);
 }
 
-int qk_kvq_key_group(const qk_kvq *q, float *rows, int dim, qk_err *err)
+int qk_kvq_key_group(const qk_kvq *q, float *rows, int dim, int hd, qk_err *err)
 {
     const int g = qk_kvq_group(q);
+    if (q->rotate && rot(rows, g, dim, hd, err))
+        return err->code;
     float *tr = malloc((size_t)g * (size_t)dim * sizeof *tr);
     if (!tr)
         return qk_errf(err, QK_EIO, "out of memory");
@@ -140,6 +165,8 @@ int qk_kvq_key_group(const qk_kvq *q, float *rows, int dim, qk_err *err)
             for (int d = 0; d < dim; d++)
                 rows[(size_t)t * dim + d] = tr[(size_t)d * g + t];
     free(tr);
+    if (!rc && q->rotate)
+        rc = rot(rows, g, dim, hd, err);
     return rc;
 }
 

@@ -26,6 +26,14 @@
  * full precision, whatever the batch split.  Needs int8, int4 or
  * fp8-*:head.  Values stay per token.
  *
+ * Rotated (rotate, --kv-rotate; QuaRot: Ashkboos et al. 2024): each head's
+ * key and value row is multiplied by the normalized Hadamard matrix of
+ * head_dim (kernels/hadamard.h, float64 rule) before it is quantized and
+ * by it again after (H / sqrt(d) is its own inverse): what a model computes
+ * when q and k are rotated online alike (q.k unchanged) and the values'
+ * rotation is undone in o_proj, the rounding error then spread over the
+ * head.  head_dim must be a power of two.
+ *
  * Bytes per cached token count codes, scales, zero points and global
  * scales; a KIVI key group's scales are spread over its G tokens, and the
  * full-precision tail of at most G-1 keys is not counted. */
@@ -56,11 +64,12 @@ typedef struct qk_kvq {
     bool per_head;          /* fp8: per token-head scales (else per tensor, scale 1) */
     bool key_per_channel;   /* KIVI keys */
     int key_group;          /* tokens per key group (0: QK_KVQ_KEY_GROUP) */
+    bool rotate;            /* Hadamard per head around the codec (QuaRot's K and V rotations) */
 } qk_kvq;
 
 /* Parse TYPE[:tensor|:head] into q (key_per_channel left as it is). */
 int qk_kvq_parse(const char *text, qk_kvq *q, qk_err *err);
-/* "int4", "fp8-e4m3:head", "int4+kivi" ... into buf. */
+/* "int4", "fp8-e4m3:head", "int4+kivi", "int4+rot" ... into buf. */
 void qk_kvq_name(const qk_kvq *q, char *buf, size_t n);
 /* Whether the codec suits heads of head_dim (keys) and head_dim_v (values)
  * with n_head_kv heads (code 2 with a message when not). */
@@ -72,7 +81,7 @@ int qk_kvq_check(const qk_kvq *q, int n_head_kv, int head_dim, int head_dim_v, q
 int qk_kvq_rows(const qk_kvq *q, float *rows, int n_tok, int n_head, int hd, qk_err *err);
 /* KIVI: quantize-dequantize one complete key group, rows[g][dim] with
  * g = key_group tokens, one scale per channel (column). */
-int qk_kvq_key_group(const qk_kvq *q, float *rows, int dim, qk_err *err);
+int qk_kvq_key_group(const qk_kvq *q, float *rows, int dim, int hd, qk_err *err);
 /* The key group size in effect. */
 int qk_kvq_group(const qk_kvq *q);
 

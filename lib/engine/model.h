@@ -114,6 +114,12 @@ typedef struct qk_weight {
      * (QK_W_*) wq kernels; data and row_size are then unused.  NULL for
      * every one-array type. */
     const qk_wq *wq;
+    /* An online Hadamard on the product's input (a Hugging Face checkpoint's
+     * transform_config "input" transform, lib/engine/hfxform.c): blocks of
+     * in_had elements, kernels/hadamard.h's float64 rule when in_had_f64;
+     * 0: none.  The forward pass applies it before the products. */
+    int in_had;
+    bool in_had_f64;
 } qk_weight;
 
 /* A layer's experts: n_expert matrices of each kind (views of a 3-D GGUF

@@ -7,6 +7,8 @@
  *   ct-w8a8         compressed-tensors INT8_W8A8             weight I8, weight_scale [N,1]
  *   ct-w4a16        compressed-tensors W4A16 (W4A16_ASYM)    weight_packed I32, weight_scale [N,K/G],
  *                                                            (weight_zero_point I32), weight_shape I64
+ *   ct-w4a8         compressed-tensors W4A8 (int-quantized;     weight I8 (int4 values), weight_scale [N,K/G]
+ *                   dynamic per-token int8 activations)
  *   ct-nvfp4        compressed-tensors NVFP4A16              weight_packed U8, weight_scale F8_E4M3,
  *                                                            weight_global_scale F32 [1]
  *   ct-mxfp4        compressed-tensors mxfp4-pack-quantized  weight_packed U8, weight_scale U8 (E8M0)
@@ -34,7 +36,10 @@
  * in model.safetensors or, past the shard size, model-0000i-of-0000n.safetensors
  * plus model.safetensors.index.json (transformers' layout; a module's
  * tensors stay in one shard), generation_config.json and tokenizer files
- * copied. */
+ * copied.
+ *
+ * --rotate hadamard: SpinQuant's rotations on the float weights before they
+ * are encoded, two tensors added and transform_config (lib/quant/rotate.h). */
 #include "lib/quant/ckpt_write.h"
 
 #include <limits.h>
@@ -56,8 +61,10 @@
 #include "lib/core/progress.h"
 #include "lib/core/pyjson.h"
 #include "lib/core/strbuf.h"
+#include "lib/quant/ckpt_pack.h"
+#include "lib/quant/rotate.h"
 
-const char *const qk_ckpt_schemes[] = {"ct-fp8", "ct-fp8-block", "ct-w8a8", "ct-w4a16", "ct-nvfp4", "ct-mxfp4",
+const char *const qk_ckpt_schemes[] = {"ct-fp8", "ct-fp8-block", "ct-w8a8", "ct-w4a16", "ct-w4a8", "ct-nvfp4", "ct-mxfp4",
                                        "modelopt-nvfp4", "mlx-q2", "mlx-q3", "mlx-q4", "mlx-q5", "mlx-q6",
                                        "mlx-q8", "bf16", "f16", "f32", NULL};
 
@@ -74,6 +81,7 @@ typedef struct target {
     int bits;
     int group;     /* group size, or block edge for ct-fp8-block */
     bool asym;
+    bool a8;       /* K_CT_W4A16 as ct-w4a8: dynamic per-token int8 activations */
     int dtype;     /* K_DENSE: QK_F32 / QK_F16 / QK_BF16 */
 } target;
 
@@ -89,6 +97,7 @@ typedef struct omod {
     const qk_ck_tensor *src;
     bool quant;
     bool raw;      /* dense, written as stored */
+    bool synth;    /* --rotate's R4 matrix (not from the source) */
     int np;
     opart p[5];
     int shard;
@@ -105,6 +114,8 @@ typedef struct wctx {
     bool has_ignore;
     omod *m;
     size_t nm;
+    qk_rot *rot;          /* --rotate */
+    qk_ck_tensor lm_t, r4_t; /* --rotate: the untied lm head (the embeddings' source), R4's matrix */
     int nshards;
     qk_outdir out;
     qk_err *err;
@@ -118,7 +129,7 @@ static int parse_target(const char *s, const qk_ckpt_opts *o, target *t, qk_err 
 {
     static const struct { const char *n; kind k; int bits, group; } tab[] = {
         {"ct-fp8", K_CT_FP8, 8, 0},       {"ct-fp8-block", K_CT_FP8_BLOCK, 8, 128},
-        {"ct-w8a8", K_CT_W8A8, 8, 0},     {"ct-w4a16", K_CT_W4A16, 4, 128},
+        {"ct-w8a8", K_CT_W8A8, 8, 0},     {"ct-w4a16", K_CT_W4A16, 4, 128}, {"ct-w4a8", K_CT_W4A16, 4, 128},
         {"ct-nvfp4", K_CT_NVFP4, 4, 16},  {"ct-mxfp4", K_CT_MXFP4, 4, 32},
         {"modelopt-nvfp4", K_MO_NVFP4, 4, 16},
     };
@@ -128,6 +139,7 @@ static int parse_target(const char *s, const qk_ckpt_opts *o, target *t, qk_err 
             t->k = tab[i].k;
             t->bits = tab[i].bits;
             t->group = tab[i].group;
+            t->a8 = !strcmp(s, "ct-w4a8");
         }
     if (strncmp(s, "mlx-q", 5) == 0 && s[5] >= '2' && s[5] <= '8' && s[5] != '7' && !s[6]) {
         t->k = K_MLX;
@@ -137,9 +149,9 @@ static int parse_target(const char *s, const qk_ckpt_opts *o, target *t, qk_err 
         t->k = K_DENSE;
         t->dtype = s[1] == 'f' ? QK_BF16 : s[1] == '1' ? QK_F16 : QK_F32;
     } else if (!t->bits)
-        return qk_errf(err, QK_EINPUT, "unknown --to scheme '%s' (ct-fp8, ct-fp8-block, ct-w8a8, ct-w4a16, ct-nvfp4, "
+        return qk_errf(err, QK_EINPUT, "unknown --to scheme '%s' (ct-fp8, ct-fp8-block, ct-w8a8, ct-w4a16, ct-w4a8, ct-nvfp4, "
                        "ct-mxfp4, modelopt-nvfp4, mlx-q2..mlx-q8, bf16, f16, f32)", s);
-    if (o->asym && t->k != K_CT_W4A16)
+    if (o->asym && (t->k != K_CT_W4A16 || t->a8))
         return qk_errf(err, QK_EINPUT, "--asym applies to ct-w4a16 only");
     t->asym = o->asym;
     if (o->group) {
@@ -245,6 +257,11 @@ static int plan_module(wctx *w, omod *m, const qk_ck_tensor *t)
     const target *tg = &w->tg;
     const char *sd = dtype_name(w->model_dtype);
     m->src = t;
+    if (t == &w->r4_t) {
+        m->synth = true;
+        snprintf(module, sizeof module, "%.*s", (int)(strlen(t->name) - 7), t->name);
+        return add_part(m, module, "weight", "F64", 2, t->rows, t->cols) ? oom(w->err) : QK_OK;
+    }
     const char *mod = tg->k == K_DENSE ? NULL : linear_module(t, module, sizeof module);
     if (mod && (default_ignored(mod) || (w->has_ignore && regexec(&w->ignore_re, mod, 0, NULL, 0) == 0)))
         mod = NULL;
@@ -258,7 +275,7 @@ static int plan_module(wctx *w, omod *m, const qk_ck_tensor *t)
     int rc = 0;
     if (!mod) {
         /* not quantized: dense, in its own dtype when stored dense, else the model's */
-        m->raw = t->layout == QK_CK_DENSE &&
+        m->raw = !(w->rot && qk_rot_changes(w->rot, t->name)) && t->layout == QK_CK_DENSE &&
                  (tg->k != K_DENSE || t->w->type < 0 || !ck_float_type(t->w->type) || t->w->type == tg->dtype);
         const char *dt = m->raw ? t->w->dtype : dtype_name(tg->k == K_DENSE ? tg->dtype : w->model_dtype);
         opart *p = &m->p[m->np++];
@@ -282,6 +299,11 @@ static int plan_module(wctx *w, omod *m, const qk_ck_tensor *t)
         rc |= add_part(m, mod, "weight_scale", sd, 2, n / g, k / g);
         break;
     case K_CT_W4A16:
+        if (tg->a8) { /* llm-compressor saves W4A8 int-quantized: one code a byte */
+            rc = add_part(m, mod, "weight", "I8", 2, n, k);
+            rc |= add_part(m, mod, "weight_scale", sd, 2, n, k / g);
+            break;
+        }
         rc = add_part(m, mod, "weight_packed", "I32", 2, n, (k + 7) / 8);
         rc |= add_part(m, mod, "weight_scale", sd, 2, n, k / g);
         if (tg->asym)
@@ -338,50 +360,6 @@ static void scheme_of(const wctx *w, const qk_scheme **s, qk_scheme_opts *so)
         so->scale_type = QK_F32; /* their scales are bytes (E4M3, E8M0) whatever the model's dtype */
 }
 
-static void put_u32(uint8_t *p, uint64_t i, uint32_t v) { memcpy(p + i * 4, &v, 4); }
-
-static void convert_floats(const float *x, uint64_t n, int type, uint8_t *out)
-{
-    for (uint64_t i = 0; i < n; i++) {
-        if (type == QK_F32) {
-            memcpy(out + i * 4, &x[i], 4);
-        } else {
-            uint16_t h = type == QK_F16 ? qk_f32_to_f16(x[i]) : qk_f32_to_bf16(x[i]);
-            memcpy(out + i * 2, &h, 2);
-        }
-    }
-}
-
-/* LSB-first bit stream of n codes of any width (MLX's packing). */
-static void pack_bits(const uint8_t *codes, int64_t n, int bits, uint8_t *out)
-{
-    memset(out, 0, (size_t)(((uint64_t)n * (uint64_t)bits + 7) / 8));
-    for (int64_t j = 0; j < n; j++) {
-        uint64_t pos = (uint64_t)j * (uint64_t)bits;
-        unsigned v = (unsigned)codes[j] << (pos % 8);
-        out[pos / 8] |= (uint8_t)v;
-        if (v >> 8)
-            out[pos / 8 + 1] |= (uint8_t)(v >> 8);
-    }
-}
-
-/* pack_to_int32 (pack_quantized.py): 4-bit values stored + 8, eight to a word,
- * value i at bits 4i; rows padded with 0. */
-static void ct_pack_rows(const uint8_t *codes, int64_t n, int64_t k, uint64_t row_bytes, bool sym, uint8_t *out)
-{
-    uint64_t words = (uint64_t)(k + 7) / 8;
-    memset(out, 0, (size_t)((uint64_t)n * words * 4));
-    for (int64_t r = 0; r < n; r++)
-        for (int64_t j = 0; j < k; j++) {
-            uint8_t b = codes[(uint64_t)r * row_bytes + (uint64_t)j / 2];
-            uint32_t u = (j % 2 ? b >> 4 : b & 15u) ^ (sym ? 8u : 0u);
-            uint64_t wi = (uint64_t)r * words + (uint64_t)j / 8;
-            uint32_t v;
-            memcpy(&v, out + wi * 4, 4);
-            put_u32(out, wi, v | u << (4 * (j % 8)));
-        }
-}
-
 /* The bytes of every part of m into bufs[] (owned; raw parts point into the
  * source mapping and leave bufs[i] NULL). */
 static int make_module(wctx *w, const omod *m, uint8_t **bufs, const uint8_t **data)
@@ -394,9 +372,18 @@ static int make_module(wctx *w, const omod *m, uint8_t **bufs, const uint8_t **d
         data[0] = t->w->data;
         return QK_OK;
     }
+    if (m->synth) {
+        if (!(bufs[0] = malloc((size_t)m->p[0].nbytes)))
+            return oom(w->err);
+        qk_rot_r4_matrix(w->rot, (double *)(void *)bufs[0]);
+        data[0] = bufs[0];
+        return QK_OK;
+    }
     if (t->nelem > SIZE_MAX / sizeof(float) || !(x = malloc(t->nelem ? t->nelem * sizeof *x : 1)))
         return oom(w->err);
-    if ((rc = qk_ckpt_read(w->ck, t, x, w->err)))
+    if ((rc = qk_ckpt_read(w->ck, t, x, w->err)) ||
+        (w->rot && (rc = qk_rot_tensor(w->rot, t->name, x, t->n_dims == 1 ? 1 : t->rows,
+                                       t->n_dims == 1 ? (int64_t)t->nelem : t->cols, w->err))))
         goto done;
     for (int i = 0; i < m->np; i++)
         if (!(bufs[i] = calloc(1, m->p[i].nbytes ? m->p[i].nbytes : 1))) {
@@ -405,7 +392,7 @@ static int make_module(wctx *w, const omod *m, uint8_t **bufs, const uint8_t **d
         }
     int64_t n = t->rows, k = t->cols;
     if (!m->quant) {
-        convert_floats(x, t->nelem, qk_st_dtype_by_name(m->p[0].dtype)->type, bufs[0]);
+        qk_ckw_convert_floats(x, t->nelem, qk_st_dtype_by_name(m->p[0].dtype)->type, bufs[0]);
     } else if (w->tg.k == K_MLX) {
         int g = w->tg.group, bits = w->tg.bits;
         uint8_t *codes = malloc((size_t)k);
@@ -419,9 +406,9 @@ static int make_module(wctx *w, const omod *m, uint8_t **bufs, const uint8_t **d
         int st = w->model_dtype, sb = st == QK_F32 ? 4 : 2;
         for (int64_t r = 0; r < n; r++) {
             qk_mlx_affine_quantize_row(x + r * k, k, g, bits, codes, sc, sc + ng);
-            pack_bits(codes, k, bits, bufs[0] + (uint64_t)r * rb);
-            convert_floats(sc, ng, st, bufs[1] + (uint64_t)r * ng * (uint64_t)sb);
-            convert_floats(sc + ng, ng, st, bufs[2] + (uint64_t)r * ng * (uint64_t)sb);
+            qk_ckw_pack_bits(codes, k, bits, bufs[0] + (uint64_t)r * rb);
+            qk_ckw_convert_floats(sc, ng, st, bufs[1] + (uint64_t)r * ng * (uint64_t)sb);
+            qk_ckw_convert_floats(sc + ng, ng, st, bufs[2] + (uint64_t)r * ng * (uint64_t)sb);
         }
         free(codes), free(sc);
     } else {
@@ -437,8 +424,16 @@ static int make_module(wctx *w, const omod *m, uint8_t **bufs, const uint8_t **d
         }
         if ((rc = qk_scheme_encode(s, x, n, k, &so, enc, w->err)))
             goto done;
-        if (w->tg.k == K_CT_W4A16) {
-            ct_pack_rows(enc + l.codes_off, n, k, l.row_bytes, !w->tg.asym, bufs[0]);
+        if (w->tg.k == K_CT_W4A16 && w->tg.a8) {
+            for (int64_t r = 0; r < n; r++) /* two's-complement nibbles to int8 */
+                for (int64_t j = 0; j < k; j++) {
+                    const uint8_t b = enc[l.codes_off + (uint64_t)r * l.row_bytes + (uint64_t)j / 2];
+                    const int v = (j % 2 ? b >> 4 : b & 15) ^ 8;
+                    bufs[0][r * k + j] = (uint8_t)(int8_t)(v - 8);
+                }
+            memcpy(bufs[1], enc + l.scales_off, (size_t)l.scales_size);
+        } else if (w->tg.k == K_CT_W4A16) {
+            qk_ckw_ct_pack_rows(enc + l.codes_off, n, k, l.row_bytes, !w->tg.asym, bufs[0]);
             memcpy(bufs[1], enc + l.scales_off, (size_t)l.scales_size);
             int pi = 2;
             if (w->tg.asym) { /* zero points: packed along the output dimension */
@@ -448,7 +443,7 @@ static int make_module(wctx *w, const omod *m, uint8_t **bufs, const uint8_t **d
                         uint64_t wi = (r / 8) * ng + gi;
                         uint32_t v;
                         memcpy(&v, bufs[2] + wi * 4, 4);
-                        put_u32(bufs[2], wi, v | (uint32_t)enc[l.zeros_off + r * ng + gi] << (4 * (r % 8)));
+                        qk_ckw_put_u32(bufs[2], wi, v | (uint32_t)enc[l.zeros_off + r * ng + gi] << (4 * (r % 8)));
                     }
                 pi = 3;
             }
@@ -485,13 +480,13 @@ static void ignore_list(const wctx *w, qk_sbuf *b, const char *sep)
     int k = 0;
     qk_sb_printf(b, "[");
     for (size_t i = 0; i < w->nm; i++) {
-        const char *mod = w->m[i].quant ? NULL : linear_module(w->m[i].src, module, sizeof module);
+        const char *mod = w->m[i].quant || w->m[i].synth ? NULL : linear_module(w->m[i].src, module, sizeof module);
         if (mod) {
             qk_sb_printf(b, "%s", k++ ? sep : "");
             qk_sb_jstr(b, mod);
         }
     }
-    if (tied_without_lm_head(w))
+    if (tied_without_lm_head(w) && !(w->rot && qk_rot_unties(w->rot)))
         qk_sb_printf(b, "%s\"lm_head\"", k ? sep : "");
     qk_sb_printf(b, "]");
 }
@@ -516,6 +511,14 @@ static void ct_args(qk_sbuf *b, int bits, const char *type, bool sym, int group,
               sym ? "true" : "false", type);
 }
 
+static void transform_config(const wctx *w, qk_sbuf *b)
+{
+    if (w->rot)
+        qk_rot_config(w->rot, b);
+    else
+        qk_sb_printf(b, "{}");
+}
+
 /* The members to add to config.json (an object, as text). */
 static void gen_config(const wctx *w, qk_sbuf *b)
 {
@@ -525,11 +528,17 @@ static void gen_config(const wctx *w, qk_sbuf *b)
     qk_sb_printf(b, "{");
     if (t->k <= K_CT_MXFP4) {
         qk_sb_printf(b, "\"quantization_config\": {\"config_groups\": {\"group_0\": {\"format\": \"%s\", "
-                     "\"input_activations\": ", fmt[t->k]);
+                     "\"input_activations\": ", t->a8 ? "int-quantized" : fmt[t->k]);
         switch (t->k) {
         case K_CT_FP8: ct_args(b, 8, "float", true, 0, "token", 0, "true", NULL); break;
         case K_CT_FP8_BLOCK: ct_args(b, 8, "float", true, t->group, "group", 0, "true", NULL); break;
         case K_CT_W8A8: ct_args(b, 8, "int", true, 0, "token", 0, "true", NULL); break;
+        case K_CT_W4A16:
+            if (t->a8) {
+                ct_args(b, 8, "int", true, 0, "token", 0, "true", NULL);
+                break;
+            }
+            /* fall through */
         default: qk_sb_printf(b, "null");
         }
         qk_sb_printf(b, ", \"output_activations\": null, \"targets\": [\"Linear\"], \"weights\": ");
@@ -541,11 +550,13 @@ static void gen_config(const wctx *w, qk_sbuf *b)
         case K_CT_NVFP4: ct_args(b, 4, "float", true, 16, "tensor_group", 0, "false", "minmax"); break;
         default: ct_args(b, 4, "float", true, 32, "group", 0, "false", "minmax"); break;
         }
-        qk_sb_printf(b, "}}, \"format\": \"%s\", \"global_compression_ratio\": null, \"ignore\": ", fmt[t->k]);
+        qk_sb_printf(b, "}}, \"format\": \"%s\", \"global_compression_ratio\": null, \"ignore\": ",
+                     t->a8 ? "int-quantized" : fmt[t->k]);
         ignore_list(w, b, ", ");
         qk_sb_printf(b, ", \"kv_cache_scheme\": null, \"quant_method\": \"compressed-tensors\", "
-                     "\"quantization_status\": \"compressed\", \"sparsity_config\": {}, \"transform_config\": {}, "
-                     "\"version\": \"" CT_VERSION "\"}");
+                     "\"quantization_status\": \"compressed\", \"sparsity_config\": {}, \"transform_config\": ");
+        transform_config(w, b);
+        qk_sb_printf(b, ", \"version\": \"" CT_VERSION "\"}");
     } else if (t->k == K_MO_NVFP4) {
         /* modelopt/torch/export/convert_hf_config.py convert_hf_quant_config_format */
         qk_sb_printf(b, "\"quantization_config\": {\"config_groups\": {\"group_0\": {\"input_activations\": "
@@ -562,7 +573,15 @@ static void gen_config(const wctx *w, qk_sbuf *b)
     } else {
         qk_sb_printf(b, "\"torch_dtype\": \"%s\"",
                   t->dtype == QK_BF16 ? "bfloat16" : t->dtype == QK_F16 ? "float16" : "float32");
+        if (w->rot) { /* llm-compressor's rotation alone: a quantization_config holding the transforms */
+            qk_sb_printf(b, ", \"quantization_config\": {\"quant_method\": \"compressed-tensors\", "
+                         "\"sparsity_config\": {}, \"transform_config\": ");
+            transform_config(w, b);
+            qk_sb_printf(b, ", \"version\": \"" CT_VERSION "\"}");
+        }
     }
+    if (w->rot && qk_rot_unties(w->rot))
+        qk_sb_printf(b, ", \"tie_word_embeddings\": false");
     qk_sb_printf(b, "}");
 }
 
@@ -779,6 +798,27 @@ static const char *const copied[] = {"generation_config.json", "tokenizer.json",
                                      "vocab.json", "merges.txt", "chat_template.jinja", "chat_template.json",
                                      "preprocessor_config.json", NULL};
 
+/* --rotate: the rotations and the two tensors they add; without it, a source
+ * that is itself rotated is refused (its online transforms would be lost). */
+static int rotation(wctx *w)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", w->hf->dir);
+    if (w->ck->tcfg)
+        return qk_err_at(w->err, path, "transform_config", 0,
+                         "the source is rotated (SpinQuant/QuaRot transforms): qk-quant --to does not rewrite it");
+    if (!w->o->rotate)
+        return QK_OK;
+    if (w->tg.k == K_MO_NVFP4 || w->tg.k == K_MLX)
+        return qk_errf(w->err, QK_EINPUT, "--rotate writes compressed-tensors' transform_config: a ct-* scheme, "
+                       "or f32/f16/bf16");
+    const int r4 = w->tg.k == K_CT_NVFP4 ? 16 : w->tg.k == K_CT_MXFP4 ? 32 : 0;
+    int rc = qk_rot_open(&w->rot, w->hf, w->ck, r4, w->err);
+    if (!rc)
+        qk_rot_added(w->rot, w->ck, &w->lm_t, &w->r4_t);
+    return rc;
+}
+
 int qk_ckpt_quantize(const char *src_dir, const char *out_dir, const char *scheme, const qk_ckpt_opts *o,
                      qk_err *err)
 {
@@ -799,12 +839,18 @@ int qk_ckpt_quantize(const char *src_dir, const char *out_dir, const char *schem
     if ((rc = qk_hf_open(&w.hf, src_dir, err)) || (rc = qk_ckpt_open(&w.ck, w.hf, err)))
         goto done;
     w.model_dtype = model_dtype(&w);
-    if (!(w.m = calloc(w.ck->n ? w.ck->n : 1, sizeof *w.m))) {
+    if ((rc = rotation(&w)))
+        goto done;
+    if (!(w.m = calloc(w.ck->n + 2, sizeof *w.m))) {
         rc = oom(err);
         goto done;
     }
     for (size_t i = 0; i < w.ck->n && !rc; i++, w.nm++)
         rc = plan_module(&w, &w.m[i], &w.ck->t[i]);
+    if (!rc && w.rot && qk_rot_unties(w.rot))
+        rc = plan_module(&w, &w.m[w.nm++], &w.lm_t);
+    if (!rc && w.rot)
+        rc = plan_module(&w, &w.m[w.nm++], &w.r4_t);
     if (rc)
         goto done;
     uint64_t max = w.o->shard_size ? w.o->shard_size : DEFAULT_SHARD, cur = 0;
@@ -838,9 +884,10 @@ done:
     if (rc)
         qk_outdir_name_err(&w.out, err);
     qk_outdir_abort(&w.out);
-    for (size_t i = 0; w.m && i < w.ck->n; i++)
+    for (size_t i = 0; w.m && i < w.nm; i++)
         for (int j = 0; j < w.m[i].np; j++)
             free(w.m[i].p[j].name);
+    qk_rot_free(w.rot);
     free(w.m);
     if (w.has_ignore)
         regfree(&w.ignore_re);

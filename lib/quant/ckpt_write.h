@@ -15,6 +15,7 @@ typedef struct qk_ckpt_opts {
     const char *ignore;      /* POSIX extended regex of module names to leave unquantized, or NULL */
     uint64_t shard_size;     /* bytes per shard (0: 5 GB, as transformers' max_shard_size) */
     bool quiet;              /* no progress bar */
+    bool rotate;             /* --rotate hadamard: SpinQuant R1, R2, R4 (lib/quant/rotate.h) */
 } qk_ckpt_opts;
 
 /* Names accepted by qk_ckpt_quantize, for --help and completions. */
@@ -27,7 +28,7 @@ extern const char *const qk_ckpt_schemes[];
  * generation_config.json and tokenizer files copied.  Output is built in a
  * temporary directory beside out_dir and renamed into place when complete;
  * out_dir must not exist (or be an empty directory) and may not be src_dir.
- * Schemes: ct-fp8, ct-fp8-block, ct-w8a8, ct-w4a16, ct-nvfp4, ct-mxfp4,
+ * Schemes: ct-fp8, ct-fp8-block, ct-w8a8, ct-w4a16, ct-w4a8, ct-nvfp4, ct-mxfp4,
  * modelopt-nvfp4, mlx-q2/q3/q4/q5/q6/q8, bf16, f16, f32. */
 int qk_ckpt_quantize(const char *src_dir, const char *out_dir, const char *scheme, const qk_ckpt_opts *o,
                      qk_err *err);

@@ -35,14 +35,16 @@ int qk_study_opt(qk_study_opts *s, int c, const char *arg, qk_err *err)
     case QK_STUDY_O_STAGES: return pos_int("--stages", arg, &s->wire.stages, err);
     case QK_STUDY_O_WIRE_LOSSLESS: s->wire.lossless = true; return 1;
     case QK_STUDY_O_KV_CACHE: {
-        const bool kpc = s->kvq.key_per_channel;
+        const bool kpc = s->kvq.key_per_channel, rot = s->kvq.rotate;
         s->has_kvq = true;
         if (qk_kvq_parse(arg, &s->kvq, err))
             return -1;
         s->kvq.key_per_channel = kpc;
+        s->kvq.rotate = rot;
         return 1;
     }
     case QK_STUDY_O_KV_KPC: s->kvq.key_per_channel = true; return 1;
+    case QK_STUDY_O_KV_ROT: s->kvq.rotate = true; return 1;
     default: return 0;
     }
 }
@@ -57,6 +59,8 @@ int qk_study_check(qk_study_opts *s, bool kv_type_given, int *kv_type, qk_err *e
         return qk_errf(err, QK_EINPUT, "--wire needs --wire-every, --wire-at or --stages");
     if (s->kvq.key_per_channel && !s->has_kvq)
         return qk_errf(err, QK_EINPUT, "--kv-key-per-channel needs --kv-cache");
+    if (s->kvq.rotate && !s->has_kvq)
+        return qk_errf(err, QK_EINPUT, "--kv-rotate needs --kv-cache");
     if (s->has_kvq) {
         if (kv_type_given && *kv_type != QK_F32)
             return qk_errf(err, QK_EINPUT,
@@ -543,14 +547,22 @@ int qk_sweep_kv(const qk_sweep_opts *o0, qk_sweep_sink sink, void *sink_ud, qk_e
             rc = qk_errf(err, QK_EINPUT, "--types: at most 64");
             break;
         }
-        char *plus = strstr(w, "+kivi");
-        bool kivi = plus && strcmp(plus, "+kivi") == 0;
-        if (kivi)
+        /* suffixes +kivi and +rot, in either order */
+        bool kivi = false, rotv = false;
+        for (char *plus; (plus = strrchr(w, '+'));) {
+            if (!strcmp(plus, "+kivi"))
+                kivi = true;
+            else if (!strcmp(plus, "+rot"))
+                rotv = true;
+            else
+                break;
             *plus = 0;
+        }
         memset(&kvqs[n], 0, sizeof kvqs[n]);
         if ((rc = qk_kvq_parse(w, &kvqs[n], err)))
             break;
         kvqs[n].key_per_channel = kivi;
+        kvqs[n].rotate = rotv;
         cfgs[n] = (qk_study_cfg){.kvq = &kvqs[n]};
         n++;
     }

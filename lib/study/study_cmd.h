@@ -26,7 +26,7 @@
 
 enum {
     QK_STUDY_O_WIRE = 1000, QK_STUDY_O_WIRE_EVERY, QK_STUDY_O_WIRE_AT, QK_STUDY_O_STAGES,
-    QK_STUDY_O_WIRE_LOSSLESS, QK_STUDY_O_KV_CACHE, QK_STUDY_O_KV_KPC
+    QK_STUDY_O_WIRE_LOSSLESS, QK_STUDY_O_KV_CACHE, QK_STUDY_O_KV_KPC, QK_STUDY_O_KV_ROT
 };
 
 /* struct option entries (getopt.h) for a command's long-option table. */
@@ -37,7 +37,8 @@ enum {
     {"stages", required_argument, 0, QK_STUDY_O_STAGES},                                     \
     {"wire-lossless", no_argument, 0, QK_STUDY_O_WIRE_LOSSLESS},                             \
     {"kv-cache", required_argument, 0, QK_STUDY_O_KV_CACHE},                                 \
-    {"kv-key-per-channel", no_argument, 0, QK_STUDY_O_KV_KPC}
+    {"kv-key-per-channel", no_argument, 0, QK_STUDY_O_KV_KPC},                               \
+    {"kv-rotate", no_argument, 0, QK_STUDY_O_KV_ROT}
 
 typedef struct qk_study_opts {
     qk_wire_spec wire;
