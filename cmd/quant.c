@@ -41,6 +41,7 @@ static const char usage_text[] =
     "       qk-quant --raw-encode TYPE --shape ROWSxCOLS [--imatrix FILE.f32] [-t N] IN.f32 OUT.bin\n"
     "       qk-quant --raw-decode TYPE --shape ROWSxCOLS [-t N] IN.bin OUT.f32\n"
     "       qk-quant --to SCHEME [--asym] [--group N] [--ignore REGEX] [--shard-size BYTES] SRC OUT_DIR\n"
+    "       qk-quant --to ct-w4a16 --method gptq --calib TEXT [--calib-chunks N] [-c N] SRC OUT_DIR\n"
     "\n"
     "Quantize a GGUF model the way llama-quantize (llama.cpp d32676d) does: the same presets,\n"
     "per-tensor type rules, options and metadata, and a byte-identical output file.  Without\n"
@@ -77,10 +78,13 @@ static const char usage_text[] =
     "  --global-scale S|auto      NVFP4 global scale (mxfp4/nvfp4 then mean the OCP/NVIDIA schemes)\n"
     "  --ct                       NVFP4 in compressed-tensors' convention (global scale 2688/amax)\n"
     "calibration (GPTQ, described in qk-quant(1)):\n"
-    "  --method M                 rtn (default: round to nearest) or gptq\n"
+    "  --method M                 rtn (default: round to nearest) or gptq (GGUF types; --to ct-w4a16\n"
+    "                             as llm-compressor's GPTQModifier)\n"
     "  --calib TEXT               calibration text for --method gptq\n"
     "  --calib-chunks N           use the first N chunks (default: all the text has)\n"
-    "  --calib-ctx N              tokens per chunk (default 512)\n"
+    "  -c, --calib-ctx N          tokens per chunk (default 512)\n"
+    "  --tokenizer FILE           --to: the calibration text's tokenizer (GGUF, tokenizer.json or\n"
+    "                             HF directory; default SRC's tokenizer.json)\n"
     "  --damp X                   GPTQ dampening, a fraction of the mean Hessian diagonal (0.01)\n"
     "  --no-act-order             GPTQ columns in their order, not by decreasing input energy\n"
     "qk options:\n"
@@ -566,7 +570,7 @@ int cmd_quant(int argc, char **argv)
         O_LIST = 256, O_ENC, O_DEC, O_SHAPE, O_IMATRIX, O_JSON, O_REQUANT, O_LEAVE_OUT, O_PURE,
         O_INCLUDE, O_EXCLUDE, O_OUT_TYPE, O_EMB_TYPE, O_TT, O_TT_FILE, O_PRUNE, O_KEEP_SPLIT,
         O_KVO, O_DRY, O_MEASURE, O_GRAN, O_GSCALE, O_CT, O_TO, O_ASYM, O_IGNORE, O_GROUP, O_SHARD,
-        O_METHOD, O_CALIB, O_CCHUNKS, O_CCTX, O_DAMP, O_NOACT
+        O_METHOD, O_CALIB, O_CCHUNKS, O_CCTX, O_DAMP, O_NOACT, O_TOKENIZER
     };
     static const struct option opts[] = {
         {"list-types", no_argument, 0, O_LIST}, {"raw-encode", required_argument, 0, O_ENC},
@@ -589,20 +593,21 @@ int cmd_quant(int argc, char **argv)
         {"method", required_argument, 0, O_METHOD}, {"calib", required_argument, 0, O_CALIB},
         {"calib-chunks", required_argument, 0, O_CCHUNKS}, {"calib-ctx", required_argument, 0, O_CCTX},
         {"damp", required_argument, 0, O_DAMP}, {"no-act-order", no_argument, 0, O_NOACT},
+        {"tokenizer", required_argument, 0, O_TOKENIZER},
         {"threads", required_argument, 0, 't'}, {"quiet", no_argument, 0, 'q'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     qk_raw_req a = {.threads = 1};
     model_args m = {.o = {.output_tensor_type = -1, .token_embedding_type = -1, .nthreads = qk_cpu_count()},
                     .calib = {.n_ctx = 512, .o = {.damp = 0.01, .act_order = true}}};
     bool list = false, have_shape = false;
-    const char *enc = NULL, *dec = NULL, *to = NULL;
+    const char *enc = NULL, *dec = NULL, *to = NULL, *tokenizer = NULL;
     qk_ckpt_opts co = {0};
     int64_t v;
     qk_err err = {0};
     int c, rc = 0;
     optind = 1;
     opterr = 0;
-    while (!rc && (c = getopt_long(argc, argv, "t:qh", opts, NULL)) != -1) {
+    while (!rc && (c = getopt_long(argc, argv, "c:t:qh", opts, NULL)) != -1) {
         switch (c) {
         case O_LIST: list = true; break;
         case O_ENC: enc = optarg; break;
@@ -671,6 +676,7 @@ int cmd_quant(int argc, char **argv)
             if (!(rc = qk_cli_int("--calib-chunks", optarg, 1, 1 << 24, &v, &err)))
                 m.calib.n_chunks = (int)v;
             break;
+        case 'c':
         case O_CCTX:
             if (!(rc = qk_cli_int("--calib-ctx", optarg, 1, 1 << 20, &v, &err)))
                 m.calib.n_ctx = (int)v;
@@ -681,6 +687,7 @@ int cmd_quant(int argc, char **argv)
                 rc = qk_errf(&err, QK_EINPUT, "--damp %s: expected a fraction in (0, 1]", optarg);
             break;
         case O_NOACT: m.calib.o.act_order = false; break;
+        case O_TOKENIZER: tokenizer = optarg; break;
         case 't':
             if (!(rc = qk_cli_threads(optarg, &a.threads, &err))) {
                 m.o.nthreads = a.threads;
@@ -708,6 +715,15 @@ int cmd_quant(int argc, char **argv)
             return 2;
         }
         co.quiet = m.quiet;
+        qk_ckpt_calib cal = {.method = m.gptq ? QK_CALIB_GPTQ : QK_CALIB_RTN, .text = m.calib.text,
+                             .tokenizer = tokenizer, .n_ctx = m.calib.n_ctx, .n_chunks = m.calib.n_chunks,
+                             .o = m.calib.o, .quiet = m.quiet};
+        cal.o.nthreads = m.o.nthreads;
+        if (m.gptq != (m.calib.text != NULL)) {
+            fprintf(stderr, "%s: %s\n", argv[0], m.gptq ? "--method gptq needs --calib TEXT" : "--calib needs --method gptq");
+            return 2;
+        }
+        co.calib = m.gptq ? &cal : NULL;
         rc = qk_ckpt_quantize(argv[optind], argv[optind + 1], to, &co, &err);
         return rc ? qk_err_report(argv[0], &err) : 0;
     }

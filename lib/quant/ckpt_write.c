@@ -108,6 +108,7 @@ typedef struct wctx {
     int nshards;
     qk_outdir out;
     qk_err *err;
+    qk_calib_res cres;   /* --method gptq: the modules' levels */
 } wctx;
 
 static int oom(qk_err *err) { return qk_errf(err, QK_EIO, "out of memory"); }
@@ -437,6 +438,10 @@ static int make_module(wctx *w, const omod *m, uint8_t **bufs, const uint8_t **d
         }
         if ((rc = qk_scheme_encode(s, x, n, k, &so, enc, w->err)))
             goto done;
+        char module[1024];
+        const qk_calib_mod *cm = qk_calib_find(&w->cres, linear_module(t, module, sizeof module));
+        if (cm)
+            qk_calib_put_codes(cm, s, &l, enc);
         if (w->tg.k == K_CT_W4A16) {
             ct_pack_rows(enc + l.codes_off, n, k, l.row_bytes, !w->tg.asym, bufs[0]);
             memcpy(bufs[1], enc + l.scales_off, (size_t)l.scales_size);
@@ -497,10 +502,13 @@ static void ignore_list(const wctx *w, qk_sbuf *b, const char *sep)
 }
 
 /* compressed-tensors QuantizationArgs.model_dump() (quant_args.py fields). */
-static void ct_args(qk_sbuf *b, int bits, const char *type, bool sym, int group, const char *strategy, int block,
-                    const char *dynamic, const char *observer)
+static void ct_args_ord(qk_sbuf *b, const char *actorder, int bits, const char *type, bool sym, int group,
+                        const char *strategy, int block, const char *dynamic, const char *observer)
 {
-    qk_sb_printf(b, "{\"actorder\": null, \"block_structure\": ");
+    if (actorder)
+        qk_sb_printf(b, "{\"actorder\": \"%s\", \"block_structure\": ", actorder);
+    else
+        qk_sb_printf(b, "{\"actorder\": null, \"block_structure\": ");
     if (block)
         qk_sb_printf(b, "[%d, %d]", block, block);
     else
@@ -514,6 +522,18 @@ static void ct_args(qk_sbuf *b, int bits, const char *type, bool sym, int group,
                  "\"symmetric\": %s, \"type\": \"%s\"}",
               bits, observer ? "\"" : "", observer ? observer : "null", observer ? "\"" : "", strategy,
               sym ? "true" : "false", type);
+}
+
+static void ct_args(qk_sbuf *b, int bits, const char *type, bool sym, int group, const char *strategy, int block,
+                    const char *dynamic, const char *observer)
+{
+    ct_args_ord(b, NULL, bits, type, sym, group, strategy, block, dynamic, observer);
+}
+
+static const char *gptq_actorder(const wctx *w)
+{
+    const qk_ckpt_calib *c = w->o->calib;
+    return c && c->method == QK_CALIB_GPTQ && c->o.act_order ? "static" : NULL;
 }
 
 /* The members to add to config.json (an object, as text). */
@@ -537,7 +557,9 @@ static void gen_config(const wctx *w, qk_sbuf *b)
         case K_CT_FP8: ct_args(b, 8, "float", true, 0, "channel", 0, "false", "minmax"); break;
         case K_CT_FP8_BLOCK: ct_args(b, 8, "float", true, 0, "block", t->group, "false", "minmax"); break;
         case K_CT_W8A8: ct_args(b, 8, "int", true, 0, "channel", 0, "false", "minmax"); break;
-        case K_CT_W4A16: ct_args(b, 4, "int", !t->asym, t->group, "group", 0, "false", "minmax"); break;
+        case K_CT_W4A16: /* GPTQModifier records its column order: "static" (its default) or none */
+            ct_args_ord(b, gptq_actorder(w), 4, "int", !t->asym, t->group, "group", 0, "false", "minmax");
+            break;
         case K_CT_NVFP4: ct_args(b, 4, "float", true, 16, "tensor_group", 0, "false", "minmax"); break;
         default: ct_args(b, 4, "float", true, 32, "group", 0, "false", "minmax"); break;
         }
@@ -779,6 +801,31 @@ static const char *const copied[] = {"generation_config.json", "tokenizer.json",
                                      "vocab.json", "merges.txt", "chat_template.jinja", "chat_template.json",
                                      "preprocessor_config.json", NULL};
 
+/* --method gptq: the levels of every quantized module (ckpt_calib.c). */
+static int calibrate(wctx *w, const char *src_dir)
+{
+    qk_ckpt_calib *c = w->o->calib;
+    if (!c || c->method == QK_CALIB_RTN)
+        return QK_OK;
+    const char *scheme = w->tg.k == K_CT_W4A16 ? "ct-w4a16" : NULL;
+    if (!scheme || !qk_calib_supports(c->method, scheme))
+        return qk_errf(w->err, QK_EINPUT, "--method gptq applies to --to ct-w4a16 only");
+    const char **mods = calloc(w->nm ? w->nm : 1, sizeof *mods);
+    char (*names)[1024] = malloc((w->nm ? w->nm : 1) * sizeof *names);
+    qk_calib_target t = {.scheme = scheme, .modules = mods};
+    int rc = mods && names ? QK_OK : oom(w->err);
+    for (size_t i = 0; !rc && i < w->nm; i++)
+        if (w->m[i].quant)
+            mods[t.n_modules++] = linear_module(w->m[i].src, names[i], sizeof names[i]);
+    if (!rc) {
+        scheme_of(w, &t.s, &t.so);
+        rc = qk_ckpt_calibrate(src_dir, &t, c, &w->cres, w->err);
+    }
+    free(mods);
+    free(names);
+    return rc;
+}
+
 int qk_ckpt_quantize(const char *src_dir, const char *out_dir, const char *scheme, const qk_ckpt_opts *o,
                      qk_err *err)
 {
@@ -806,6 +853,8 @@ int qk_ckpt_quantize(const char *src_dir, const char *out_dir, const char *schem
     for (size_t i = 0; i < w.ck->n && !rc; i++, w.nm++)
         rc = plan_module(&w, &w.m[i], &w.ck->t[i]);
     if (rc)
+        goto done;
+    if ((rc = calibrate(&w, src_dir)))
         goto done;
     uint64_t max = w.o->shard_size ? w.o->shard_size : DEFAULT_SHARD, cur = 0;
     w.nshards = 1;
@@ -842,6 +891,7 @@ done:
         for (int j = 0; j < w.m[i].np; j++)
             free(w.m[i].p[j].name);
     free(w.m);
+    qk_calib_res_free(&w.cres);
     if (w.has_ignore)
         regfree(&w.ignore_re);
     qk_ckpt_close(w.ck);

@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""crosscheck_calib.py - llm-compressor's calibrated W4A16 checkpoints of
+stories4M against qk-quant --to ct-w4a16 --method gptq (part of make
+crosscheck; issue 19, "Calibrated Hugging Face checkpoints").
+
+    crosscheck_calib.py QK WORK [--chunks N] [--ctx N] [--threads N]
+
+Calibration text: bytes [128 KiB, 128 KiB + 200 kB) of
+../shared/models/text/tinystories-valid.txt (as tools/calib-accept.sh);
+evaluation text: goldens/stories260K-eval/eval-64k.txt = its first 64 KiB
+(disjoint).  The calibration rows are qk's own tokenization (qk-run
+--tokenize of the text with BOS, cut into chunks of --ctx tokens, each
+starting with BOS: what qk-quant --calib feeds its engine), handed to
+oneshot as input_ids, so both tools see the same tokens.
+
+Checkpoints (stories4M's HF directory, F32):
+  lc-rtn   QuantizationModifier(scheme=W4A16)
+  lc-gptq  GPTQModifier(scheme=W4A16) (its defaults: block 128, dampening
+           0.01, actorder static, an alias of "weight" since
+           compressed-tensors 0.19; "group" was removed there)
+  qk-rtn   qk-quant --to ct-w4a16
+  qk-gptq  qk-quant --to ct-w4a16 --method gptq --calib ...
+Each is evaluated by qk-kld against the F32 base (the HF directory itself)
+on the evaluation text (-c 256), and qk's config.json is compared with
+llm-compressor's key by key (the version string apart).  Gates (issue 19):
+qk GPTQ Mean KLD <= 1.05 x llm-compressor's, and >= 15 % below RTN W4A16.
+Writes WORK/calib.md (the table) and prints one line per check; with
+--golden FILE also writes the numbers goldens/calib/README.md quotes.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+S4M = os.path.join(ROOT, "goldens/models/stories4M/hf-f32")
+GGUF = os.path.join(ROOT, "goldens/models/stories4M/stories4M-f32.gguf")
+TEXT = os.path.join(ROOT, "../shared/models/text/tinystories-valid.txt")
+EVAL = os.path.join(ROOT, "goldens/stories260K-eval/eval-64k.txt")
+FAILS = []
+
+
+def check(name, ok, detail=""):
+    if not ok:
+        FAILS.append(name)
+    print(f"{'ok  ' if ok else 'FAIL'} {name}{': ' + detail if detail else ''}", flush=True)
+
+
+def id_processor(vocab):
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from transformers import PreTrainedTokenizerFast
+    tk = Tokenizer(WordLevel({f"<{i}>": i for i in range(vocab)}, unk_token="<0>"))
+    return PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="<0>", pad_token="<0>", bos_token="<1>",
+                                   eos_token="<2>")
+
+
+def calib_rows(qk, calib, ctx, chunks):
+    out = subprocess.run([qk, "run", "--tokenize", "-m", GGUF, "-f", calib], capture_output=True, text=True,
+                         check=True).stdout
+    ids = json.loads(out)
+    if len(ids) < chunks * ctx:
+        sys.exit(f"crosscheck_calib: {len(ids)} calibration tokens, fewer than {chunks} x {ctx}")
+    rows = [ids[c * ctx:(c + 1) * ctx] for c in range(chunks)]
+    for r in rows:
+        r[0] = 1
+    return rows
+
+
+def lc_make(how, out, rows, threads):
+    import torch
+    from datasets import Dataset
+    from llmcompressor import oneshot
+    from llmcompressor.modifiers.quantization import GPTQModifier, QuantizationModifier
+    from transformers import AutoModelForCausalLM
+    torch.set_num_threads(threads)
+    t0 = time.perf_counter()
+    model = AutoModelForCausalLM.from_pretrained(S4M, dtype=torch.float32)
+    if how == "rtn":
+        rec = QuantizationModifier(targets="Linear", scheme="W4A16", ignore=["lm_head"])
+        kw = {}
+    else:
+        rec = GPTQModifier(targets="Linear", scheme="W4A16", ignore=["lm_head"])
+        ds = Dataset.from_dict({"input_ids": rows, "attention_mask": [[1] * len(r) for r in rows]})
+        kw = dict(dataset=ds, num_calibration_samples=len(rows), max_seq_length=len(rows[0]),
+                  processor=id_processor(model.config.vocab_size))
+    oneshot(model=model, recipe=rec, **kw)
+    secs = time.perf_counter() - t0
+    model.save_pretrained(out, save_compressed=True)
+    return secs
+
+
+def kld(qk, model, threads):
+    out = subprocess.run([qk, "kld", "-m", model, "--base", S4M, "--tokenizer", GGUF, "-f", EVAL, "-c", "256",
+                          "-t", str(threads)], capture_output=True, text=True)
+    if out.returncode:
+        sys.exit(f"qk-kld {model}: {out.stderr.strip()}")
+    m = re.search(r"^Mean\s+KLD:\s+([0-9.eE+-]+)", out.stdout, re.M)
+    return float(m.group(1))
+
+
+def flat(d, p=""):
+    r = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            r.update(flat(v, p + k + "."))
+        else:
+            r[p + k] = v
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("qk")
+    ap.add_argument("work")
+    ap.add_argument("--chunks", type=int, default=64)
+    ap.add_argument("--ctx", type=int, default=256)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--keep", action="store_true", help="reuse the checkpoints already in WORK")
+    a = ap.parse_args()
+    qk = os.path.abspath(a.qk)
+    w = os.path.abspath(a.work)
+    os.makedirs(w, exist_ok=True)
+    calib = os.path.join(w, "calib.txt")
+    with open(TEXT, "rb") as f:
+        f.seek(128 * 1024)
+        open(calib, "wb").write(f.read(200000).rstrip(b"\n"))
+    with open(TEXT, "rb") as f:
+        assert f.read(65536) == open(EVAL, "rb").read(), "the evaluation text is not the start of " + TEXT
+    rows = calib_rows(qk, calib, a.ctx, a.chunks)
+    secs = {}
+    for how in ("rtn", "gptq"):
+        d = os.path.join(w, "lc-" + how)
+        if not (a.keep and os.path.isdir(d)):
+            subprocess.run(["rm", "-rf", d], check=True)
+            secs["lc-" + how] = lc_make(how, d, rows, a.threads)
+        d = os.path.join(w, "qk-" + how)
+        if not (a.keep and os.path.isdir(d)):
+            subprocess.run(["rm", "-rf", d], check=True)
+            cmd = [qk, "quant", "-q", "--to", "ct-w4a16", "-t", str(a.threads)]
+            if how != "rtn":
+                cmd += ["--method", how, "--calib", calib, "--calib-ctx", str(a.ctx), "--calib-chunks",
+                        str(a.chunks)]
+            t0 = time.perf_counter()
+            subprocess.run(cmd + [S4M, d], check=True)
+            secs["qk-" + how] = time.perf_counter() - t0
+    k = {n: kld(qk, os.path.join(w, n), a.threads) for n in ("lc-rtn", "lc-gptq", "qk-rtn", "qk-gptq")}
+    # config.json, key by key
+    for how in ("rtn", "gptq"):
+        lc = flat(json.load(open(os.path.join(w, "lc-" + how, "config.json"))))
+        ours = flat(json.load(open(os.path.join(w, "qk-" + how, "config.json"))))
+        diff = sorted(x for x in set(lc) | set(ours) if lc.get(x) != ours.get(x)
+                      and not x.endswith("quantization_config.version") and x not in ("transformers_version",))
+        check(f"config.json {how}: qk's keys and values are llm-compressor's", not diff,
+              "; ".join(f"{x}: lc {lc.get(x)!r} qk {ours.get(x)!r}" for x in diff[:6]))
+    check("qk RTN W4A16 = llm-compressor's RTN (Mean KLD within 1 %)", abs(k["qk-rtn"] / k["lc-rtn"] - 1) < 0.01,
+          f"{k['qk-rtn']:.6f} vs {k['lc-rtn']:.6f}")
+    check("qk GPTQ W4A16 Mean KLD <= 1.05 x llm-compressor's", k["qk-gptq"] <= 1.05 * k["lc-gptq"],
+          f"{k['qk-gptq']:.6f} vs {k['lc-gptq']:.6f} ({k['qk-gptq'] / k['lc-gptq']:.3f}x)")
+    check("qk GPTQ W4A16 >= 15 % below RTN W4A16", k["qk-gptq"] <= 0.85 * k["qk-rtn"],
+          f"{k['qk-gptq']:.6f} vs {k['qk-rtn']:.6f} ({(k['qk-gptq'] / k['qk-rtn'] - 1) * 100:+.1f} %)")
+    with open(os.path.join(w, "calib.md"), "w") as f:
+        f.write(f"stories4M W4A16, {a.chunks} x {a.ctx} calibration tokens, qk-kld -c 256 on eval-64k.txt "
+                f"against the F32 HF directory; {a.threads} threads\n\n| checkpoint | Mean KLD | seconds |\n"
+                "|---|---|---|\n")
+        for n in k:
+            f.write(f"| {n} | {k[n]:.6f} | {secs.get(n, float('nan')):.1f} |\n")
+    print(open(os.path.join(w, "calib.md")).read())
+    sys.exit(1 if FAILS else 0)
+
+
+if __name__ == "__main__":
+    main()
