@@ -41,7 +41,7 @@ static const char usage_text[] =
     "       qk-quant --raw-encode TYPE --shape ROWSxCOLS [--imatrix FILE.f32] [-t N] IN.f32 OUT.bin\n"
     "       qk-quant --raw-decode TYPE --shape ROWSxCOLS [-t N] IN.bin OUT.f32\n"
     "       qk-quant --to SCHEME [--asym] [--group N] [--ignore REGEX] [--shard-size BYTES] SRC OUT_DIR\n"
-    "       qk-quant --to ct-w4a16 --method gptq --calib TEXT [--calib-chunks N] [-c N] SRC OUT_DIR\n"
+    "       qk-quant --to ct-w4a16 --method gptq|awq --calib TEXT [--calib-chunks N] [-c N] SRC OUT_DIR\n"
     "\n"
     "Quantize a GGUF model the way llama-quantize (llama.cpp d32676d) does: the same presets,\n"
     "per-tensor type rules, options and metadata, and a byte-identical output file.  Without\n"
@@ -78,8 +78,9 @@ static const char usage_text[] =
     "  --global-scale S|auto      NVFP4 global scale (mxfp4/nvfp4 then mean the OCP/NVIDIA schemes)\n"
     "  --ct                       NVFP4 in compressed-tensors' convention (global scale 2688/amax)\n"
     "calibration (GPTQ, described in qk-quant(1)):\n"
-    "  --method M                 rtn (default: round to nearest) or gptq (GGUF types; --to ct-w4a16\n"
-    "                             as llm-compressor's GPTQModifier)\n"
+    "  --method M                 rtn (default: round to nearest), gptq (GGUF types; --to ct-w4a16\n"
+    "                             as llm-compressor's GPTQModifier) or awq (--to ct-w4a16, as its\n"
+    "                             AWQModifier)\n"
     "  --calib TEXT               calibration text for --method gptq\n"
     "  --calib-chunks N           use the first N chunks (default: all the text has)\n"
     "  -c, --calib-ctx N          tokens per chunk (default 512)\n"
@@ -130,6 +131,7 @@ typedef struct model_args {
     int *prune;
     bool json, quiet, threads_set;
     bool gptq;                  /* --method gptq */
+    bool awq;                   /* --method awq (--to ct-w4a16 only) */
     qk_gptq_calib calib;
 } model_args;
 
@@ -392,6 +394,8 @@ static void on_progress(void *ctx, uint64_t n) { qk_progress_add(ctx, n); }
 /* --method gptq and its options against the rest of the command line. */
 static int check_calib(model_args *a, const qk_quant_preset *pr, qk_err *err)
 {
+    if (a->awq)
+        return qk_errf(err, QK_EINPUT, "--method awq applies to --to ct-w4a16 only (GGUF types: rtn or gptq)");
     if (!a->gptq)
         return a->calib.text ? qk_errf(err, QK_EINPUT, "--calib needs --method gptq") : 0;
     const int t = qk_ftype_default_type(pr->ftype);
@@ -666,10 +670,10 @@ int cmd_quant(int argc, char **argv)
                 co.shard_size = (uint64_t)v;
             break;
         case O_METHOD:
-            if (!strcmp(optarg, "gptq") || !strcmp(optarg, "rtn"))
-                m.gptq = !strcmp(optarg, "gptq");
+            if (!strcmp(optarg, "gptq") || !strcmp(optarg, "rtn") || !strcmp(optarg, "awq"))
+                m.gptq = !strcmp(optarg, "gptq"), m.awq = !strcmp(optarg, "awq");
             else
-                rc = qk_errf(&err, QK_EINPUT, "--method '%s': expected rtn or gptq", optarg);
+                rc = qk_errf(&err, QK_EINPUT, "--method '%s': expected rtn, gptq or awq", optarg);
             break;
         case O_CALIB: m.calib.text = optarg; break;
         case O_CCHUNKS:
@@ -715,15 +719,16 @@ int cmd_quant(int argc, char **argv)
             return 2;
         }
         co.quiet = m.quiet;
-        qk_ckpt_calib cal = {.method = m.gptq ? QK_CALIB_GPTQ : QK_CALIB_RTN, .text = m.calib.text,
+        qk_ckpt_calib cal = {.method = m.gptq ? QK_CALIB_GPTQ : m.awq ? QK_CALIB_AWQ : QK_CALIB_RTN, .text = m.calib.text,
                              .tokenizer = tokenizer, .n_ctx = m.calib.n_ctx, .n_chunks = m.calib.n_chunks,
                              .o = m.calib.o, .quiet = m.quiet};
         cal.o.nthreads = m.o.nthreads;
-        if (m.gptq != (m.calib.text != NULL)) {
-            fprintf(stderr, "%s: %s\n", argv[0], m.gptq ? "--method gptq needs --calib TEXT" : "--calib needs --method gptq");
+        if ((m.gptq || m.awq) != (m.calib.text != NULL)) {
+            fprintf(stderr, "%s: %s\n", argv[0], m.calib.text ? "--calib needs --method gptq or awq"
+                    : m.gptq ? "--method gptq needs --calib TEXT" : "--method awq needs --calib TEXT");
             return 2;
         }
-        co.calib = m.gptq ? &cal : NULL;
+        co.calib = m.gptq || m.awq ? &cal : NULL;
         rc = qk_ckpt_quantize(argv[optind], argv[optind + 1], to, &co, &err);
         return rc ? qk_err_report(argv[0], &err) : 0;
     }

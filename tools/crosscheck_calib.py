@@ -70,7 +70,7 @@ def calib_rows(qk, calib, ctx, chunks):
     return rows
 
 
-def lc_make(how, out, rows, threads):
+def lc_make(how, out, rows, threads, src=S4M):
     import torch
     from datasets import Dataset
     from llmcompressor import oneshot
@@ -78,7 +78,7 @@ def lc_make(how, out, rows, threads):
     from transformers import AutoModelForCausalLM
     torch.set_num_threads(threads)
     t0 = time.perf_counter()
-    model = AutoModelForCausalLM.from_pretrained(S4M, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32)
     if how == "rtn":
         rec = QuantizationModifier(targets="Linear", scheme="W4A16", ignore=["lm_head"])
         kw = {}
@@ -93,9 +93,9 @@ def lc_make(how, out, rows, threads):
     return secs
 
 
-def kld(qk, model, threads):
-    out = subprocess.run([qk, "kld", "-m", model, "--base", S4M, "--tokenizer", GGUF, "-f", EVAL, "-c", "256",
-                          "-t", str(threads)], capture_output=True, text=True)
+def kld(qk, model, threads, ctx=256, chunks=0):
+    cmd = [qk, "kld", "-m", model, "--base", S4M, "--tokenizer", GGUF, "-f", EVAL, "-c", str(ctx), "-t", str(threads)]
+    out = subprocess.run(cmd + (["--chunks", str(chunks)] if chunks else []), capture_output=True, text=True)
     if out.returncode:
         sys.exit(f"qk-kld {model}: {out.stderr.strip()}")
     m = re.search(r"^Mean\s+KLD:\s+([0-9.eE+-]+)", out.stdout, re.M)
@@ -112,63 +112,94 @@ def flat(d, p=""):
     return r
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("qk")
-    ap.add_argument("work")
-    ap.add_argument("--chunks", type=int, default=64)
-    ap.add_argument("--ctx", type=int, default=256)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--keep", action="store_true", help="reuse the checkpoints already in WORK")
-    a = ap.parse_args()
-    qk = os.path.abspath(a.qk)
-    w = os.path.abspath(a.work)
-    os.makedirs(w, exist_ok=True)
-    calib = os.path.join(w, "calib.txt")
+# Differences of every --to ct-* config, not of calibration: qk's writer follows compressed-tensors 0.12.2's
+# QuantizationArgs (observer "minmax", no scale_dtype / zp_dtype), the venv has 0.19.
+VERSION_KEYS = ("quantization_config.version", "transformers_version", ".observer", ".scale_dtype", ".zp_dtype")
+
+
+def run(qk, w, tag, a, calib_bytes, chunks, ctx, eval_ctx, eval_chunks):
+    """The four checkpoints for one calibration set; their Mean KLDs and seconds."""
+    calib = os.path.join(w, f"calib-{tag}.txt")
     with open(TEXT, "rb") as f:
         f.seek(128 * 1024)
-        open(calib, "wb").write(f.read(200000).rstrip(b"\n"))
-    with open(TEXT, "rb") as f:
-        assert f.read(65536) == open(EVAL, "rb").read(), "the evaluation text is not the start of " + TEXT
-    rows = calib_rows(qk, calib, a.ctx, a.chunks)
+        open(calib, "wb").write(f.read(calib_bytes).rstrip(b"\n"))
+    rows = calib_rows(qk, calib, ctx, chunks)
     secs = {}
     for how in ("rtn", "gptq"):
-        d = os.path.join(w, "lc-" + how)
+        d = os.path.join(w, f"{tag}-lc-{how}")
         if not (a.keep and os.path.isdir(d)):
             subprocess.run(["rm", "-rf", d], check=True)
             secs["lc-" + how] = lc_make(how, d, rows, a.threads)
-        d = os.path.join(w, "qk-" + how)
+        d = os.path.join(w, f"{tag}-qk-{how}")
         if not (a.keep and os.path.isdir(d)):
             subprocess.run(["rm", "-rf", d], check=True)
             cmd = [qk, "quant", "-q", "--to", "ct-w4a16", "-t", str(a.threads)]
             if how != "rtn":
-                cmd += ["--method", how, "--calib", calib, "--calib-ctx", str(a.ctx), "--calib-chunks",
-                        str(a.chunks)]
+                cmd += ["--method", how, "--calib", calib, "-c", str(ctx), "--calib-chunks", str(chunks),
+                        "--tokenizer", GGUF]
             t0 = time.perf_counter()
             subprocess.run(cmd + [S4M, d], check=True)
             secs["qk-" + how] = time.perf_counter() - t0
-    k = {n: kld(qk, os.path.join(w, n), a.threads) for n in ("lc-rtn", "lc-gptq", "qk-rtn", "qk-gptq")}
-    # config.json, key by key
-    for how in ("rtn", "gptq"):
-        lc = flat(json.load(open(os.path.join(w, "lc-" + how, "config.json"))))
-        ours = flat(json.load(open(os.path.join(w, "qk-" + how, "config.json"))))
-        diff = sorted(x for x in set(lc) | set(ours) if lc.get(x) != ours.get(x)
-                      and not x.endswith("quantization_config.version") and x not in ("transformers_version",))
-        check(f"config.json {how}: qk's keys and values are llm-compressor's", not diff,
-              "; ".join(f"{x}: lc {lc.get(x)!r} qk {ours.get(x)!r}" for x in diff[:6]))
-    check("qk RTN W4A16 = llm-compressor's RTN (Mean KLD within 1 %)", abs(k["qk-rtn"] / k["lc-rtn"] - 1) < 0.01,
-          f"{k['qk-rtn']:.6f} vs {k['lc-rtn']:.6f}")
-    check("qk GPTQ W4A16 Mean KLD <= 1.05 x llm-compressor's", k["qk-gptq"] <= 1.05 * k["lc-gptq"],
-          f"{k['qk-gptq']:.6f} vs {k['lc-gptq']:.6f} ({k['qk-gptq'] / k['lc-gptq']:.3f}x)")
-    check("qk GPTQ W4A16 >= 15 % below RTN W4A16", k["qk-gptq"] <= 0.85 * k["qk-rtn"],
-          f"{k['qk-gptq']:.6f} vs {k['qk-rtn']:.6f} ({(k['qk-gptq'] / k['qk-rtn'] - 1) * 100:+.1f} %)")
+    k = {n: kld(qk, os.path.join(w, f"{tag}-{n}"), a.threads, eval_ctx, eval_chunks)
+         for n in ("lc-rtn", "lc-gptq", "qk-rtn", "qk-gptq")}
+    return k, secs
+
+
+def lc_main(argv):
+    """--lc SRC TOKENIZER TEXT CTX CHUNKS THREADS OUT: llm-compressor's GPTQ W4A16 alone on qk's
+    tokenization of TEXT (tools/bench-calib.sh times this)."""
+    src, tok, text, ctx, chunks, threads, out = argv
+    global GGUF
+    GGUF = tok
+    lc_make("gptq", out, calib_rows(os.environ.get("QK_BIN", "build/qk"), text, int(ctx), int(chunks)),
+            int(threads), src)
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--lc":
+        return lc_main(sys.argv[2:])
+    ap = argparse.ArgumentParser()
+    ap.add_argument("qk")
+    ap.add_argument("work")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--keep", action="store_true", help="reuse the checkpoints already in WORK")
+    ap.add_argument("--golden", help="write the small set's llm-compressor numbers to this file")
+    a = ap.parse_args()
+    qk = os.path.abspath(a.qk)
+    w = os.path.abspath(a.work)
+    os.makedirs(w, exist_ok=True)
+    with open(TEXT, "rb") as f:
+        assert f.read(65536) == open(EVAL, "rb").read(), "the evaluation text is not the start of " + TEXT
+    md = []
+    # acceptance: 64 x 256 calibration tokens, the whole evaluation text; small: what make check gates
+    for tag, cb, ch, ctx, ec, en in (("full", 200000, 64, 256, 256, 0), ("small", 6000, 8, 128, 128, 8)):
+        k, secs = run(qk, w, tag, a, cb, ch, ctx, ec, en)
+        for how in ("rtn", "gptq"):
+            lc = flat(json.load(open(os.path.join(w, f"{tag}-lc-{how}", "config.json"))))
+            ours = flat(json.load(open(os.path.join(w, f"{tag}-qk-{how}", "config.json"))))
+            diff = sorted(x for x in set(lc) | set(ours) if lc.get(x) != ours.get(x)
+                          and not any(x.endswith(v) for v in VERSION_KEYS))
+            check(f"{tag}: config.json {how}: qk's keys and values are llm-compressor's", not diff,
+                  "; ".join(f"{x}: lc {lc.get(x)!r} qk {ours.get(x)!r}" for x in diff[:6]))
+        check(f"{tag}: qk RTN W4A16 = llm-compressor's (Mean KLD within 0.1 %)",
+              abs(k["qk-rtn"] / k["lc-rtn"] - 1) < 0.001, f"{k['qk-rtn']:.6f} vs {k['lc-rtn']:.6f}")
+        check(f"{tag}: qk GPTQ W4A16 Mean KLD <= 1.05 x llm-compressor's", k["qk-gptq"] <= 1.05 * k["lc-gptq"],
+              f"{k['qk-gptq']:.6f} vs {k['lc-gptq']:.6f} ({k['qk-gptq'] / k['lc-gptq']:.3f}x)")
+        check(f"{tag}: qk GPTQ W4A16 >= 15 % below RTN W4A16", k["qk-gptq"] <= 0.85 * k["qk-rtn"],
+              f"{k['qk-gptq']:.6f} vs {k['qk-rtn']:.6f} ({(k['qk-gptq'] / k['qk-rtn'] - 1) * 100:+.1f} %)")
+        md.append(f"### {tag}: {ch} x {ctx} calibration tokens; qk-kld -c {ec}{f' --chunks {en}' if en else ''} "
+                  f"on eval-64k.txt against the F32 HF directory; {a.threads} threads\n\n"
+                  "| checkpoint | Mean KLD | seconds |\n|---|---|---|\n" +
+                  "".join(f"| {n} | {k[n]:.6f} | {secs.get(n, float('nan')):.1f} |\n" for n in k))
+        if tag == "small" and a.golden:
+            with open(a.golden, "w") as f:
+                f.write(f"# tools/crosscheck_calib.py, llm-compressor oneshot W4A16 on stories4M's HF directory, "
+                        f"calibration {ch} x {ctx} tokens (bytes [128 KiB, +{cb}) of tinystories-valid.txt), "
+                        f"Mean KLD by qk-kld -c {ec} --chunks {en} on eval-64k.txt against the F32 base\n")
+                f.write(f"lc_rtn {k['lc-rtn']:.6f}\nlc_gptq {k['lc-gptq']:.6f}\n")
     with open(os.path.join(w, "calib.md"), "w") as f:
-        f.write(f"stories4M W4A16, {a.chunks} x {a.ctx} calibration tokens, qk-kld -c 256 on eval-64k.txt "
-                f"against the F32 HF directory; {a.threads} threads\n\n| checkpoint | Mean KLD | seconds |\n"
-                "|---|---|---|\n")
-        for n in k:
-            f.write(f"| {n} | {k[n]:.6f} | {secs.get(n, float('nan')):.1f} |\n")
-    print(open(os.path.join(w, "calib.md")).read())
+        f.write("\n".join(md))
+    print("\n".join(md))
     sys.exit(1 if FAILS else 0)
 
 

@@ -11,12 +11,13 @@
 #include "lib/engine/hfmodel.h"
 #include "lib/engine/matmul.h"
 #include "lib/engine/modelfile.h"
+#include "lib/quant/ckpt_awq.h"
 #include "lib/quant/gptq_model.h"
 #include "lib/quant/imatrix_run.h"
 
 bool qk_calib_supports(int method, const char *scheme)
 {
-    return method == QK_CALIB_RTN || (method == QK_CALIB_GPTQ && !strcmp(scheme, "ct-w4a16"));
+    return method == QK_CALIB_RTN || ((method == QK_CALIB_GPTQ || method == QK_CALIB_AWQ) && !strcmp(scheme, "ct-w4a16"));
 }
 
 /* The seven products of a layer, their Hessian slots. */
@@ -37,6 +38,7 @@ typedef struct {
     int *mod_of;        /* per layer x NW: the index of the target module, or -1 */
     int *perm_of;       /* its QK_PERM_* */
     float *deq[NW];     /* the layer's quantized weights, in the engine's row order */
+    qk_awq awq;
 } cal;
 
 /* The levels of one weight: the observer's parameters (the writer's own
@@ -143,13 +145,80 @@ static int cal_layer(void *user, qk_gptq_seq *s, int l, qk_err *err)
     return 0;
 }
 
+static int awq_input(void *user, qk_gptq_seq *s, int slot, const float *x, int n, int64_t cols, qk_err *err)
+{
+    (void)s;
+    return qk_awq_on_input(&((cal *)user)->awq, slot, x, n, cols, err);
+}
+
+/* A new entry of res: name with `from` replaced by `to`, its floats. */
+static int put_floats(cal *k, const char *like, const char *from, const char *to, const float *x, int64_t rows,
+                      int64_t cols, const int64_t *row_of, qk_err *err)
+{
+    const char *at = strstr(like, from);
+    if (!at)
+        return qk_errf(err, QK_EINPUT, "%s: --method awq: no '%s' in the name to find its %s", like, from, to);
+    qk_calib_mod *m = &k->res->m[k->res->n];
+    const size_t n = (size_t)rows * (size_t)cols, nl = strlen(like) - strlen(from) + strlen(to) + 1;
+    m->name = malloc(nl);
+    m->x = malloc(n * sizeof *m->x);
+    if (!m->name || !m->x) {
+        free(m->name), free(m->x);
+        return qk_errf(err, QK_EIO, "out of memory");
+    }
+    snprintf(m->name, nl, "%.*s%s%s", (int)(at - like), like, to, at + strlen(from));
+    m->rows = rows, m->cols = cols;
+    for (int64_t r = 0; r < rows; r++)
+        memcpy(m->x + (size_t)(row_of ? row_of[r] : r) * (size_t)cols, x + (size_t)r * (size_t)cols,
+               (size_t)cols * sizeof *x);
+    k->res->n++;
+    return 0;
+}
+
+static int awq_layer(void *user, qk_gptq_seq *s, int l, qk_err *err)
+{
+    cal *k = user;
+    const qk_hparams *hp = &s->m->hp;
+    for (int i = 0; i < NW; i++)
+        if (k->mod_of[l * NW + i] < 0)
+            return qk_errf(err, QK_EINPUT, "%s: --method awq needs every product of layer %d quantized "
+                           "(q/k/v/o_proj, gate/up/down_proj)", k->h->hf->dir, l);
+    int rc = qk_awq_layer(&k->awq, s, l, err);
+    int64_t *row_of = malloc((size_t)k->awq.rows[0] * sizeof *row_of);
+    if (!rc && !row_of)
+        rc = qk_errf(err, QK_EIO, "out of memory");
+    for (int i = 0; i < NW && !rc; i++) {
+        qk_calib_mod *m = &k->res->m[k->mod_of[l * NW + i]];
+        const int perm = k->h->permute_qk ? k->perm_of[l * NW + i] : QK_PERM_NONE;
+        const int64_t rows = k->awq.rows[i], heads = perm == QK_PERM_Q ? hp->n_head : hp->n_head_kv;
+        for (int64_t r = 0; r < rows && perm != QK_PERM_NONE; r++)
+            row_of[r] = qk_unpermute_row(r, rows, heads);
+        /* the module's own entry gets the floats: rewrite it in place */
+        const size_t keep = k->res->n;
+        k->res->n = (size_t)(m - k->res->m);
+        char *name = m->name;
+        rc = put_floats(k, name, "", "", k->awq.cur[i], rows, k->awq.cols[i], perm != QK_PERM_NONE ? row_of : NULL,
+                        err);
+        free(name);
+        k->res->n = keep;
+        k->c->n_gptq++;
+    }
+    free(row_of);
+    const char *q = rc ? NULL : k->res->m[k->mod_of[l * NW]].name, *g = rc ? NULL : k->res->m[k->mod_of[l * NW + 4]].name;
+    if (!rc)
+        rc = put_floats(k, q, "self_attn.q_proj", "input_layernorm", k->awq.norm[0], 1, hp->n_embd, NULL, err);
+    if (!rc)
+        rc = put_floats(k, g, "mlp.gate_proj", "post_attention_layernorm", k->awq.norm[1], 1, hp->n_embd, NULL, err);
+    return rc;
+}
+
 /* Which engine weight each target module is. */
 static int map_modules(cal *k, const qk_model *m, qk_err *err)
 {
     const int nl = m->hp.n_layer;
     k->mod_of = malloc((size_t)(nl ? nl : 1) * NW * sizeof *k->mod_of);
     k->perm_of = calloc((size_t)(nl ? nl : 1) * NW, sizeof *k->perm_of);
-    k->res->m = calloc(k->t->n_modules ? k->t->n_modules : 1, sizeof *k->res->m);
+    k->res->m = calloc(k->t->n_modules + 2 * (size_t)nl + 1, sizeof *k->res->m); /* AWQ: the norms too */
     if (!k->mod_of || !k->perm_of || !k->res->m)
         return qk_errf(err, QK_EIO, "out of memory");
     for (int i = 0; i < nl * NW; i++)
@@ -208,8 +277,14 @@ int qk_ckpt_calibrate(const char *src_dir, const qk_calib_target *t, qk_ckpt_cal
     s.chunks = c->chunks_used;
     s.bos = qk_tok_bos(tok);
     s.add_bos = qk_tok_add_bos(tok);
-    rc = qk_gptq_seq_run(&s, err);
+    if (c->method == QK_CALIB_AWQ) {
+        s.layer = awq_layer, s.on_input = awq_input;
+        rc = qk_awq_init(&k.awq, t, s.m, (int64_t)s.chunks * s.n_ctx, c->o.nthreads, err);
+    }
+    if (!rc)
+        rc = qk_gptq_seq_run(&s, err);
 done:
+    qk_awq_free(&k.awq);
     free_deq(&k);
     free(k.mod_of);
     free(k.perm_of);
@@ -219,6 +294,15 @@ done:
     if (rc)
         qk_calib_res_free(res);
     return rc;
+}
+
+const float *qk_calib_floats(const qk_calib_res *r, const char *name)
+{
+    const size_t n = strlen(name);
+    for (size_t i = 0; r && n > 7 && !strcmp(name + n - 7, ".weight") && i < r->n; i++)
+        if (r->m[i].x && strlen(r->m[i].name) == n - 7 && !strncmp(r->m[i].name, name, n - 7))
+            return r->m[i].x;
+    return NULL;
 }
 
 const qk_calib_mod *qk_calib_find(const qk_calib_res *r, const char *module)
@@ -248,6 +332,7 @@ void qk_calib_res_free(qk_calib_res *r)
     for (size_t i = 0; i < r->n; i++) {
         free(r->m[i].name);
         free(r->m[i].q);
+        free(r->m[i].x);
     }
     free(r->m);
     memset(r, 0, sizeof *r);

@@ -20,7 +20,12 @@
  *  - each column's levels are compressed-tensors' fake_quantize of the
  *    error-updated weights.
  * Only the codes differ from round to nearest: the writer (ckpt_write.c)
- * encodes every module as usual and takes the codes from here. */
+ * encodes every module as usual and takes the codes from here.
+ *
+ * --method awq: AWQ's scales as llm-compressor's AWQModifier computes them
+ * (ckpt_awq.c: grid 20, duo scaling, its default Llama mappings), folded
+ * into the preceding norm or linear module; the writer rounds the smoothed
+ * weights to nearest, as QuantizationModifier does after AWQModifier. */
 #ifndef QK_CKPT_CALIB_H
 #define QK_CKPT_CALIB_H
 
@@ -32,7 +37,7 @@
 #include "lib/core/err.h"
 #include "lib/quant/gptq.h"
 
-enum { QK_CALIB_RTN = 0, QK_CALIB_GPTQ = 1 };
+enum { QK_CALIB_RTN = 0, QK_CALIB_GPTQ = 1, QK_CALIB_AWQ = 2 };
 
 typedef struct qk_ckpt_calib {
     int method;            /* QK_CALIB_* */
@@ -48,11 +53,13 @@ typedef struct qk_ckpt_calib {
     double loss;           /* the sum of their GPTQ losses */
 } qk_ckpt_calib;
 
-/* One module's levels, rows x cols in the checkpoint's row order. */
+/* One module's levels (GPTQ) or new float weights (AWQ: smoothed linear
+ * modules and norms), rows x cols in the checkpoint's row order. */
 typedef struct qk_calib_mod {
     char *name;            /* the HF module (model.layers.0.self_attn.q_proj) */
     int64_t rows, cols;
     int8_t *q;
+    float *x;
 } qk_calib_mod;
 
 typedef struct qk_calib_res {
@@ -69,8 +76,7 @@ typedef struct qk_calib_target {
     size_t n_modules;
 } qk_calib_target;
 
-/* Whether method applies to the --to scheme (GPTQ: the integer schemes,
- * ct-w4a16). */
+/* Whether method applies to the --to scheme (GPTQ, AWQ: ct-w4a16). */
 bool qk_calib_supports(int method, const char *scheme);
 
 /* Calibrate src_dir's model and quantize t's modules.  Errors (code 2): a
@@ -80,6 +86,8 @@ bool qk_calib_supports(int method, const char *scheme);
 int qk_ckpt_calibrate(const char *src_dir, const qk_calib_target *t, qk_ckpt_calib *c, qk_calib_res *res,
                       qk_err *err);
 const qk_calib_mod *qk_calib_find(const qk_calib_res *r, const char *module);
+/* The new float values of tensor `name` (MODULE.weight), or NULL. */
+const float *qk_calib_floats(const qk_calib_res *r, const char *name);
 /* Replace the codes of an encoded module (qk_scheme_encode's bytes, layout
  * l) by m's levels. */
 void qk_calib_put_codes(const qk_calib_mod *m, const qk_scheme *s, const qk_scheme_layout *l, uint8_t *enc);

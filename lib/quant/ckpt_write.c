@@ -391,13 +391,16 @@ static int make_module(wctx *w, const omod *m, uint8_t **bufs, const uint8_t **d
     int rc = QK_OK;
     float *x = NULL;
     uint8_t *enc = NULL;
-    if (m->raw) {
+    const float *cf = qk_calib_floats(&w->cres, t->name); /* --method awq: smoothed */
+    if (m->raw && !cf) {
         data[0] = t->w->data;
         return QK_OK;
     }
     if (t->nelem > SIZE_MAX / sizeof(float) || !(x = malloc(t->nelem ? t->nelem * sizeof *x : 1)))
         return oom(w->err);
-    if ((rc = qk_ckpt_read(w->ck, t, x, w->err)))
+    if (cf)
+        memcpy(x, cf, t->nelem * sizeof *x);
+    else if ((rc = qk_ckpt_read(w->ck, t, x, w->err)))
         goto done;
     for (int i = 0; i < m->np; i++)
         if (!(bufs[i] = calloc(1, m->p[i].nbytes ? m->p[i].nbytes : 1))) {
@@ -530,12 +533,6 @@ static void ct_args(qk_sbuf *b, int bits, const char *type, bool sym, int group,
     ct_args_ord(b, NULL, bits, type, sym, group, strategy, block, dynamic, observer);
 }
 
-static const char *gptq_actorder(const wctx *w)
-{
-    const qk_ckpt_calib *c = w->o->calib;
-    return c && c->method == QK_CALIB_GPTQ && c->o.act_order ? "static" : NULL;
-}
-
 /* The members to add to config.json (an object, as text). */
 static void gen_config(const wctx *w, qk_sbuf *b)
 {
@@ -558,7 +555,8 @@ static void gen_config(const wctx *w, qk_sbuf *b)
         case K_CT_FP8_BLOCK: ct_args(b, 8, "float", true, 0, "block", t->group, "false", "minmax"); break;
         case K_CT_W8A8: ct_args(b, 8, "int", true, 0, "channel", 0, "false", "minmax"); break;
         case K_CT_W4A16: /* GPTQModifier records its column order: "static" (its default) or none */
-            ct_args_ord(b, gptq_actorder(w), 4, "int", !t->asym, t->group, "group", 0, "false", "minmax");
+            ct_args_ord(b, w->o->calib && w->o->calib->method == QK_CALIB_GPTQ && w->o->calib->o.act_order ?
+                        "static" : NULL, 4, "int", !t->asym, t->group, "group", 0, "false", "minmax");
             break;
         case K_CT_NVFP4: ct_args(b, 4, "float", true, 16, "tensor_group", 0, "false", "minmax"); break;
         default: ct_args(b, 4, "float", true, 32, "group", 0, "false", "minmax"); break;
@@ -807,9 +805,10 @@ static int calibrate(wctx *w, const char *src_dir)
     qk_ckpt_calib *c = w->o->calib;
     if (!c || c->method == QK_CALIB_RTN)
         return QK_OK;
-    const char *scheme = w->tg.k == K_CT_W4A16 ? "ct-w4a16" : NULL;
-    if (!scheme || !qk_calib_supports(c->method, scheme))
-        return qk_errf(w->err, QK_EINPUT, "--method gptq applies to --to ct-w4a16 only");
+    const char *scheme = w->tg.k == K_CT_W4A16 ? "ct-w4a16" : "";
+    if (!qk_calib_supports(c->method, scheme))
+        return qk_errf(w->err, QK_EINPUT, "--method %s applies to --to ct-w4a16 only",
+                       c->method == QK_CALIB_AWQ ? "awq" : "gptq");
     const char **mods = calloc(w->nm ? w->nm : 1, sizeof *mods);
     char (*names)[1024] = malloc((w->nm ? w->nm : 1) * sizeof *names);
     qk_calib_target t = {.scheme = scheme, .modules = mods};

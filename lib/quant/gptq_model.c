@@ -24,12 +24,13 @@ bool qk_gptq_supports(int type) { return qk_grid_for(type) != NULL; }
 
 static int hook(void *user, const qk_weight *w, const float *x, int n_tok, qk_err *err)
 {
-    (void)err;
     qk_gptq_seq *s = user;
     if (!s->collecting_)
         return 0;
     for (int k = 0; k < QK_GS_N; k++)
         if (s->slot_w_[k] == w) {
+            if (s->on_input)
+                return s->on_input(s->user, s, k, x, n_tok, w->cols, err);
             qk_hess_add(&s->h[k], x, n_tok, s->o.nthreads);
             break;
         }
@@ -91,8 +92,10 @@ static int seq_layer(qk_gptq_seq *s, int l, qk_err *err)
 {
     const bool head = l == s->m->hp.n_layer;
     qk_layer *L = head ? NULL : &s->layers[l];
-    const int64_t dims[QK_GS_N] = {head ? 0 : L->wq.cols, head ? 0 : L->wo.cols, head ? 0 : L->w_gate.cols,
-                                   head ? 0 : L->w_down.cols, head ? s->mq.output.cols : 0};
+    const bool h = !s->on_input;
+    const int64_t dims[QK_GS_N] = {head || !h ? 0 : L->wq.cols, head || !h ? 0 : L->wo.cols,
+                                   head || !h ? 0 : L->w_gate.cols, head || !h ? 0 : L->w_down.cols,
+                                   head && h ? s->mq.output.cols : 0};
     int rc = hessians(s, dims, err);
     if (rc)
         return rc;
@@ -117,6 +120,14 @@ static int seq_layer(qk_gptq_seq *s, int l, qk_err *err)
                 ws[i]->packed = NULL; /* its repacked copy is gone; no later pass runs this layer */
     }
     free_packed(s);
+    return rc;
+}
+
+int qk_gptq_seq_pass(qk_gptq_seq *s, int l, qk_err *err)
+{
+    s->collecting_ = true;
+    int rc = pass(s, l, false, err);
+    s->collecting_ = false;
     return rc;
 }
 

@@ -67,6 +67,9 @@ struct qk_gptq_seq {
     /* called before the stream starts (may be NULL): e.g. encode the embeddings in s->mq */
     int (*embed)(void *user, qk_gptq_seq *s, qk_err *err);
     int (*layer)(void *user, qk_gptq_seq *s, int l, qk_err *err);
+    /* optional: instead of the Hessians, each slot's input rows as they come (chunk after chunk,
+     * in token order), during the calibration pass and qk_gptq_seq_pass */
+    int (*on_input)(void *user, qk_gptq_seq *s, int slot, const float *x, int n_tok, int64_t cols, qk_err *err);
     void *user;
     /* for the callbacks */
     qk_model mq;               /* the model the passes run */
@@ -82,6 +85,9 @@ struct qk_gptq_seq {
 };
 
 int qk_gptq_seq_run(qk_gptq_seq *s, qk_err *err);
+/* Inside layer(): run layer l again on (a copy of) every chunk's input,
+ * on_input seeing its products' inputs. */
+int qk_gptq_seq_pass(qk_gptq_seq *s, int l, qk_err *err);
 /* The factor of slot's Hessian, made on first use (GPTQ's errors). */
 int qk_gptq_seq_factor(qk_gptq_seq *s, int slot, const qk_gptq_factor **f, qk_err *err);
 
