@@ -21,6 +21,17 @@ awk -v g="$kg" -v r="$kr" 'BEGIN {exit !(g > 0 && g <= 0.85 * r)}' && ok ||
     bad "ct-w4a16 gptq: Mean KLD $kg, not 15 % below RTN's $kr"
 grep -q '"actorder": "static"' "$T/cg/config.json" && ok || bad "ct-w4a16 gptq: config.json actorder"
 grep -q '"actorder": null' "$T/cr/config.json" && ok || bad "ct-w4a16 rtn: config.json actorder"
+# AWQ W4A16 (its grid search reruns each layer 40 times: 2 x 64 calibration tokens here), bounded
+# the same way by llm-compressor's AWQModifier + QuantizationModifier on those tokens; its scales are
+# folded into the norms (input_layernorm differs from round to nearest's) and qk-run runs it
+expect 0 "$QK" quant -q --to ct-w4a16 --method awq --calib "$CC" -c 64 --calib-chunks 2 --tokenizer "$CG" -t 2 \
+    "$CH" "$T/ca"
+ka=$(ckld "$T/ca") la=$(awk '$1 == "lc_awq" {print $2}' goldens/calib/w4a16-lc.txt)
+awk -v g="$ka" -v l="$la" 'BEGIN {exit !(g > 0 && g <= 1.05 * l)}' && ok ||
+    bad "ct-w4a16 awq: Mean KLD $ka, llm-compressor's $la (bound 1.05x)"
+cmp -s "$T/ca/model.safetensors" "$T/cr/model.safetensors" && bad "ct-w4a16 awq: the bytes of RTN" || ok
+grep -q '"actorder": null' "$T/ca/config.json" && ok || bad "ct-w4a16 awq: config.json actorder"
+expect 0 "$QK" run -q -m "$T/ca" --tokenizer "$CG" -p "Once upon a time" -n 4
 # qk-run runs it; the bytes do not depend on the thread count; --no-act-order is recorded
 expect 0 "$QK" run -q -m "$T/cg" --tokenizer "$CG" -p "Once upon a time" -n 4
 expect 0 "$QK" quant -q --to ct-w4a16 --method gptq --calib "$CC" -c 64 --calib-chunks 2 --tokenizer "$CG" -t 1 \
@@ -37,7 +48,10 @@ expect 2 "$QK" quant --to ct-fp8 --method gptq --calib "$CC" -c 128 --tokenizer 
 grep -q 'applies to --to ct-w4a16 only' "$T/err" && ok || bad "gptq --to ct-fp8 message: $(cat "$T/err")"
 expect 2 "$QK" quant --to ct-w4a16 --method gptq "$CH" "$T/y4"
 expect 2 "$QK" quant --to ct-w4a16 --calib "$CC" "$CH" "$T/y5"
-expect 2 "$QK" quant --to ct-w4a16 --method awq --calib "$CC" "$CH" "$T/y6"
+expect 2 "$QK" quant --to ct-w4a16 --method awq --calib "$CC" --tokenizer "$CG" goldens/hfq/W4A16 "$T/y6"
+expect 2 "$QK" quant --to ct-fp8 --method awq --calib "$CC" -c 64 --tokenizer "$CG" "$CH" "$T/yb"
+expect 2 "$QK" quant --method awq --calib "$CC" "$CG" "$T/yc.gguf" Q4_0
+expect 2 "$QK" quant --to ct-w4a16 --method awq --calib "$CC" -c 64 --tokenizer "$CG" --ignore down_proj "$CH" "$T/yd"
 # no tokenizer.json beside the weights and no --tokenizer
 expect 2 "$QK" quant --to ct-w4a16 --method gptq --calib "$CC" -c 128 "$CH" "$T/y7"
 # a quantized source (its weights are no longer the model's)

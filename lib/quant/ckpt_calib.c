@@ -259,7 +259,8 @@ int qk_ckpt_calibrate(const char *src_dir, const qk_calib_target *t, qk_ckpt_cal
     memset(res, 0, sizeof *res);
     cal k = {.t = t, .c = c, .res = res};
     qk_tokenizer *tok = NULL;
-    qk_gptq_seq s = {.n_ctx = c->n_ctx, .o = c->o, .quiet = c->quiet, .layer = cal_layer, .user = &k};
+    /* float attention, as transformers computes it for llm-compressor */
+    qk_gptq_seq s = {.n_ctx = c->n_ctx, .o = c->o, .kv_f32 = true, .quiet = c->quiet, .layer = cal_layer, .user = &k};
     int rc = qk_hfmodel_open(&k.h, src_dir, err);
     if (rc)
         return rc;

@@ -157,7 +157,8 @@ int qk_gptq_seq_run(qk_gptq_seq *s, qk_err *err)
         t[0] = first;
     }
     const qk_ctx_params cp = {.n_ctx = s->n_ctx, .n_batch = s->n_ctx < MAX_BATCH ? s->n_ctx : MAX_BATCH,
-                              .nthreads = s->o.nthreads, .kv_type = QK_F16, .mm_hook = hook, .mm_user = s};
+                              .nthreads = s->o.nthreads, .kv_type = s->kv_f32 ? QK_F32 : QK_F16, .mm_hook = hook,
+                              .mm_user = s};
     if (!rc)
         rc = qk_ctx_new(&s->ctx_, &s->mq, &cp, err);
     qk_progress pg;

@@ -63,6 +63,7 @@ struct qk_gptq_seq {
     int n_ctx, chunks;         /* chunks x n_ctx tokens of ids */
     qk_gptq_opts o;
     bool head;
+    bool kv_f32;               /* an F32 KV cache (default F16, as llama-imatrix's) */
     bool quiet;
     /* called before the stream starts (may be NULL): e.g. encode the embeddings in s->mq */
     int (*embed)(void *user, qk_gptq_seq *s, qk_err *err);
