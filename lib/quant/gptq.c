@@ -222,9 +222,9 @@ static int8_t ig_nearest(const qk_gptq_igrid *g, int64_t row, int64_t c, int64_t
     const float s = g->scale[k], z = g->zero ? g->zero[k] : 0.0f;
     float x = w / s + z;
     x = x < g->lo ? g->lo : x > g->hi ? g->hi : x;
-    x = rintf(x);
-    *v = (x - z) * s;
-    return (int8_t)x;
+    const int8_t q = (int8_t)rintf(x);
+    *v = ((float)q - z) * s; /* from the level, as the checkpoint decodes it (no -0) */
+    return q;
 }
 
 static void run_tile(const gq_job *j, gq_tile *t, int64_t r0, int nr, double *loss)
