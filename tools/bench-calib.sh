@@ -27,7 +27,7 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 tail -c +131073 ../shared/models/text/tinystories-valid.txt | head -c 400000 >"$TMP/calib.txt"
 LC=no
-"$PY" -c 'import llmcompressor' 2>/dev/null && LC=yes
+"$PY" -c 'import llmcompressor' >/dev/null 2>&1 && LC=yes
 now() { date +%s.%N; }
 median() { sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 timed() { # seconds of one run of the command, its output discarded

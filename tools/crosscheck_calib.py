@@ -166,6 +166,16 @@ def run(qk, w, tag, a, calib_bytes, sets, eval_ctx, eval_chunks):
     return k, secs
 
 
+def lc_main(argv):
+    """--lc SRC TOKENIZER TEXT CTX CHUNKS THREADS OUT: llm-compressor's GPTQ W4A16 alone on qk's
+    tokenization of TEXT (tools/bench-calib.sh times this)."""
+    src, tok, text, ctx, chunks, threads, out = argv
+    global GGUF
+    GGUF = tok
+    lc_make("gptq", out, calib_rows(os.environ.get("QK_BIN", "build/qk"), text, int(ctx), int(chunks)),
+            int(threads), src)
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--lc":
         return lc_main(sys.argv[2:])
