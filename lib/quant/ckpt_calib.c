@@ -273,11 +273,9 @@ int qk_ckpt_calibrate(const char *src_dir, const qk_calib_target *t, qk_ckpt_cal
         goto done;
     if ((rc = c->tokenizer ? qk_tokenizer_from(c->tokenizer, &tok, err) : qk_hf_tokenizer(src_dir, &tok, err)))
         goto done;
-    if ((rc = qk_calib_tokenize(tok, c->text, c->n_ctx, c->n_chunks, &s.ids, &c->chunks_used, err)))
+    if ((rc = qk_gptq_seq_tokens(&s, tok, c->text, c->n_chunks, err)))
         goto done;
-    s.chunks = c->chunks_used;
-    s.bos = qk_tok_bos(tok);
-    s.add_bos = qk_tok_add_bos(tok);
+    c->chunks_used = s.chunks;
     if (c->method == QK_CALIB_AWQ) {
         s.layer = awq_layer, s.on_input = awq_input;
         rc = qk_awq_init(&k.awq, t, s.m, (int64_t)s.chunks * s.n_ctx, c->o.nthreads, err);

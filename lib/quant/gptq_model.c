@@ -212,6 +212,14 @@ int qk_calib_tokenize(const qk_tokenizer *tok, const char *text_path, int n_ctx,
     return 0;
 }
 
+int qk_gptq_seq_tokens(qk_gptq_seq *s, const qk_tokenizer *tok, const char *text, int n_chunks, qk_err *err)
+{
+    int rc = qk_calib_tokenize(tok, text, s->n_ctx, n_chunks, &s->ids, &s->chunks, err);
+    s->bos = qk_tok_bos(tok);
+    s->add_bos = qk_tok_add_bos(tok);
+    return rc;
+}
+
 /* ---- GGUF types: the plan's items ----------------------------------------------------------- */
 
 typedef struct {
@@ -346,11 +354,9 @@ int qk_gptq_plan_run(qk_quant_plan *p, qk_gptq_calib *c, bool quiet, qk_err *err
         rc = err->code ? err->code : QK_EINPUT;
         goto done;
     }
-    if ((rc = qk_calib_tokenize(tok, c->text, c->n_ctx, c->n_chunks, &s.ids, &c->chunks_used, err)))
+    if ((rc = qk_gptq_seq_tokens(&s, tok, c->text, c->n_chunks, err)))
         goto done;
-    s.chunks = c->chunks_used;
-    s.bos = qk_tok_bos(tok);
-    s.add_bos = qk_tok_add_bos(tok);
+    c->chunks_used = s.chunks;
     /* the head: output.weight when the model has its own (a tied head is token_embd, encoded round-to-nearest) */
     qk_quant_item *out = item_of(p, &m.output);
     s.head = out && out->quantize && !strcmp(out->name, "output.weight");

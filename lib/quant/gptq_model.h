@@ -99,6 +99,9 @@ int qk_gptq_seq_factor(qk_gptq_seq *s, int slot, const qk_gptq_factor **f, qk_er
 int qk_calib_tokenize(const qk_tokenizer *tok, const char *text, int n_ctx, int n_chunks, int32_t **ids,
                       int *chunks, qk_err *err);
 
+/* s's tokens (ids, chunks, bos, add_bos; n_ctx set) from the text, as qk_calib_tokenize. */
+int qk_gptq_seq_tokens(qk_gptq_seq *s, const qk_tokenizer *tok, const char *text, int n_chunks, qk_err *err);
+
 /* Whether GPTQ can encode `type` (it has a grid). */
 bool qk_gptq_supports(int type);
 
