@@ -42,6 +42,7 @@ static const char usage_text[] =
     "       qk-quant --raw-decode TYPE --shape ROWSxCOLS [-t N] IN.bin OUT.f32\n"
     "       qk-quant --to SCHEME [--asym] [--group N] [--ignore REGEX] [--shard-size BYTES]\n"
     "                [--rotate hadamard] SRC OUT_DIR\n"
+    "       qk-quant --to ct-w4a16 --method gptq|awq --calib TEXT [--calib-chunks N] [-c N] SRC OUT_DIR\n"
     "\n"
     "Quantize a GGUF model the way llama-quantize (llama.cpp d32676d) does: the same presets,\n"
     "per-tensor type rules, options and metadata, and a byte-identical output file.  Without\n"
@@ -81,10 +82,14 @@ static const char usage_text[] =
     "  --global-scale S|auto      NVFP4 global scale (mxfp4/nvfp4 then mean the OCP/NVIDIA schemes)\n"
     "  --ct                       NVFP4 in compressed-tensors' convention (global scale 2688/amax)\n"
     "calibration (GPTQ, described in qk-quant(1)):\n"
-    "  --method M                 rtn (default: round to nearest) or gptq\n"
+    "  --method M                 rtn (default: round to nearest), gptq (GGUF types; --to ct-w4a16\n"
+    "                             as llm-compressor's GPTQModifier) or awq (--to ct-w4a16, as its\n"
+    "                             AWQModifier)\n"
     "  --calib TEXT               calibration text for --method gptq\n"
     "  --calib-chunks N           use the first N chunks (default: all the text has)\n"
-    "  --calib-ctx N              tokens per chunk (default 512)\n"
+    "  -c, --calib-ctx N          tokens per chunk (default 512)\n"
+    "  --tokenizer FILE           --to: the calibration text's tokenizer (GGUF, tokenizer.json or\n"
+    "                             HF directory; default SRC's tokenizer.json)\n"
     "  --damp X                   GPTQ dampening, a fraction of the mean Hessian diagonal (0.01)\n"
     "  --no-act-order             GPTQ columns in their order, not by decreasing input energy\n"
     "qk options:\n"
@@ -130,6 +135,7 @@ typedef struct model_args {
     int *prune;
     bool json, quiet, threads_set;
     bool gptq;                  /* --method gptq */
+    bool awq;                   /* --method awq (--to ct-w4a16 only) */
     qk_gptq_calib calib;
 } model_args;
 
@@ -392,6 +398,8 @@ static void on_progress(void *ctx, uint64_t n) { qk_progress_add(ctx, n); }
 /* --method gptq and its options against the rest of the command line. */
 static int check_calib(model_args *a, const qk_quant_preset *pr, qk_err *err)
 {
+    if (a->awq)
+        return qk_errf(err, QK_EINPUT, "--method awq applies to --to ct-w4a16 only (GGUF types: rtn or gptq)");
     if (!a->gptq)
         return a->calib.text ? qk_errf(err, QK_EINPUT, "--calib needs --method gptq") : 0;
     const int t = qk_ftype_default_type(pr->ftype);
@@ -570,7 +578,7 @@ int cmd_quant(int argc, char **argv)
         O_LIST = 256, O_ENC, O_DEC, O_SHAPE, O_IMATRIX, O_JSON, O_REQUANT, O_LEAVE_OUT, O_PURE,
         O_INCLUDE, O_EXCLUDE, O_OUT_TYPE, O_EMB_TYPE, O_TT, O_TT_FILE, O_PRUNE, O_KEEP_SPLIT,
         O_KVO, O_DRY, O_MEASURE, O_GRAN, O_GSCALE, O_CT, O_TO, O_ASYM, O_IGNORE, O_GROUP, O_SHARD, O_ROTATE,
-        O_METHOD, O_CALIB, O_CCHUNKS, O_CCTX, O_DAMP, O_NOACT
+        O_METHOD, O_CALIB, O_CCHUNKS, O_CCTX, O_DAMP, O_NOACT, O_TOKENIZER
     };
     static const struct option opts[] = {
         {"list-types", no_argument, 0, O_LIST}, {"raw-encode", required_argument, 0, O_ENC},
@@ -594,20 +602,21 @@ int cmd_quant(int argc, char **argv)
         {"method", required_argument, 0, O_METHOD}, {"calib", required_argument, 0, O_CALIB},
         {"calib-chunks", required_argument, 0, O_CCHUNKS}, {"calib-ctx", required_argument, 0, O_CCTX},
         {"damp", required_argument, 0, O_DAMP}, {"no-act-order", no_argument, 0, O_NOACT},
+        {"tokenizer", required_argument, 0, O_TOKENIZER},
         {"threads", required_argument, 0, 't'}, {"quiet", no_argument, 0, 'q'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     qk_raw_req a = {.threads = 1};
     model_args m = {.o = {.output_tensor_type = -1, .token_embedding_type = -1, .nthreads = qk_cpu_count()},
                     .calib = {.n_ctx = 512, .o = {.damp = 0.01, .act_order = true}}};
     bool list = false, have_shape = false;
-    const char *enc = NULL, *dec = NULL, *to = NULL;
+    const char *enc = NULL, *dec = NULL, *to = NULL, *tokenizer = NULL;
     qk_ckpt_opts co = {0};
     int64_t v;
     qk_err err = {0};
     int c, rc = 0;
     optind = 1;
     opterr = 0;
-    while (!rc && (c = getopt_long(argc, argv, "t:qh", opts, NULL)) != -1) {
+    while (!rc && (c = getopt_long(argc, argv, "c:t:qh", opts, NULL)) != -1) {
         switch (c) {
         case O_LIST: list = true; break;
         case O_ENC: enc = optarg; break;
@@ -671,16 +680,17 @@ int cmd_quant(int argc, char **argv)
                 co.shard_size = (uint64_t)v;
             break;
         case O_METHOD:
-            if (!strcmp(optarg, "gptq") || !strcmp(optarg, "rtn"))
-                m.gptq = !strcmp(optarg, "gptq");
+            if (!strcmp(optarg, "gptq") || !strcmp(optarg, "rtn") || !strcmp(optarg, "awq"))
+                m.gptq = !strcmp(optarg, "gptq"), m.awq = !strcmp(optarg, "awq");
             else
-                rc = qk_errf(&err, QK_EINPUT, "--method '%s': expected rtn or gptq", optarg);
+                rc = qk_errf(&err, QK_EINPUT, "--method '%s': expected rtn, gptq or awq", optarg);
             break;
         case O_CALIB: m.calib.text = optarg; break;
         case O_CCHUNKS:
             if (!(rc = qk_cli_int("--calib-chunks", optarg, 1, 1 << 24, &v, &err)))
                 m.calib.n_chunks = (int)v;
             break;
+        case 'c':
         case O_CCTX:
             if (!(rc = qk_cli_int("--calib-ctx", optarg, 1, 1 << 20, &v, &err)))
                 m.calib.n_ctx = (int)v;
@@ -691,6 +701,7 @@ int cmd_quant(int argc, char **argv)
                 rc = qk_errf(&err, QK_EINPUT, "--damp %s: expected a fraction in (0, 1]", optarg);
             break;
         case O_NOACT: m.calib.o.act_order = false; break;
+        case O_TOKENIZER: tokenizer = optarg; break;
         case 't':
             if (!(rc = qk_cli_threads(optarg, &a.threads, &err))) {
                 m.o.nthreads = a.threads;
@@ -723,6 +734,16 @@ int cmd_quant(int argc, char **argv)
             return 2;
         }
         co.quiet = m.quiet;
+        qk_ckpt_calib cal = {.method = m.gptq ? QK_CALIB_GPTQ : m.awq ? QK_CALIB_AWQ : QK_CALIB_RTN, .text = m.calib.text,
+                             .tokenizer = tokenizer, .n_ctx = m.calib.n_ctx, .n_chunks = m.calib.n_chunks,
+                             .o = m.calib.o, .quiet = m.quiet};
+        cal.o.nthreads = m.o.nthreads;
+        if ((m.gptq || m.awq) != (m.calib.text != NULL)) {
+            fprintf(stderr, "%s: %s\n", argv[0], m.calib.text ? "--calib needs --method gptq or awq"
+                    : m.gptq ? "--method gptq needs --calib TEXT" : "--method awq needs --calib TEXT");
+            return 2;
+        }
+        co.calib = m.gptq || m.awq ? &cal : NULL;
         rc = qk_ckpt_quantize(argv[optind], argv[optind + 1], to, &co, &err);
         return rc ? qk_err_report(argv[0], &err) : 0;
     }

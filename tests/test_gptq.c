@@ -13,6 +13,7 @@
 
 #include "kernels/cpu.h"
 #include "kernels/gram.h"
+#include "kernels/scaled.h"
 #include "kernels/types.h"
 #include "lib/quant/gptq.h"
 #include "tests/testutil.h"
@@ -182,4 +183,74 @@ Test(gptq, outer_product_sums_equal_at_every_level)
         }
         free(ref), free(got);
     }
+}
+
+/* The static integer grid (qk-quant --to ct-w4a16 --method gptq): with the int4 group-128 scales of
+ * the scheme's own round to nearest fixed beforehand, as llm-compressor's observer fixes them,
+ * GPTQ's levels stay on that grid (value (q - z) s with q in -8..7), its output error is well below
+ * round to nearest's on the same scales, and a diagonal Hessian (no correlation to exploit) gives
+ * round to nearest's levels exactly. */
+Test(gptq, static_int_grid, .timeout = 120)
+{
+    make_layer();
+    const qk_scheme *sch = qk_scheme_by_name("int4");
+    const qk_scheme_opts so = {.gran = QK_GRAN_GROUP, .group = 128};
+    qk_scheme_layout l;
+    qk_err err = {0};
+    cr_assert_eq(qk_scheme_layout_of(sch, R, C, &so, &l, &err), 0);
+    uint8_t *enc = malloc(l.total);
+    cr_assert_eq(qk_scheme_encode(sch, W, R, C, &so, enc, &err), 0);
+    static float sc[R * C / 128], rtn[R * C], dq[R * C];
+    memcpy(sc, enc + l.scales_off, sizeof sc);
+    cr_assert_eq(qk_scheme_decode(sch, enc, R, C, &so, rtn, &err), 0);
+    const qk_gptq_igrid g = {.group = 128, .lo = -8, .hi = 7, .scale = sc};
+    qk_hess h, d;
+    cr_assert_eq(qk_hess_init(&h, C, &err), 0);
+    cr_assert_eq(qk_hess_init(&d, C, &err), 0);
+    qk_hess_add(&h, X, N, 2);
+    for (int c = 0; c < C; c++)
+        d.s[c * C + c] = 1.0 + c % 5;
+    d.n = 1;
+    static int8_t q[R * C], q3[R * C];
+    for (int act = 0; act < 2; act++) {
+        const qk_gptq_opts o = {.damp = 0.01, .act_order = act, .nthreads = 2};
+        qk_gptq_factor f, fd;
+        cr_assert_eq(qk_gptq_factor_make(&f, &h, &o, &err), 0, "%s", err.msg);
+        double loss;
+        cr_assert_eq(qk_gptq_quantize_int(W, R, C, &g, &f, 2, q, dq, &loss, &err), 0, "%s", err.msg);
+        double e = 0, e_rtn = 0;
+        for (int r = 0; r < R; r++)
+            for (int c = 0; c < C; c++) {
+                const float s = sc[r * (C / 128) + c / 128];
+                cr_assert(q[r * C + c] >= -8 && q[r * C + c] <= 7);
+                cr_assert_eq(dq[r * C + c], (float)q[r * C + c] * s);
+            }
+        /* output errors through the sums S = sum x x^T (upper triangle) */
+        for (int pass = 0; pass < 2; pass++)
+            for (int r = 0; r < R; r++) {
+                double dd[C], t = 0;
+                for (int c = 0; c < C; c++)
+                    dd[c] = (double)W[r * C + c] - (pass ? rtn : dq)[r * C + c];
+                for (int i = 0; i < C; i++) {
+                    double s = 0;
+                    for (int j = i + 1; j < C; j++)
+                        s += dd[j] * h.s[i * C + j];
+                    t += dd[i] * (dd[i] * h.s[i * C + i] + 2 * s);
+                }
+                *(pass ? &e_rtn : &e) += t;
+            }
+        cr_log_info("int4 g128 static grid, act_order %d: output error %.4g, round to nearest %.4g (%.2f)", act, e,
+                    e_rtn, e / e_rtn);
+        cr_assert_lt(e, 0.8 * e_rtn);
+        cr_assert_eq(qk_gptq_quantize_int(W, R, C, &g, &f, 3, q3, NULL, NULL, &err), 0);
+        cr_assert(!memcmp(q, q3, sizeof q), "levels depend on the threads");
+        cr_assert_eq(qk_gptq_factor_make(&fd, &d, &o, &err), 0, "%s", err.msg);
+        cr_assert_eq(qk_gptq_quantize_int(W, R, C, &g, &fd, 2, q, dq, NULL, &err), 0);
+        cr_assert(!memcmp(dq, rtn, sizeof rtn), "a diagonal Hessian is not round to nearest");
+        qk_gptq_factor_free(&f);
+        qk_gptq_factor_free(&fd);
+    }
+    qk_hess_free(&h);
+    qk_hess_free(&d);
+    free(enc);
 }

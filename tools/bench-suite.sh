@@ -17,7 +17,8 @@
 # (only the side-by-side table: no roofline, kernels or qk-only model run),
 # BENCH_BUNDLED=0 (only BENCH_MODELS, not the bundled tiny models).
 # qk-imatrix's throughput (against LLAMA_IMATRIX=/path/to/llama-imatrix when
-# set) is tools/bench-imatrix.sh's.
+# set) is tools/bench-imatrix.sh's; GPTQ W4A16 against llm-compressor's oneshot
+# (PYTHON with llmcompressor) tools/bench-calib.sh's.
 set -eu
 QK=${1:-build/qk}
 OUT=${2:-build/bench.md}
@@ -181,6 +182,8 @@ fi
 
 printf '\n## Importance matrices\n\n' >>"$TMP/doc"
 sh tools/bench-imatrix.sh "$QK" >>"$TMP/doc"
+printf '\n## GPTQ for Hugging Face checkpoints\n\n' >>"$TMP/doc"
+sh tools/bench-calib.sh "$QK" >>"$TMP/doc"
 
 mkdir -p "$(dirname "$OUT")"
 mv "$TMP/doc" "$OUT.tmp.$$" && mv "$OUT.tmp.$$" "$OUT"

@@ -62,64 +62,14 @@
 #include "lib/core/pyjson.h"
 #include "lib/core/strbuf.h"
 #include "lib/quant/ckpt_pack.h"
+#include "lib/quant/ckpt_wctx.h"
 #include "lib/quant/rotate.h"
 
 const char *const qk_ckpt_schemes[] = {"ct-fp8", "ct-fp8-block", "ct-w8a8", "ct-w4a16", "ct-w4a8", "ct-nvfp4", "ct-mxfp4",
                                        "modelopt-nvfp4", "mlx-q2", "mlx-q3", "mlx-q4", "mlx-q5", "mlx-q6",
                                        "mlx-q8", "bf16", "f16", "f32", NULL};
 
-/* The compressed-tensors and ModelOpt releases whose output layout this follows. */
-#define CT_VERSION "0.12.2"
-#define MODELOPT_VERSION "0.29.0"
 #define DEFAULT_SHARD (5ull * 1000 * 1000 * 1000)
-
-typedef enum { K_CT_FP8, K_CT_FP8_BLOCK, K_CT_W8A8, K_CT_W4A16, K_CT_NVFP4, K_CT_MXFP4, K_MO_NVFP4, K_MLX,
-               K_DENSE } kind;
-
-typedef struct target {
-    kind k;
-    int bits;
-    int group;     /* group size, or block edge for ct-fp8-block */
-    bool asym;
-    bool a8;       /* K_CT_W4A16 as ct-w4a8: dynamic per-token int8 activations */
-    int dtype;     /* K_DENSE: QK_F32 / QK_F16 / QK_BF16 */
-} target;
-
-typedef struct opart {
-    char *name;
-    const char *dtype;
-    int nd;
-    int64_t shape[2];
-    uint64_t nbytes;
-} opart;
-
-typedef struct omod {
-    const qk_ck_tensor *src;
-    bool quant;
-    bool raw;      /* dense, written as stored */
-    bool synth;    /* --rotate's R4 matrix (not from the source) */
-    int np;
-    opart p[5];
-    int shard;
-    uint64_t bytes;
-} omod;
-
-typedef struct wctx {
-    const qk_ckpt_opts *o;
-    target tg;
-    qk_hfdir *hf;
-    qk_ckpt *ck;
-    int model_dtype;   /* QK_F32 / QK_F16 / QK_BF16 */
-    regex_t ignore_re;
-    bool has_ignore;
-    omod *m;
-    size_t nm;
-    qk_rot *rot;          /* --rotate */
-    qk_ck_tensor lm_t, r4_t; /* --rotate: the untied lm head (the embeddings' source), R4's matrix */
-    int nshards;
-    qk_outdir out;
-    qk_err *err;
-} wctx;
 
 static int oom(qk_err *err) { return qk_errf(err, QK_EIO, "out of memory"); }
 
@@ -189,7 +139,7 @@ static bool ends_with(const char *s, const char *suf)
 }
 
 /* The module of a 2-D linear weight "MODULE.weight" (into buf), or NULL. */
-static const char *linear_module(const qk_ck_tensor *t, char *buf, size_t cap)
+const char *qk_ckw_linear_module(const qk_ck_tensor *t, char *buf, size_t cap)
 {
     size_t n = strlen(t->name);
     if (t->n_dims != 2 || n <= 7 || strcmp(t->name + n - 7, ".weight") || n - 7 >= cap)
@@ -262,7 +212,7 @@ static int plan_module(wctx *w, omod *m, const qk_ck_tensor *t)
         snprintf(module, sizeof module, "%.*s", (int)(strlen(t->name) - 7), t->name);
         return add_part(m, module, "weight", "F64", 2, t->rows, t->cols) ? oom(w->err) : QK_OK;
     }
-    const char *mod = tg->k == K_DENSE ? NULL : linear_module(t, module, sizeof module);
+    const char *mod = tg->k == K_DENSE ? NULL : qk_ckw_linear_module(t, module, sizeof module);
     if (mod && (default_ignored(mod) || (w->has_ignore && regexec(&w->ignore_re, mod, 0, NULL, 0) == 0)))
         mod = NULL;
     if (mod && tg->k == K_MLX && t->cols % tg->group)
@@ -368,7 +318,8 @@ static int make_module(wctx *w, const omod *m, uint8_t **bufs, const uint8_t **d
     int rc = QK_OK;
     float *x = NULL;
     uint8_t *enc = NULL;
-    if (m->raw) {
+    const float *cf = qk_calib_floats(&w->cres, t->name); /* --method awq: smoothed */
+    if (m->raw && !cf) {
         data[0] = t->w->data;
         return QK_OK;
     }
@@ -381,9 +332,11 @@ static int make_module(wctx *w, const omod *m, uint8_t **bufs, const uint8_t **d
     }
     if (t->nelem > SIZE_MAX / sizeof(float) || !(x = malloc(t->nelem ? t->nelem * sizeof *x : 1)))
         return oom(w->err);
-    if ((rc = qk_ckpt_read(w->ck, t, x, w->err)) ||
-        (w->rot && (rc = qk_rot_tensor(w->rot, t->name, x, t->n_dims == 1 ? 1 : t->rows,
-                                       t->n_dims == 1 ? (int64_t)t->nelem : t->cols, w->err))))
+    if (cf)
+        memcpy(x, cf, t->nelem * sizeof *x);
+    else if ((rc = qk_ckpt_read(w->ck, t, x, w->err)) ||
+             (w->rot && (rc = qk_rot_tensor(w->rot, t->name, x, t->n_dims == 1 ? 1 : t->rows,
+                                            t->n_dims == 1 ? (int64_t)t->nelem : t->cols, w->err))))
         goto done;
     for (int i = 0; i < m->np; i++)
         if (!(bufs[i] = calloc(1, m->p[i].nbytes ? m->p[i].nbytes : 1))) {
@@ -424,6 +377,10 @@ static int make_module(wctx *w, const omod *m, uint8_t **bufs, const uint8_t **d
         }
         if ((rc = qk_scheme_encode(s, x, n, k, &so, enc, w->err)))
             goto done;
+        char module[1024];
+        const qk_calib_mod *cm = qk_calib_find(&w->cres, qk_ckw_linear_module(t, module, sizeof module));
+        if (cm)
+            qk_calib_put_codes(cm, s, &l, enc);
         if (w->tg.k == K_CT_W4A16 && w->tg.a8) {
             for (int64_t r = 0; r < n; r++) /* two's-complement nibbles to int8 */
                 for (int64_t j = 0; j < k; j++) {
@@ -461,236 +418,6 @@ static int make_module(wctx *w, const omod *m, uint8_t **bufs, const uint8_t **d
 done:
     free(x);
     free(enc);
-    return rc;
-}
-
-/* ---- config files ------------------------------------------------------------------- */
-
-static bool tied_without_lm_head(const wctx *w)
-{
-    bool tied = false;
-    qk_jsonv_bool(qk_jsonv_get(w->hf->config, "tie_word_embeddings"), &tied);
-    return tied && !qk_ckpt_find(w->ck, "lm_head.weight");
-}
-
-/* The linear modules left unquantized, in model order, as a JSON array. */
-static void ignore_list(const wctx *w, qk_sbuf *b, const char *sep)
-{
-    char module[1024];
-    int k = 0;
-    qk_sb_printf(b, "[");
-    for (size_t i = 0; i < w->nm; i++) {
-        const char *mod = w->m[i].quant || w->m[i].synth ? NULL : linear_module(w->m[i].src, module, sizeof module);
-        if (mod) {
-            qk_sb_printf(b, "%s", k++ ? sep : "");
-            qk_sb_jstr(b, mod);
-        }
-    }
-    if (tied_without_lm_head(w) && !(w->rot && qk_rot_unties(w->rot)))
-        qk_sb_printf(b, "%s\"lm_head\"", k ? sep : "");
-    qk_sb_printf(b, "]");
-}
-
-/* compressed-tensors QuantizationArgs.model_dump() (quant_args.py fields). */
-static void ct_args(qk_sbuf *b, int bits, const char *type, bool sym, int group, const char *strategy, int block,
-                    const char *dynamic, const char *observer)
-{
-    qk_sb_printf(b, "{\"actorder\": null, \"block_structure\": ");
-    if (block)
-        qk_sb_printf(b, "[%d, %d]", block, block);
-    else
-        qk_sb_printf(b, "null");
-    qk_sb_printf(b, ", \"dynamic\": %s, \"group_size\": ", dynamic);
-    if (group)
-        qk_sb_printf(b, "%d", group);
-    else
-        qk_sb_printf(b, "null");
-    qk_sb_printf(b, ", \"num_bits\": %d, \"observer\": %s%s%s, \"observer_kwargs\": {}, \"strategy\": \"%s\", "
-                 "\"symmetric\": %s, \"type\": \"%s\"}",
-              bits, observer ? "\"" : "", observer ? observer : "null", observer ? "\"" : "", strategy,
-              sym ? "true" : "false", type);
-}
-
-static void transform_config(const wctx *w, qk_sbuf *b)
-{
-    if (w->rot)
-        qk_rot_config(w->rot, b);
-    else
-        qk_sb_printf(b, "{}");
-}
-
-/* The members to add to config.json (an object, as text). */
-static void gen_config(const wctx *w, qk_sbuf *b)
-{
-    const target *t = &w->tg;
-    static const char *const fmt[] = {"float-quantized", "float-quantized", "int-quantized", "pack-quantized",
-                                      "nvfp4-pack-quantized", "mxfp4-pack-quantized"};
-    qk_sb_printf(b, "{");
-    if (t->k <= K_CT_MXFP4) {
-        qk_sb_printf(b, "\"quantization_config\": {\"config_groups\": {\"group_0\": {\"format\": \"%s\", "
-                     "\"input_activations\": ", t->a8 ? "int-quantized" : fmt[t->k]);
-        switch (t->k) {
-        case K_CT_FP8: ct_args(b, 8, "float", true, 0, "token", 0, "true", NULL); break;
-        case K_CT_FP8_BLOCK: ct_args(b, 8, "float", true, t->group, "group", 0, "true", NULL); break;
-        case K_CT_W8A8: ct_args(b, 8, "int", true, 0, "token", 0, "true", NULL); break;
-        case K_CT_W4A16:
-            if (t->a8) {
-                ct_args(b, 8, "int", true, 0, "token", 0, "true", NULL);
-                break;
-            }
-            /* fall through */
-        default: qk_sb_printf(b, "null");
-        }
-        qk_sb_printf(b, ", \"output_activations\": null, \"targets\": [\"Linear\"], \"weights\": ");
-        switch (t->k) {
-        case K_CT_FP8: ct_args(b, 8, "float", true, 0, "channel", 0, "false", "minmax"); break;
-        case K_CT_FP8_BLOCK: ct_args(b, 8, "float", true, 0, "block", t->group, "false", "minmax"); break;
-        case K_CT_W8A8: ct_args(b, 8, "int", true, 0, "channel", 0, "false", "minmax"); break;
-        case K_CT_W4A16: ct_args(b, 4, "int", !t->asym, t->group, "group", 0, "false", "minmax"); break;
-        case K_CT_NVFP4: ct_args(b, 4, "float", true, 16, "tensor_group", 0, "false", "minmax"); break;
-        default: ct_args(b, 4, "float", true, 32, "group", 0, "false", "minmax"); break;
-        }
-        qk_sb_printf(b, "}}, \"format\": \"%s\", \"global_compression_ratio\": null, \"ignore\": ",
-                     t->a8 ? "int-quantized" : fmt[t->k]);
-        ignore_list(w, b, ", ");
-        qk_sb_printf(b, ", \"kv_cache_scheme\": null, \"quant_method\": \"compressed-tensors\", "
-                     "\"quantization_status\": \"compressed\", \"sparsity_config\": {}, \"transform_config\": ");
-        transform_config(w, b);
-        qk_sb_printf(b, ", \"version\": \"" CT_VERSION "\"}");
-    } else if (t->k == K_MO_NVFP4) {
-        /* modelopt/torch/export/convert_hf_config.py convert_hf_quant_config_format */
-        qk_sb_printf(b, "\"quantization_config\": {\"config_groups\": {\"group_0\": {\"input_activations\": "
-                     "{\"dynamic\": false, \"num_bits\": 4, \"type\": \"float\", \"group_size\": 16}, "
-                     "\"weights\": {\"dynamic\": false, \"num_bits\": 4, \"type\": \"float\", \"group_size\": 16}, "
-                     "\"targets\": [\"Linear\"]}}, \"ignore\": ");
-        ignore_list(w, b, ", ");
-        qk_sb_printf(b, ", \"quant_algo\": \"NVFP4\", \"producer\": {\"name\": \"modelopt\", \"version\": \""
-                     MODELOPT_VERSION "\"}, \"quant_method\": \"modelopt\"}");
-    } else if (t->k == K_MLX) {
-        for (int i = 0; i < 2; i++)
-            qk_sb_printf(b, "%s\"%s\": {\"group_size\": %d, \"bits\": %d, \"mode\": \"affine\"}", i ? ", " : "",
-                      i ? "quantization_config" : "quantization", t->group, t->bits);
-    } else {
-        qk_sb_printf(b, "\"torch_dtype\": \"%s\"",
-                  t->dtype == QK_BF16 ? "bfloat16" : t->dtype == QK_F16 ? "float16" : "float32");
-        if (w->rot) { /* llm-compressor's rotation alone: a quantization_config holding the transforms */
-            qk_sb_printf(b, ", \"quantization_config\": {\"quant_method\": \"compressed-tensors\", "
-                         "\"sparsity_config\": {}, \"transform_config\": ");
-            transform_config(w, b);
-            qk_sb_printf(b, ", \"version\": \"" CT_VERSION "\"}");
-        }
-    }
-    if (w->rot && qk_rot_unties(w->rot))
-        qk_sb_printf(b, ", \"tie_word_embeddings\": false");
-    qk_sb_printf(b, "}");
-}
-
-static int parse_text(const char *buf, size_t n, const char *what, qk_jsonv **out, qk_err *err)
-{
-    qk_jsonp_err je;
-    if (qk_jsonp_parse(buf, n, 0, out, &je))
-        return qk_err_at(err, what, "json", je.off, "%s", je.msg);
-    return QK_OK;
-}
-
-/* Write members m[0..n) as a JSON object to dir/name. */
-static int write_json(const wctx *w, const char *name, qk_pyj_member *m, size_t n, int indent, int sort, bool newline)
-{
-    char *path = qk_outdir_path(&w->out, name);
-    if (!path)
-        return oom(w->err);
-    qk_out o;
-    int rc = qk_out_open(&o, path, w->err);
-    free(path);
-    if (rc)
-        return rc;
-    qk_pyjson_object(o.f, m, n, indent, sort);
-    if (newline)
-        fputc('\n', o.f);
-    if ((rc = qk_out_commit(&o, w->err)))
-        qk_out_abort(&o);
-    return rc;
-}
-
-static int write_config(wctx *w)
-{
-    char *src_txt = NULL, *path = qk_path_join(w->hf->dir, "config.json");
-    size_t src_n = 0;
-    qk_sbuf g = {0};
-    qk_jsonv *src = NULL, *gen = NULL;
-    qk_pyj_member *m = NULL;
-    int rc = path ? qk_read_file(path, true, &src_txt, &src_n, w->err) : oom(w->err);
-    if (rc)
-        goto done;
-    if (!src_txt) {
-        if (!(src_txt = strdup("{}")))
-            goto nomem;
-        src_n = 2;
-    }
-    gen_config(w, &g);
-    if (g.bad)
-        goto nomem;
-    if ((rc = parse_text(src_txt, src_n, path, &src, w->err)) || (rc = parse_text(g.s, g.n, "(generated)", &gen, w->err)))
-        goto done;
-    if (src->type != QK_JOBJ) {
-        rc = qk_err_at(w->err, path, "config", 0, "is not a JSON object");
-        goto done;
-    }
-    size_t n = 0;
-    if (!(m = malloc((src->obj.n + gen->obj.n + 1) * sizeof *m)))
-        goto nomem;
-    static const char *const drop[] = {"quantization_config", "quantization", "compression_config"};
-    for (size_t i = 0; i < src->obj.n; i++) {
-        const qk_jsonm *s = &src->obj.m[i];
-        bool skip = false;
-        for (size_t d = 0; d < 3; d++)
-            skip |= strcmp(s->key, drop[d]) == 0;
-        if (skip)
-            continue;
-        m[n++] = (qk_pyj_member){s->key, s->key_len, {s->val, src_txt}};
-        for (size_t j = 0; j < gen->obj.n; j++) /* replaced in place, as dict assignment does */
-            if (strcmp(gen->obj.m[j].key, s->key) == 0)
-                m[n - 1].v = (qk_pyj_src){gen->obj.m[j].val, g.s};
-    }
-    for (size_t j = 0; j < gen->obj.n; j++) {
-        bool have = false;
-        for (size_t i = 0; i < n; i++)
-            have |= strcmp(m[i].key, gen->obj.m[j].key) == 0;
-        if (!have)
-            m[n++] = (qk_pyj_member){gen->obj.m[j].key, gen->obj.m[j].key_len, {gen->obj.m[j].val, g.s}};
-    }
-    kind k = w->tg.k;
-    rc = write_json(w, "config.json", m, n, k == K_MO_NVFP4 || k == K_MLX ? 4 : 2,
-                    k == K_MO_NVFP4 ? 0 : k == K_MLX ? 1 : 2, k == K_DENSE);
-    if (!rc && k == K_MO_NVFP4) { /* hf_quant_config.json, json.dump(indent=4) */
-        qk_sbuf h = {0};
-        qk_jsonv *hv = NULL;
-        qk_sb_printf(&h, "{\"producer\": {\"name\": \"modelopt\", \"version\": \"" MODELOPT_VERSION "\"}, "
-                      "\"quantization\": {\"quant_algo\": \"NVFP4\", \"kv_cache_quant_algo\": null, "
-                      "\"group_size\": 16, \"exclude_modules\": ");
-        ignore_list(w, &h, ", ");
-        qk_sb_printf(&h, "}}");
-        if (h.bad)
-            rc = oom(w->err);
-        else if (!(rc = parse_text(h.s, h.n, "(generated)", &hv, w->err))) {
-            qk_pyj_member hm[2];
-            for (int i = 0; i < 2; i++)
-                hm[i] = (qk_pyj_member){hv->obj.m[i].key, hv->obj.m[i].key_len, {hv->obj.m[i].val, h.s}};
-            rc = write_json(w, "hf_quant_config.json", hm, 2, 4, 0, false);
-        }
-        qk_jsonv_free(hv);
-        free(h.s);
-    }
-    goto done;
-nomem:
-    rc = oom(w->err);
-done:
-    free(m);
-    qk_jsonv_free(src);
-    qk_jsonv_free(gen);
-    free(g.s);
-    free(src_txt);
-    free(path);
     return rc;
 }
 
@@ -766,12 +493,12 @@ static int write_index(wctx *w)
             qk_sb_printf(&b, ": \"%s\"", name);
         }
     qk_sb_printf(&b, "}}");
-    int rc = b.bad ? oom(w->err) : parse_text(b.s, b.n, "(index)", &v, w->err);
+    int rc = b.bad ? oom(w->err) : qk_ckw_parse_text(b.s, b.n, "(index)", &v, w->err);
     if (!rc) {
         qk_pyj_member m[2];
         for (int i = 0; i < 2; i++)
             m[i] = (qk_pyj_member){v->obj.m[i].key, v->obj.m[i].key_len, {v->obj.m[i].val, b.s}};
-        rc = write_json(w, "model.safetensors.index.json", m, 2, 2, 2, true);
+        rc = qk_ckw_write_json(w, "model.safetensors.index.json", m, 2, 2, 2, true);
     }
     qk_jsonv_free(v);
     free(b.s);
@@ -819,6 +546,35 @@ static int rotation(wctx *w)
     return rc;
 }
 
+/* --method gptq: the levels of every quantized module (ckpt_calib.c). */
+static int calibrate(wctx *w, const char *src_dir)
+{
+    qk_ckpt_calib *c = w->o->calib;
+    if (!c || c->method == QK_CALIB_RTN)
+        return QK_OK;
+    const char *scheme = w->tg.k == K_CT_W4A16 ? "ct-w4a16" : "";
+    if (!qk_calib_supports(c->method, scheme))
+        return qk_errf(w->err, QK_EINPUT, "--method %s applies to --to ct-w4a16 only",
+                       c->method == QK_CALIB_AWQ ? "awq" : "gptq");
+    if (w->rot) /* the calibration runs the source model, not the rotated one */
+        return qk_errf(w->err, QK_EINPUT, "--method %s with --rotate: not supported yet (use one or the other)",
+                       c->method == QK_CALIB_AWQ ? "awq" : "gptq");
+    const char **mods = calloc(w->nm ? w->nm : 1, sizeof *mods);
+    char (*names)[1024] = malloc((w->nm ? w->nm : 1) * sizeof *names);
+    qk_calib_target t = {.scheme = scheme, .modules = mods};
+    int rc = mods && names ? QK_OK : oom(w->err);
+    for (size_t i = 0; !rc && i < w->nm; i++)
+        if (w->m[i].quant)
+            mods[t.n_modules++] = qk_ckw_linear_module(w->m[i].src, names[i], sizeof names[i]);
+    if (!rc) {
+        scheme_of(w, &t.s, &t.so);
+        rc = qk_ckpt_calibrate(src_dir, &t, c, &w->cres, w->err);
+    }
+    free(mods);
+    free(names);
+    return rc;
+}
+
 int qk_ckpt_quantize(const char *src_dir, const char *out_dir, const char *scheme, const qk_ckpt_opts *o,
                      qk_err *err)
 {
@@ -853,6 +609,8 @@ int qk_ckpt_quantize(const char *src_dir, const char *out_dir, const char *schem
         rc = plan_module(&w, &w.m[w.nm++], &w.r4_t);
     if (rc)
         goto done;
+    if ((rc = calibrate(&w, src_dir)))
+        goto done;
     uint64_t max = w.o->shard_size ? w.o->shard_size : DEFAULT_SHARD, cur = 0;
     w.nshards = 1;
     for (size_t i = 0; i < w.nm; i++) {
@@ -871,7 +629,7 @@ int qk_ckpt_quantize(const char *src_dir, const char *out_dir, const char *schem
     if (!rc && w.nshards > 1)
         rc = write_index(&w);
     if (!rc)
-        rc = write_config(&w);
+        rc = qk_ckw_write_config(&w);
     for (int i = 0; !rc && copied[i]; i++) {
         char *src = qk_path_join(w.hf->dir, copied[i]), *dst = qk_outdir_path(&w.out, copied[i]);
         rc = src && dst ? qk_copy_file_if_exists(src, dst, err) : oom(err);
@@ -889,6 +647,7 @@ done:
             free(w.m[i].p[j].name);
     qk_rot_free(w.rot);
     free(w.m);
+    qk_calib_res_free(&w.cres);
     if (w.has_ignore)
         regfree(&w.ignore_re);
     qk_ckpt_close(w.ck);

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "lib/core/err.h"
+#include "lib/quant/ckpt_calib.h"
 
 typedef struct qk_ckpt_opts {
     bool asym;               /* ct-w4a16: asymmetric (zero points) */
@@ -16,6 +17,7 @@ typedef struct qk_ckpt_opts {
     uint64_t shard_size;     /* bytes per shard (0: 5 GB, as transformers' max_shard_size) */
     bool quiet;              /* no progress bar */
     bool rotate;             /* --rotate hadamard: SpinQuant R1, R2, R4 (lib/quant/rotate.h) */
+    qk_ckpt_calib *calib;    /* --method and calibration (lib/quant/ckpt_calib.h), or NULL: round to nearest */
 } qk_ckpt_opts;
 
 /* Names accepted by qk_ckpt_quantize, for --help and completions. */

@@ -146,6 +146,9 @@ typedef struct {
     size_t rs;
     double *loss;       /* per tile */
     atomic_int oom;
+    const qk_gptq_igrid *ig; /* a static integer grid instead of the type's blocks (g, tt unused) */
+    int8_t *q;          /* ig: the levels, rows x cols */
+    float *deq;         /* ig: their values, rows x cols (may be NULL) */
 } gq_job;
 
 /* per-tile scratch */
@@ -212,11 +215,23 @@ static void encode_block(const gq_job *j, gq_tile *t, int64_t blk, int64_t r0, i
     }
 }
 
+/* compressed-tensors' fake_quantize with fixed parameters: clamp(round(w / s + z)), (q - z) * s */
+static int8_t ig_nearest(const qk_gptq_igrid *g, int64_t row, int64_t c, int64_t cols, float w, float *v)
+{
+    const size_t k = (size_t)row * (size_t)(cols / g->group) + (size_t)(c / g->group);
+    const float s = g->scale[k], z = g->zero ? g->zero[k] : 0.0f;
+    float x = w / s + z;
+    x = x < g->lo ? g->lo : x > g->hi ? g->hi : x;
+    const int8_t q = (int8_t)rintf(x);
+    *v = ((float)q - z) * s; /* from the level, as the checkpoint decodes it (no -0) */
+    return q;
+}
+
 static void run_tile(const gq_job *j, gq_tile *t, int64_t r0, int nr, double *loss)
 {
     const int64_t C = j->cols;
-    const int B = j->g->block;
-    memset(t->enc, 0, (size_t)(C / B));
+    const int B = j->ig ? j->ig->group : j->g->block;
+    memset(t->enc, j->ig ? 1 : 0, (size_t)(C / B));
     for (int64_t k = 0; k < C; k++)
         for (int r = 0; r < ROW_TILE; r++)
             t->wt[k * ROW_TILE + r] = r < nr && !j->dead[j->perm[k]] ? j->w[(r0 + r) * C + j->perm[k]] : 0.0f;
@@ -237,8 +252,15 @@ static void run_tile(const gq_job *j, gq_tile *t, int64_t r0, int nr, double *lo
         float *wk = t->wt + k * ROW_TILE, *ek = t->e + (k - k1) * ROW_TILE;
         for (int r = 0; r < nr; r++) {
             float q;
-            const int l = qk_grid_nearest(j->g, t->a[c * ROW_TILE + r], t->b[c * ROW_TILE + r], wk[r], &q);
-            t->lv[(size_t)r * C + c] = (uint8_t)l;
+            if (j->ig) {
+                const int8_t l = ig_nearest(j->ig, r0 + r, c, C, wk[r], &q);
+                j->q[(size_t)(r0 + r) * (size_t)C + (size_t)c] = l;
+                if (j->deq)
+                    j->deq[(size_t)(r0 + r) * (size_t)C + (size_t)c] = q;
+            } else {
+                const int l = qk_grid_nearest(j->g, t->a[c * ROW_TILE + r], t->b[c * ROW_TILE + r], wk[r], &q);
+                t->lv[(size_t)r * C + c] = (uint8_t)l;
+            }
             const float err = (wk[r] - q) / d;
             ek[r] = err;
             *loss += (double)err * err / 2;
@@ -255,7 +277,7 @@ static void run_tile(const gq_job *j, gq_tile *t, int64_t r0, int nr, double *lo
             k2 = k1 + QK_GPTQ_BATCH < C ? k1 + QK_GPTQ_BATCH : C;
         }
     }
-    for (int r = 0; r < nr; r++)
+    for (int r = 0; r < nr && !j->ig; r++)
         for (int64_t blk = 0; blk < C / B; blk++)
             j->g->set(j->out + (size_t)(r0 + r) * j->rs + (size_t)blk * j->tt->type_size,
                       t->lv + (size_t)r * C + blk * B);
@@ -357,6 +379,28 @@ done:
     return rc;
 }
 
+/* Run the row tiles of j; *loss (may be NULL) gets the sum of their losses. */
+static int run_job(gq_job *j, int nthreads, double *loss, qk_err *err)
+{
+    const size_t nt = ((size_t)j->rows + ROW_TILE - 1) / ROW_TILE;
+    double *tl = calloc(nt ? nt : 1, sizeof *tl);
+    if (!tl)
+        return qk_errf(err, QK_EIO, "GPTQ: out of memory (%lld rows)", (long long)j->rows);
+    j->loss = tl;
+    atomic_init(&j->oom, 0);
+    qk_parallel_for(nthreads, nt, 1, tiles, j);
+    int rc = 0;
+    if (atomic_load(&j->oom))
+        rc = qk_errf(err, QK_EIO, "GPTQ: out of memory (row tiles)");
+    if (!rc && loss) {
+        *loss = 0;
+        for (size_t i = 0; i < nt; i++)
+            *loss += tl[i];
+    }
+    free(tl);
+    return rc;
+}
+
 int qk_gptq_quantize(const float *w, int64_t rows, int64_t cols, int type, const qk_gptq_factor *f,
                      int nthreads, uint8_t *out, double *loss, qk_err *err)
 {
@@ -367,13 +411,10 @@ int qk_gptq_quantize(const float *w, int64_t rows, int64_t cols, int type, const
     if (cols != f->cols || cols % g->block || (g->row_context && tt->type_size > 64))
         return qk_errf(err, QK_EINPUT, "GPTQ: %lld columns, a Hessian of %lld, blocks of %d", (long long)cols,
                        (long long)f->cols, g->block);
-    const size_t C = (size_t)cols, nt = ((size_t)rows + ROW_TILE - 1) / ROW_TILE, nb = C / (size_t)g->block;
+    const size_t C = (size_t)cols, nb = C / (size_t)g->block;
     int *maxpos = malloc(nb * sizeof *maxpos);
-    double *tl = calloc(nt ? nt : 1, sizeof *tl);
-    if (!maxpos || !tl) {
-        free(maxpos), free(tl);
+    if (!maxpos)
         return qk_errf(err, QK_EIO, "GPTQ: out of memory (%lld columns)", (long long)cols);
-    }
     for (size_t b = 0; b < nb; b++) {
         maxpos[b] = 0;
         for (int i = 0; i < g->block; i++)
@@ -381,18 +422,19 @@ int qk_gptq_quantize(const float *w, int64_t rows, int64_t cols, int type, const
                 maxpos[b] = f->pos[b * (size_t)g->block + (size_t)i];
     }
     gq_job j = {.w = w, .rows = rows, .cols = cols, .tt = tt, .g = g, .u = f->u, .imp = f->imp, .perm = f->perm,
-                .pos = f->pos, .maxpos = maxpos, .dead = f->dead, .out = out, .rs = qk_row_size(type, cols),
-                .loss = tl};
-    atomic_init(&j.oom, 0);
-    qk_parallel_for(nthreads, nt, 1, tiles, &j);
-    int rc = 0;
-    if (atomic_load(&j.oom))
-        rc = qk_errf(err, QK_EIO, "GPTQ: out of memory (row tiles)");
-    if (!rc && loss) {
-        *loss = 0;
-        for (size_t i = 0; i < nt; i++)
-            *loss += tl[i];
-    }
-    free(maxpos), free(tl);
+                .pos = f->pos, .maxpos = maxpos, .dead = f->dead, .out = out, .rs = qk_row_size(type, cols)};
+    int rc = run_job(&j, nthreads, loss, err);
+    free(maxpos);
     return rc;
+}
+
+int qk_gptq_quantize_int(const float *w, int64_t rows, int64_t cols, const qk_gptq_igrid *g,
+                         const qk_gptq_factor *f, int nthreads, int8_t *q, float *deq, double *loss, qk_err *err)
+{
+    if (cols != f->cols || g->group <= 0 || cols % g->group)
+        return qk_errf(err, QK_EINPUT, "GPTQ: %lld columns, a Hessian of %lld, groups of %d", (long long)cols,
+                       (long long)f->cols, g->group);
+    gq_job j = {.w = w, .rows = rows, .cols = cols, .u = f->u, .imp = f->imp, .perm = f->perm, .pos = f->pos,
+                .dead = f->dead, .ig = g, .q = q, .deq = deq};
+    return run_job(&j, nthreads, loss, err);
 }

@@ -81,4 +81,23 @@ void qk_gptq_factor_free(qk_gptq_factor *f);
 int qk_gptq_quantize(const float *w, int64_t rows, int64_t cols, int type, const qk_gptq_factor *f,
                      int nthreads, uint8_t *out, double *loss, qk_err *err);
 
+/* A static integer grid (compressed-tensors' integer quantization, its
+ * parameters fixed before GPTQ runs, as llm-compressor's GPTQModifier takes
+ * them from the weight observer): element (r, c) becomes the level
+ * q = round_half_even(clamp(w / s + z, lo, hi)), the value (q - z) * s, with
+ * s and z those of row r's group c / group (compressed-tensors'
+ * fake_quantize).  The columns are taken in f's order, the scales staying
+ * with their original columns (llm-compressor's actorder "weight", alias
+ * "static"). */
+typedef struct qk_gptq_igrid {
+    int group;
+    float lo, hi;                 /* level range: -8, 7 for int4 */
+    const float *scale, *zero;    /* rows x (cols / group); zero NULL: symmetric */
+} qk_gptq_igrid;
+
+/* GPTQ of W onto such a grid: q gets rows x cols levels, deq (may be NULL)
+ * their values.  Errors as qk_gptq_quantize's. */
+int qk_gptq_quantize_int(const float *w, int64_t rows, int64_t cols, const qk_gptq_igrid *g,
+                         const qk_gptq_factor *f, int nthreads, int8_t *q, float *deq, double *loss, qk_err *err);
+
 #endif

@@ -25,6 +25,9 @@
 #include <stdint.h>
 
 #include "lib/core/err.h"
+#include "lib/engine/forward.h"
+#include "lib/engine/model.h"
+#include "lib/engine/tokenizer.h"
 #include "lib/quant/gptq.h"
 #include "lib/quant/quant_model.h"
 
@@ -39,6 +42,65 @@ typedef struct qk_gptq_calib {
     int n_gptq;            /* tensors GPTQ encoded */
     double loss;           /* sum of GPTQ's proxy losses */
 } qk_gptq_calib;
+
+/* The sequential pipeline on its own, for any encoder of the layers' weights
+ * (qk-quant --method gptq into GGUF types, lib/quant/ckpt_calib.c for
+ * Hugging Face schemes).  The caller fills the inputs; qk_gptq_seq_run
+ * embeds every chunk, then per layer sums the Hessians of its four inputs
+ * (h[QK_GS_QKV] ... h[QK_GS_DOWN]) while the layer runs, calls layer(), which
+ * points the layer's weights (in s->layers[l], the copy the passes run) at
+ * their encoded bytes, and runs the layer again on them for the next one;
+ * with head set, the output head's input (h[QK_GS_OUT]) last, l = n_layer. */
+enum { QK_GS_QKV, QK_GS_O, QK_GS_GU, QK_GS_DOWN, QK_GS_OUT, QK_GS_N };
+
+typedef struct qk_gptq_seq qk_gptq_seq;
+struct qk_gptq_seq {
+    /* in */
+    const qk_model *m;         /* the model as loaded */
+    int32_t *ids;              /* tokenized text; each chunk's first token is replaced by bos while embedded */
+    int32_t bos;
+    bool add_bos;
+    int n_ctx, chunks;         /* chunks x n_ctx tokens of ids */
+    qk_gptq_opts o;
+    bool head;
+    bool kv_f32;               /* an F32 KV cache (default F16, as llama-imatrix's) */
+    bool quiet;
+    /* called before the stream starts (may be NULL): e.g. encode the embeddings in s->mq */
+    int (*embed)(void *user, qk_gptq_seq *s, qk_err *err);
+    int (*layer)(void *user, qk_gptq_seq *s, int l, qk_err *err);
+    /* optional: instead of the Hessians, each slot's input rows as they come (chunk after chunk,
+     * in token order), during the calibration pass and qk_gptq_seq_pass */
+    int (*on_input)(void *user, qk_gptq_seq *s, int slot, const float *x, int n_tok, int64_t cols, qk_err *err);
+    void *user;
+    /* for the callbacks */
+    qk_model mq;               /* the model the passes run */
+    qk_layer *layers;          /* mq's layers */
+    qk_hess h[QK_GS_N];
+    void *packed[8];           /* repacked copies of the layer's weights (qk_weight_pack's mem), freed after it runs */
+    /* private */
+    qk_gptq_factor f_[QK_GS_N];
+    const qk_weight *slot_w_[QK_GS_N];
+    bool collecting_;
+    float *x_, *scratch_;
+    qk_ctx *ctx_;
+};
+
+int qk_gptq_seq_run(qk_gptq_seq *s, qk_err *err);
+/* Inside layer(): run layer l again on (a copy of) every chunk's input,
+ * on_input seeing its products' inputs. */
+int qk_gptq_seq_pass(qk_gptq_seq *s, int l, qk_err *err);
+/* The factor of slot's Hessian, made on first use (GPTQ's errors). */
+int qk_gptq_seq_factor(qk_gptq_seq *s, int slot, const qk_gptq_factor **f, qk_err *err);
+
+/* The calibration tokens: llama-imatrix's tokenization of the file text
+ * (BOS first, one trailing newline dropped), and how many chunks of n_ctx
+ * to use (n_chunks, 0: every whole one).  Errors: a text shorter than the
+ * chunks asked for (code 2), the file's. */
+int qk_calib_tokenize(const qk_tokenizer *tok, const char *text, int n_ctx, int n_chunks, int32_t **ids,
+                      int *chunks, qk_err *err);
+
+/* s's tokens (ids, chunks, bos, add_bos; n_ctx set) from the text, as qk_calib_tokenize. */
+int qk_gptq_seq_tokens(qk_gptq_seq *s, const qk_tokenizer *tok, const char *text, int n_chunks, qk_err *err);
 
 /* Whether GPTQ can encode `type` (it has a grid). */
 bool qk_gptq_supports(int type);

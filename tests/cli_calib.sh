@@ -1,0 +1,63 @@
+# qk-quant --to ct-w4a16 --method gptq (sourced by tests/cli.sh: uses its expect/ok/bad helpers).
+# The acceptance against llm-compressor's oneshot is tools/crosscheck_calib.py (make crosscheck,
+# Python); here its small calibration set, gated by the numbers it wrote to goldens/calib/.
+CH=goldens/models/stories4M/hf-f32
+CG=goldens/models/stories4M/stories4M-f32.gguf
+CE=goldens/stories260K-eval/eval-64k.txt
+CC=goldens/calib/calib-6k.txt
+# GPTQ W4A16 of stories4M on 8 x 128 calibration tokens (disjoint from the evaluation text), Mean KLD
+# against the F32 base on 8 x 128 evaluation tokens.  The bound: llm-compressor's GPTQModifier on
+# the same tokens, evaluated the same way (goldens/calib/w4a16-lc.txt), times 1.05 (issue 19's
+# criterion; qk measured 1.0x there when the file was written); and at least 15 % below RTN W4A16.
+expect 0 "$QK" quant -q --to ct-w4a16 --method gptq --calib "$CC" -c 128 --calib-chunks 8 --tokenizer "$CG" -t 2 \
+    "$CH" "$T/cg"
+expect 0 "$QK" quant -q --to ct-w4a16 -t 2 "$CH" "$T/cr"
+ckld() { "$QK" kld -m "$1" --base "$CH" --tokenizer "$CG" -f "$CE" -c 128 --chunks 8 -t 2 2>/dev/null |
+    awk '/^Mean +KLD:/ {print $3}'; }
+kg=$(ckld "$T/cg") kr=$(ckld "$T/cr") lc=$(awk '$1 == "lc_gptq" {print $2}' goldens/calib/w4a16-lc.txt)
+awk -v g="$kg" -v l="$lc" 'BEGIN {exit !(g > 0 && g <= 1.05 * l)}' && ok ||
+    bad "ct-w4a16 gptq: Mean KLD $kg, llm-compressor's $lc (bound 1.05x)"
+awk -v g="$kg" -v r="$kr" 'BEGIN {exit !(g > 0 && g <= 0.85 * r)}' && ok ||
+    bad "ct-w4a16 gptq: Mean KLD $kg, not 15 % below RTN's $kr"
+grep -q '"actorder": "static"' "$T/cg/config.json" && ok || bad "ct-w4a16 gptq: config.json actorder"
+grep -q '"actorder": null' "$T/cr/config.json" && ok || bad "ct-w4a16 rtn: config.json actorder"
+# AWQ W4A16 (its grid search reruns each layer 40 times: 2 x 64 calibration tokens here), bounded
+# the same way by llm-compressor's AWQModifier + QuantizationModifier on those tokens; its scales are
+# folded into the norms (input_layernorm differs from round to nearest's) and qk-run runs it
+expect 0 "$QK" quant -q --to ct-w4a16 --method awq --calib "$CC" -c 64 --calib-chunks 2 --tokenizer "$CG" -t 2 \
+    "$CH" "$T/ca"
+ka=$(ckld "$T/ca") la=$(awk '$1 == "lc_awq" {print $2}' goldens/calib/w4a16-lc.txt)
+awk -v g="$ka" -v l="$la" 'BEGIN {exit !(g > 0 && g <= 1.05 * l)}' && ok ||
+    bad "ct-w4a16 awq: Mean KLD $ka, llm-compressor's $la (bound 1.05x)"
+cmp -s "$T/ca/model.safetensors" "$T/cr/model.safetensors" && bad "ct-w4a16 awq: the bytes of RTN" || ok
+grep -q '"actorder": null' "$T/ca/config.json" && ok || bad "ct-w4a16 awq: config.json actorder"
+expect 0 "$QK" run -q -m "$T/ca" --tokenizer "$CG" -p "Once upon a time" -n 4
+# qk-run runs it; the bytes do not depend on the thread count; --no-act-order is recorded
+expect 0 "$QK" run -q -m "$T/cg" --tokenizer "$CG" -p "Once upon a time" -n 4
+expect 0 "$QK" quant -q --to ct-w4a16 --method gptq --calib "$CC" -c 64 --calib-chunks 2 --tokenizer "$CG" -t 1 \
+    --no-act-order "$CH" "$T/c1"
+expect 0 "$QK" quant -q --to ct-w4a16 --method gptq --calib "$CC" -c 64 --calib-chunks 2 --tokenizer "$CG" -t 3 \
+    --no-act-order "$CH" "$T/c3"
+cmp -s "$T/c1/model.safetensors" "$T/c3/model.safetensors" && ok || bad "ct-w4a16 gptq bytes depend on threads"
+grep -q '"actorder": null' "$T/c1/config.json" && ok || bad "ct-w4a16 gptq --no-act-order: config.json actorder"
+# bad input: exit 2, one line, no output left behind
+head -c 100 "$CC" >"$T/cshort.txt"
+expect 2 "$QK" quant --to ct-w4a16 --method gptq --calib "$T/cshort.txt" -c 128 --tokenizer "$CG" "$CH" "$T/y1"
+expect 2 "$QK" quant --to ct-w4a16 --method gptq --calib "$CC" -c 128 --calib-chunks 100 --tokenizer "$CG" "$CH" "$T/y2"
+expect 2 "$QK" quant --to ct-fp8 --method gptq --calib "$CC" -c 128 --tokenizer "$CG" "$CH" "$T/y3"
+grep -q 'applies to --to ct-w4a16 only' "$T/err" && ok || bad "gptq --to ct-fp8 message: $(cat "$T/err")"
+expect 2 "$QK" quant --to ct-w4a16 --method gptq "$CH" "$T/y4"
+expect 2 "$QK" quant --to ct-w4a16 --calib "$CC" "$CH" "$T/y5"
+expect 2 "$QK" quant --to ct-w4a16 --method awq --calib "$CC" --tokenizer "$CG" goldens/hfq/W4A16 "$T/y6"
+expect 2 "$QK" quant --to ct-fp8 --method awq --calib "$CC" -c 64 --tokenizer "$CG" "$CH" "$T/yb"
+expect 2 "$QK" quant --method awq --calib "$CC" "$CG" "$T/yc.gguf" Q4_0
+expect 2 "$QK" quant --to ct-w4a16 --method awq --calib "$CC" -c 64 --tokenizer "$CG" --ignore down_proj "$CH" "$T/yd"
+# no tokenizer.json beside the weights and no --tokenizer
+expect 2 "$QK" quant --to ct-w4a16 --method gptq --calib "$CC" -c 128 "$CH" "$T/y7"
+# a quantized source (its weights are no longer the model's)
+expect 2 "$QK" quant --to ct-w4a16 --method gptq --calib "$CC" -c 64 --tokenizer "$CG" goldens/hfq/W4A16 "$T/y8"
+# a mixture-of-experts model (its experts would need their own Hessians)
+expect 2 "$QK" quant --to ct-w4a16 --group 32 --method gptq --calib "$CC" -c 64 --tokenizer "$CG" \
+    goldens/arch/mixtral/hf "$T/ya"
+expect 3 "$QK" quant --to ct-w4a16 --method gptq --calib "$T/missing.txt" --tokenizer "$CG" "$CH" "$T/y9"
+if ls "$T" | grep -q '^y'; then bad "ct-w4a16 gptq left output behind"; ls "$T"; else ok; fi

@@ -1,0 +1,79 @@
+#!/bin/sh
+# bench-calib.sh - qk-quant --to ct-w4a16 --method gptq against llm-compressor's oneshot
+# (GPTQModifier, scheme W4A16) on the same model, calibration tokens and threads (part of
+# `make bench`; a benchmark, not a test: run it on an idle machine).
+#
+#   tools/bench-calib.sh [QK_BINARY]        prints a markdown table on stdout
+#
+# Seconds = wall time of the whole command (model load, tokenization, calibration, writing the
+# directory; for llm-compressor the Python process: imports, from_pretrained, oneshot,
+# save_pretrained), the median of BENCH_REPS runs, the two tools interleaved run by run.  Both get
+# qk's tokenization of the text (tools/crosscheck_calib.py --lc).  The load average before and
+# after is printed: on a shared machine the ratio, not the seconds, is what carries over.
+# Knobs: PYTHON (a python with llmcompressor; without one only qk runs), BENCH_THREADS (2),
+# BENCH_REPS (3), BENCH_DIR (build/bench: bench250m-f16.gguf and its HF twin, made as
+# tools/bench-hf.sh makes them), CALIB_MODELS ("stories4M bench250m"), CALIB_CHUNKS (16),
+# CALIB_CTX (256); the text: bytes [128 KiB, +400 kB) of ../shared/models/text/tinystories-valid.txt.
+set -eu
+QK=${1:-build/qk}
+export QK_BIN="$QK"
+T=${BENCH_THREADS:-2}
+R=${BENCH_REPS:-3}
+D=${BENCH_DIR:-build/bench}
+PY=${PYTHON:-python3}
+N=${CALIB_CHUNKS:-16}
+C=${CALIB_CTX:-256}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+tail -c +131073 ../shared/models/text/tinystories-valid.txt | head -c 400000 >"$TMP/calib.txt"
+LC=no
+"$PY" -c 'import llmcompressor' >/dev/null 2>&1 && LC=yes
+now() { date +%s.%N; }
+median() { sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+timed() { # seconds of one run of the command, its output discarded
+    t0=$(now)
+    "$@" >"$TMP/log" 2>&1 || { echo "bench-calib: failed: $*" >&2; tail -3 "$TMP/log" >&2; exit 3; }
+    t1=$(now)
+    echo "$t0 $t1" | awk '{printf "%.3f\n", $2 - $1}'
+}
+echo "GPTQ W4A16 (qk-quant --to ct-w4a16 --method gptq$([ $LC = yes ] && echo "; llm-compressor oneshot GPTQModifier")):"\
+    "$N chunks of $C tokens, $T threads, median of $R runs; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+if [ $LC = yes ]; then
+    echo "| model | qk s | llm-compressor s | ratio |"
+    echo "| ----- | ---: | ---------------: | ----: |"
+else
+    echo "| model | qk s |"
+    echo "| ----- | ---: |"
+fi
+for name in ${CALIB_MODELS:-stories4M bench250m}; do
+    case $name in
+    stories4M) src=goldens/models/stories4M/hf-f32 tok=goldens/models/stories4M/stories4M-f32.gguf;;
+    bench250m)
+        tok=$D/bench250m-f16.gguf src=$D/bench250m-hf
+        mkdir -p "$D"
+        [ -f "$tok" ] || "$PY" ../shared/tools/mkgguf.py "$tok" --preset bench250m --seed 7 >/dev/null
+        [ -d "$src" ] || "$PY" tools/gguf2hf.py "$tok" "$src" >/dev/null;;
+    *) src=$name tok=$name;;
+    esac
+    : >"$TMP/qk" && : >"$TMP/lc"
+    i=0
+    while [ $i -lt "$R" ]; do
+        rm -rf "$TMP/q" "$TMP/l"
+        timed "$QK" quant -q --to ct-w4a16 --method gptq --calib "$TMP/calib.txt" -c "$C" --calib-chunks "$N" \
+            --tokenizer "$tok" -t "$T" "$src" "$TMP/q" >>"$TMP/qk"
+        if [ $LC = yes ]; then
+            timed "$PY" tools/crosscheck_calib.py --lc "$src" "$tok" "$TMP/calib.txt" "$C" "$N" "$T" "$TMP/l" >>"$TMP/lc"
+        fi
+        i=$((i + 1))
+    done
+    q=$(median <"$TMP/qk")
+    if [ $LC = yes ]; then
+        l=$(median <"$TMP/lc")
+        echo "| $name | $q | $l | $(awk -v q="$q" -v l="$l" 'BEGIN {printf "%.1fx", l / q}') |"
+    else
+        echo "| $name | $q |"
+    fi
+done
+echo
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
