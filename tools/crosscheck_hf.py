@@ -35,7 +35,15 @@ Gates:
   -128.  The gates then use the reference with vLLM's rule in place of
   compressed-tensors' for the activations (weights still dequantized by
   compressed-tensors); the KLD against compressed-tensors' own rule is
-  reported beside it.
+  reported beside it.  Asymmetric INT8 activations (W8A8_ASYM): vLLM's
+  dynamic_scaled_int8_azp_quant (csrc/quantization/compressed_tensors/
+  int8_quant_kernels.cu: the token's own min and max, scale = (max - min) /
+  255, azp = nearbyint(-128 - min / scale), code = sat8(rn(x / scale) + azp);
+  its cutlass_scaled_mm_azp subtracts azp x the weight's column sums, so the
+  product is that of (code - azp) x scale); compressed-tensors'
+  calculate_qparams widens the range to include 0 (min <= 0 <= max) and its
+  _quantize rounds x / scale + zero_point (a tie then goes to the even sum,
+  not to the even quotient plus the zero point).
 
 Prints one line per check and writes BUILD/crosscheck-hf.md (the table).
 """
@@ -154,7 +162,38 @@ CT_SCHEMES = [
     ("GPTQ_W4A16", "W4A16", "gptq", True, False),
     ("GPTQ_W4A16_GIDX", "W4A16", "gptq", True, False),  # GPTQ_W4A16 plus a weight_g_idx (see add_gidx)
     ("GPTQ_W8A16", "W8A16", "gptq", True, False),
+    # schemes no preset names: config_groups of CUSTOM (llm-compressor's QuantizationModifier takes them as they are)
+    ("FP8_WONLY", "FP8_WONLY", "rtn", False, False),
+    ("W8A8_ASYM", "W8A8_ASYM", "rtn", False, True),
+    ("W4A16_G32", "W4A16_G32", "rtn", False, False),
+    ("W4A16_G64", "W4A16_G64", "rtn", False, False),
+    ("W4A16_ASYM_G32", "W4A16_ASYM_G32", "rtn", False, False),
+    ("W4A16_ASYM_G64", "W4A16_ASYM_G64", "rtn", False, False),
+    ("AWQ_W8A16", "W8A16_ASYM", "awq", True, False),  # llm-compressor's AWQ, 8-bit (pack-quantized; see make_ct)
 ]
+
+
+def _w(bits, typ, strategy, sym=True, group=None):
+    d = {"num_bits": bits, "type": typ, "strategy": strategy, "symmetric": sym, "dynamic": False}
+    if group:
+        d["group_size"] = group
+    return d
+
+
+CUSTOM = {
+    # FP8 E4M3 weights per output channel, float activations (no input_activations)
+    "FP8_WONLY": {"weights": _w(8, "float", "channel")},
+    # INT8 W8A8 with asymmetric dynamic per-token activations (a zero point per token)
+    "W8A8_ASYM": {"weights": _w(8, "int", "channel"),
+                  "input_activations": {"num_bits": 8, "type": "int", "strategy": "token", "symmetric": False,
+                                        "dynamic": True}},
+    "W4A16_G32": {"weights": _w(4, "int", "group", True, 32)},
+    "W4A16_G64": {"weights": _w(4, "int", "group", True, 64)},
+    "W4A16_ASYM_G32": {"weights": _w(4, "int", "group", False, 32)},
+    "W4A16_ASYM_G64": {"weights": _w(4, "int", "group", False, 64)},
+    # AWQ's 8-bit: asymmetric int8 per group of 128, as llm-compressor's AWQ examples' W4A16_ASYM at 8 bits
+    "W8A16_ASYM": {"weights": _w(8, "int", "group", False, 128)},
+}
 
 
 def add_gidx(d):
@@ -232,10 +271,21 @@ def make_ct(name, preset, how, calib, out, ids):
     from llmcompressor import oneshot
     from llmcompressor.modifiers.quantization import GPTQModifier, QuantizationModifier
     model = AutoModelForCausalLM.from_pretrained(S4M, dtype=torch.float32)
+    sch = ({"config_groups": {"group_0": dict(targets=["Linear"], **CUSTOM[preset])}} if preset in CUSTOM else
+           {"scheme": preset})
     if how == "rtn":
         kv = ({"kv_cache_scheme": {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": False,
                                    "symmetric": True}} if name.endswith("_KV8") else {})
-        rec = QuantizationModifier(targets="Linear", scheme=preset, ignore=["lm_head"], **kv)
+        rec = QuantizationModifier(targets="Linear", ignore=["lm_head"], **sch, **kv)
+    elif how == "awq":
+        # llm-compressor's AWQ (the activation-aware scales folded into the norms and the preceding
+        # projections, its grid search on the calibration text), then its quantization: pack-quantized
+        # tensors (AutoAWQ's own GEMM packing is 4-bit only, so this is the 8-bit AWQ layout there is)
+        from llmcompressor.modifiers.transform.awq import AWQModifier
+        from llmcompressor.pipelines.cache import IntermediatesCache
+        if not torch.cuda.is_available():  # its grid search pins the cached inputs (CUDA only): a speed-up alone
+            IntermediatesCache.pin_memory = lambda self, *a, **k: None
+        rec = [AWQModifier(), QuantizationModifier(targets="Linear", ignore=["lm_head"], **sch)]
     else:
         rec = GPTQModifier(targets="Linear", scheme=preset, ignore=["lm_head"])
     kw = dict(dataset=calib_dataset(ids), num_calibration_samples=32, max_seq_length=128,
@@ -576,7 +626,7 @@ def main():
             if a.make_only:
                 continue
             ours = [qk_logits(qk, d, c, tmp) for c in chunks]
-            int8 = name in ("W8A8", "W4A8")
+            int8 = name in ("W8A8", "W8A8_ASYM", "W4A8")
             if name.endswith("_GIDX"):  # compressed-tensors no longer reads g_idx: see gidx_model
                 src = os.path.join(work, name[:-len("_GIDX")])
                 if os.path.isdir(src):
@@ -605,7 +655,8 @@ def main():
                 floor, ftop = max(f[0] for f in fl), min(f[1] for f in fl)
                 row.update(floor=floor, ftop=ftop, layer=worst)
                 gate_k, gate_t = max(1e-5, 4 * floor), min(99.5, ftop - 1.0)
-                extra = f", vs compressed-tensors' own amax/127.5 rule {row['kld_ct_rule']:.3g}" if int8 else ""
+                rule = "range widened to 0, rounding after the zero point" if name.endswith("_ASYM") else "amax/127.5"
+                extra = f", vs compressed-tensors' own {rule} rule {row['kld_ct_rule']:.3g}" if int8 else ""
                 if fp4:
                     extra += f", vs compressed-tensors' bfloat16 weights {row['kld_ct_bf16']:.3g}"
                 check(f"{name}: A8 whole model within the reference's noise floor", kld <= gate_k and top >= gate_t,

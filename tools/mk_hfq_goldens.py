@@ -113,7 +113,7 @@ def main():
             src = os.path.join(tmp, name)
             X.make_ct(name, preset, how, calib, src, ids)
             d = split(src, name, digests)
-            int8 = name in ("W8A8", "W4A8")
+            int8 = name in ("W8A8", "W8A8_ASYM", "W4A8")
             m = X.gidx_model(d) if name.endswith("_GIDX") else X.ct_model(d, vllm_int8=int8)
             ref = X.torch_logits(m, [chunk])[0]
             write_qklogits(os.path.join(d, "reference.logits"), ref, chunk)
