@@ -449,7 +449,7 @@ def make_modelopt(cfg, out, ids):
     export_hf_checkpoint(m, export_dir=out)
 
 
-def mo_model(d):
+def mo_model(d, iscale=1.0):
     """The reference of a ModelOpt checkpoint d: the float model with every
     exported tensor, each quantized Linear's weight dequantized and its input
     fake-quantized by ModelOpt's own functions on CPU: NVFP4 (uint8 weight,
@@ -459,7 +459,9 @@ def mo_model(d):
     computes, see modelopt_cpu_nvfp4); FP8 (float8_e4m3fn weight,
     weight_scale): weight x weight_scale, the input by tensor_quant's
     scaled_e4m3_impl with amax = input_scale x 448 (its per-tensor FP8 fake
-    quantization, eager on CPU).  A module with float weights stays float."""
+    quantization, eager on CPU).  A module with float weights stays float.
+    iscale: every input_scale multiplied by it (the noise floor's 1-ulp change
+    of the scale, see main)."""
     import torch
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
@@ -482,7 +484,7 @@ def mo_model(d):
             q = NVFP4QTensor(tuple(w.shape), torch.float32, v)
             wd = q.dequantize(dtype=torch.float32, scale=t[p + ".weight_scale"], double_scale=t[p + ".weight_scale_2"],
                               block_sizes={-1: 16})
-            isc = t[p + ".input_scale"].float()
+            isc = t[p + ".input_scale"].float() * iscale
 
             def pre(mod, args, isc=isc):
                 x = args[0]
@@ -495,7 +497,7 @@ def mo_model(d):
                 return ((y.view(xf.shape[0], -1, 16) * ~zero.unsqueeze(-1)).reshape(x.shape),)
         elif p and v.dtype == torch.float8_e4m3fn:  # FP8 per tensor
             wd = v.float() * t[p + ".weight_scale"].float()
-            amax = t[p + ".input_scale"].float() * 448.0
+            amax = t[p + ".input_scale"].float() * iscale * 448.0
 
             def pre(mod, args, amax=amax):
                 return (scaled_e4m3_impl(args[0], amax),)
@@ -859,7 +861,16 @@ def main():
             worst, nl, frac = mo_layer_check(tool, d, m, chunks[0])
             check(f"{name}: each of {nl} quantized products on ModelOpt's inputs", frac <= 0.01,
                   f"{100 * frac:.3f} % of the outputs off by more than 1e-5 x max |ref| (max {worst:.3g})")
+            # The floor: the reference against itself with the embeddings scaled by 1 +- 2^-23 (as the
+            # compressed-tensors rows), and with every input_scale moved by 1 ulp.  The second is the size of
+            # the rule's difference: vLLM (qk) multiplies by the reciprocal of the scale (1 / input_scale, the
+            # NVFP4 block's 1 / (sf x (1 / g))), ModelOpt divides by sf x input_scale (FP8: multiplies by
+            # 448 / amax), so the effective scale of every element differs by about an ulp and the codes within
+            # an ulp of a rounding boundary flip.  NVFP4's grid is so coarse that the embedding scaling alone
+            # flips no code at all here (floor ~1e-14), while qk's products on the reference's own inputs
+            # agree to 5e-7 (the check above).
             fl = [compare(ref, torch_logits(m, chunks, 1.0 + sg * 2.0**-23)) for sg in (1, -1)]
+            fl += [compare(ref, torch_logits(mo_model(d, 1.0 + sg * 2.0**-23), chunks)) for sg in (1, -1)]
             floor, ftop = max(f[0] for f in fl), min(f[1] for f in fl)
             gate_k, gate_t = max(1e-5, 4 * floor), min(99.5, ftop - 1.0)
             check(f"{name}: qk vs ModelOpt's functions on the exported checkpoint, within the reference's noise floor",
