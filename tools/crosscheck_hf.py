@@ -29,6 +29,12 @@ Gates:
        reference against itself with the token embeddings scaled by
        (1 +- 2^-23).  Gate: mean KLD <= max(1e-5, 4 x floor) and same top-1
        >= min(99.5 %, floor's - 1 point).
+  ModelOpt (FP8, NVFP4, MIXED_PRECISION: NVFP4 with FP8 down_proj and one
+  float attention, see mixed_cfg): mtq.quantize + export_hf_checkpoint on
+  CPU (NVFP4's fake quantization through modelopt_cpu_nvfp4); the reference
+  is the exported checkpoint computed by ModelOpt's own quantize/dequantize
+  functions (mo_model); gates as the A8 rows, the floor also taken with
+  every input_scale moved by 1 ulp (see main).
   INT8 activations: qk follows vLLM's dynamic_scaled_int8_quant (scale
   amax / 127, codes in [-127, 127]); compressed-tensors' fake quantization
   uses amax / 127.5 (calculate_qparams: bit_range / 2) and codes down to
@@ -454,9 +460,12 @@ def mo_model(d, iscale=1.0):
     exported tensor, each quantized Linear's weight dequantized and its input
     fake-quantized by ModelOpt's own functions on CPU: NVFP4 (uint8 weight,
     weight_scale E4M3, weight_scale_2): NVFP4QTensor.dequantize for the
-    weight, NVFP4QTensor.quantize(x, 16, weights_scaling_factor_2 =
-    input_scale) then .dequantize for the input (what its fake quantization
-    computes, see modelopt_cpu_nvfp4); FP8 (float8_e4m3fn weight,
+    weight; for the input NVFP4QTensor.quantize(x, 16, block scales,
+    weights_scaling_factor_2 = input_scale) then .dequantize, the block scales
+    as ModelOpt's CUDA fake quantization takes them (fp4_kernel_hopper.py
+    fp8_quantize_scale: E4M3 of block amax / (6 x input_scale), saturated at
+    448, no 2^-9 floor; a block whose scale rounds to 0 gives zeros, as vLLM's
+    cvt_warp_fp16_to_fp4 does); FP8 (float8_e4m3fn weight,
     weight_scale): weight x weight_scale, the input by tensor_quant's
     scaled_e4m3_impl with amax = input_scale x 448 (its per-tensor FP8 fake
     quantization, eager on CPU).  A module with float weights stays float.
