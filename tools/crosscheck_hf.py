@@ -415,10 +415,10 @@ def modelopt_cpu_nvfp4():
     tq.dynamic_block_quantize_op = dbq
 
 
-def mixed_cfg():
+def mixed_cfg(float_pat="*layers.1.self_attn.*"):
     """A ModelOpt MIXED_PRECISION recipe: NVFP4_DEFAULT_CFG, with every
-    down_proj FP8 per tensor (FP8_DEFAULT_CFG's quantizers) and layer 1's
-    attention left in float (later entries of quant_cfg override earlier
+    down_proj FP8 per tensor (FP8_DEFAULT_CFG's quantizers) and the modules
+    of float_pat (layer 1's attention) left in float (later entries of quant_cfg override earlier
     ones); export_hf_checkpoint writes it as quant_algo MIXED_PRECISION with
     a quantized_layers map."""
     import copy
@@ -427,7 +427,7 @@ def mixed_cfg():
     fp8 = {"num_bits": (4, 3), "axis": None}
     cfg["quant_cfg"] += [{"quantizer_name": "*mlp.down_proj.weight_quantizer", "cfg": fp8},
                          {"quantizer_name": "*mlp.down_proj.input_quantizer", "cfg": fp8},
-                         {"quantizer_name": "*layers.1.self_attn.*", "enable": False}]
+                         {"quantizer_name": float_pat, "enable": False}]
     return cfg
 
 

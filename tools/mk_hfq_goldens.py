@@ -36,6 +36,9 @@ OUT = os.path.join(X.ROOT, "goldens/hfq")
 SCHEMES = ["FP8_DYNAMIC", "FP8", "FP8_BLOCK", "FP8_DYNAMIC_KV8", "W8A8", "W8A16", "W4A16", "W4A16_ASYM", "W4A8",
            "W4AFP8", "NVFP4A16", "NVFP4", "MXFP4A16", "MXFP8", "GPTQ_W4A16_GIDX", "FP8_WONLY", "W8A8_ASYM",
            "W4A16_G32", "W4A16_ASYM_G64", "AWQ_W8A16"]
+# ModelOpt's own export on CPU (crosscheck_hf.py make_modelopt): NVFP4, and MIXED_PRECISION with layer 0's
+# o_proj left in float (the cut model has no layer 1)
+MO = [("MO_NVFP4", "NVFP4_DEFAULT_CFG"), ("MO_MIXED", "mixed")]
 NTOK = 64
 
 
@@ -78,10 +81,12 @@ def split(src, name, common):
     os.makedirs(d)
     if changed:
         save_file(t, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+        os.chmod(os.path.join(d, "model.safetensors"), 0o644)
         cfg = json.load(open(os.path.join(src, "config.json")))
         json.dump(cfg, open(os.path.join(d, "config.json"), "w"), indent=1, sort_keys=True)
         return d
     save_file(own, os.path.join(d, "model-00001-of-00002.safetensors"), metadata={"format": "pt"})
+    os.chmod(os.path.join(d, "model-00001-of-00002.safetensors"), 0o644)
     os.symlink("../common.safetensors", os.path.join(d, "model-00002-of-00002.safetensors"))
     wm = {k: "model-00001-of-00002.safetensors" for k in own}
     wm.update({k: "model-00002-of-00002.safetensors" for k in common if k in t})
@@ -89,6 +94,8 @@ def split(src, name, common):
               open(os.path.join(d, "model.safetensors.index.json"), "w"), indent=1)
     cfg = json.load(open(os.path.join(src, "config.json")))
     json.dump(cfg, open(os.path.join(d, "config.json"), "w"), indent=1, sort_keys=True)
+    if os.path.isfile(os.path.join(src, "hf_quant_config.json")):  # ModelOpt's
+        shutil.copy(os.path.join(src, "hf_quant_config.json"), os.path.join(d, "hf_quant_config.json"))
     return d
 
 
@@ -138,6 +145,21 @@ def main():
                 gk, gt = 1e-6, 99.5
             gates.append(f"{name} {gk:.3g} {gt:.2f}")
             print(name, "gate", gates[-1], flush=True)
+        for name, cfg in MO:
+            if only and name not in only:
+                continue
+            src = os.path.join(tmp, name)
+            X.make_modelopt(X.mixed_cfg("*layers.0.self_attn.o_proj*") if cfg == "mixed" else cfg, src, ids)
+            d = split(src, name, digests)
+            m = X.mo_model(d)
+            ref = X.torch_logits(m, [chunk])[0]
+            write_qklogits(os.path.join(d, "reference.logits"), ref, chunk)
+            # the floor as crosscheck_hf.py's ModelOpt rows: embeddings scaled and input_scale moved by 1 ulp
+            fl = [X.compare([ref], X.torch_logits(m, [chunk], 1.0 + s * 2.0**-23)) for s in (1, -1)]
+            fl += [X.compare([ref], X.torch_logits(X.mo_model(d, 1.0 + s * 2.0**-23), [chunk])) for s in (1, -1)]
+            gk, gt = max(1e-5, 4 * max(f[0] for f in fl)), min(99.5, min(f[1] for f in fl) - 1.0)
+            gates.append(f"{name} {gk:.3g} {gt:.2f}")
+            print(name, "gate", gates[-1], "floors", fl, flush=True)
         # the same codes as AutoGPTQ v1 and AutoAWQ GEMM tensors, against their source's reference
         for name, src, kind in (("GPTQ_V1", "W4A16", "gptq"), ("AWQ_GEMM", "W4A16_ASYM", "awq")) if not only else ():
             rd = os.path.join(tmp, name)
