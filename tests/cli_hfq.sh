@@ -3,7 +3,9 @@
 #
 # goldens/hfq (tools/mk_hfq_goldens.py): llm-compressor's own checkpoints of
 # stories4M-L1 in every compressed-tensors scheme, with transformers'
-# logits (CompressedTensorsConfig(run_compressed=False)) on one window.  For
+# logits (CompressedTensorsConfig(run_compressed=False)) on one window, and
+# ModelOpt's NVFP4 and MIXED_PRECISION exports with ModelOpt's own
+# quantize/dequantize functions' logits (crosscheck_hf.py mo_model).  For
 # each: qk-run's logits against them within the gate of gates.txt (1e-6
 # weight-only; activation-quantized schemes the larger of 1e-5 and 4x the
 # reference's own noise floor, see crosscheck_hf.py), and the same bytes
