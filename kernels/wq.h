@@ -126,6 +126,10 @@ typedef struct qk_wq {
      * one float ulp the other way, the scale multiplied back unchanged; 0:
      * none (set by the matmul for a variant run, never by a checkpoint) */
     int a_variant;
+    /* The rows repacked at load by the active level's wq_pack (cpu.h), for
+     * its wq_tile (the products' bits are the same either way); NULL: none.
+     * Set by the matmul from qk_weight.packed, never by a checkpoint. */
+    const uint8_t *packed;
 } qk_wq;
 
 /* The kernel types (types.h):

@@ -297,6 +297,41 @@ static float wq_order(const float *row, const float *x, int64_t n)
     return qk_fdot_end(&a);
 }
 
+/* A level that repacks the rows at load (cpu.h wq_pack): the first rows of
+ * the view (whole groups of 8; every group when the pack is built whole or
+ * in pieces) packed, then its products over several tile shapes (tiles that
+ * start or end inside a group too) give want's bits. */
+static void check_packed(const view *v, const qk_kernels *kl, const float *want, const uint8_t *y, size_t ys)
+{
+    if (!kl->wq_pack)
+        return;
+    qk_wq w = v->w;
+    const int nr = (int)v->w.rows;
+    w.rows = w.type == QK_W_AWQ ? w.rows : w.rows / 8 * 8; /* AWQ's words span the rows: keep them all */
+    const size_t bytes = w.rows % 8 ? 0 : kl->wq_pack(&w, NULL, 0, 0);
+    if (!bytes)
+        return;
+    uint8_t *pk = malloc(bytes);
+    cr_assert(pk);
+    kl->wq_pack(&w, pk, 0, 1);
+    kl->wq_pack(&w, pk, 1, w.rows / 8);
+    w.packed = pk;
+    static const int shapes[][2] = {{16, NT}, {8, 1}, {16, 1}, {5, 2}, {3, 1}, {12, 4}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int tr = shapes[s][0], tt = shapes[s][1];
+        float o[NT * 32];
+        for (int r0 = 0; r0 < w.rows; r0 += tr)
+            for (int t0 = 0; t0 < NT; t0 += tt) {
+                const int mr = (int)w.rows - r0 < tr ? (int)w.rows - r0 : tr, mt = NT - t0 < tt ? NT - t0 : tt;
+                kl->wq_tile(&w, r0, mr, y + (size_t)t0 * ys, ys, mt, o + (size_t)t0 * nr + r0, (size_t)nr);
+            }
+        for (int t = 0; t < NT; t++)
+            cr_assert(memcmp(o + t * nr, want + t * nr, sizeof(float) * (size_t)w.rows) == 0,
+                      "%s act %s: packed tiles %dx%d differ (token %d)", v->label, qk_type_get(w.act)->name, tr, tt, t);
+    }
+    free(pk);
+}
+
 /* The scalar tile, the reference arithmetic recomputed here, and every SIMD
  * level over several tile shapes: all the same bits. */
 static void check(const view *v, const float *want, const uint8_t *y, size_t ys)
@@ -323,6 +358,7 @@ static void check(const view *v, const float *want, const uint8_t *y, size_t ys)
             cr_assert(memcmp(o, want, sizeof(float) * (size_t)(nr * NT)) == 0, "%s act %s: %s tiles %dx%d differ",
                       v->label, qk_type_get(w->act)->name, qk_cpu_level_name(level), tr, tt);
         }
+        check_packed(v, kl, want, y, ys);
     }
 }
 
@@ -365,6 +401,12 @@ Test(wq, float_products_every_layout)
             float_case(&v, QK_A_MX4, 32, false);
         }
         view_free(&v);
+        if (cols_of(kind) % 16) { /* the same layout on whole 16-column chunks (the packed kernels' shapes) */
+            make(&v, kind, 256, 0x7654321ull * (uint64_t)(kind + 1));
+            float_case(&v, QK_F32, 0, false);
+            float_case(&v, QK_A_FP8, 0, false);
+            view_free(&v);
+        }
     }
 }
 
