@@ -9,11 +9,12 @@
  * columns each): the 8 rows' scales as stored (1, 2 or 4 bytes each), their
  * zero points or MLX biases as floats (qk_wq_zero's values) when the layout
  * has them, then the codes:
- *   4-bit codes (pack-quantized, GPTQ, AWQ, MLX q4, NVFP4, MXFP4): two
- *     halves of 4 rows; per 16 columns k .. k+15 each row's 8 bytes, byte i =
- *     code(k + i) | code(k + 8 + i) << 4, so one vpmovzxbd gives the codes of
- *     columns k .. k+7 in the low nibbles of 8 lanes and those of k+8 .. k+15
- *     above them;
+ *   4-bit codes (pack-quantized, GPTQ, AWQ, MLX q4, NVFP4, MXFP4): per 16
+ *     columns k .. k+15 each row's 8 bytes, two
+ *     codes a byte, column k + 2i in the low nibble of byte i (compressed-
+ *     tensors' words and NVFP4's bytes as stored), so a broadcast of 4 bytes
+ *     and one variable shift put the codes of 8 columns in the low bits of 8
+ *     lanes (no shuffle but the table's);
  *   8-bit codes (FP8 E4M3, INT8, pack-quantized 8-bit): per 8 columns each
  *     row's 8 code bytes (the pack-quantized ones XOR 0x80: the signed code
  *     minus 128).
@@ -172,31 +173,15 @@ static size_t avx512_wq_pack(const qk_wq *w, uint8_t *dst, int64_t g0, int64_t g
                 }
             uint8_t *c = o + p.sbytes + p.zbytes;
             if (four) {
-                for (int h = 0; h < 2; h++)
-                    for (int64_t k = k0; k < k0 + p.g; k += 16)
-                        for (int r = 4 * h; r < 4 * h + 4; r++, c += 8) {
-                            if (p.kind == PK_T4 && w->order == QK_WQ_WORDS) { /* words of 8 codes, LSB first */
-                                const uint8_t *q = w->q + (r0 + r) * w->q_rs + k / 2;
-                                uint32_t a, b;
-                                memcpy(&a, q, 4);
-                                memcpy(&b, q + 4, 4);
-                                for (int i = 0; i < 8; i++)
-                                    c[i] = (uint8_t)((a >> 4 * i & 15) | (b >> 4 * i & 15) << 4);
-                                continue;
-                            }
-                            for (int i = 0; i < 8; i++) {
-                                uint32_t lo, hi;
-                                if (p.kind == PK_FP4) {
-                                    const uint8_t *q = w->q + (r0 + r) * w->q_rs;
-                                    lo = q[(k + i) / 2] >> ((k + i) % 2 * 4) & 15;
-                                    hi = q[(k + 8 + i) / 2] >> ((k + 8 + i) % 2 * 4) & 15;
-                                } else {
-                                    lo = qk_wq_code(w, r0 + r, k + i);
-                                    hi = qk_wq_code(w, r0 + r, k + 8 + i);
-                                }
-                                c[i] = (uint8_t)(lo | hi << 4);
-                            }
+                for (int64_t k = k0; k < k0 + p.g; k += 16)
+                    for (int r = 0; r < 8; r++, c += 8) {
+                        if (p.kind == PK_FP4 || w->order == QK_WQ_WORDS) { /* already so: two codes a byte, LSB first */
+                            memcpy(c, w->q + (r0 + r) * w->q_rs + k / 2, 8);
+                            continue;
                         }
+                        for (int i = 0; i < 8; i++)
+                            c[i] = (uint8_t)(qk_wq_code(w, r0 + r, k + 2 * i) | qk_wq_code(w, r0 + r, k + 2 * i + 1) << 4);
+                    }
             } else {
                 const uint8_t flip = p.kind == PK_P8 ? 0x80 : 0;
                 for (int64_t k = k0; k < k0 + p.g; k += 8)
@@ -257,6 +242,13 @@ QK_TARGET_W512 static inline __m256 scales8(const pk_ctx *c, const uint8_t *sp)
     return v;
 }
 
+/* The eight 4-bit codes of the word at p in the low bits of 8 lanes (the
+ * bits above are ignored by vpermt2ps): a broadcast load and a shift. */
+QK_TARGET_W512 static inline __m256i nib8(const uint8_t *p, __m256i sh)
+{
+    return _mm256_srlv_epi32(_mm256_set1_epi32((int)qk_ld_u32(p)), sh);
+}
+
 /* Row r's table of the 16 code values in (lo: codes 0-7, hi: 8-15). */
 QK_TARGET_W512 static inline void table16(const pk_ctx *c, float s, float z, __m256 *lo, __m256 *hi)
 {
@@ -299,6 +291,7 @@ QK_TARGET_W512 __attribute__((always_inline)) static inline void
 rows8(const pk_ctx *c, const int kind, const bool has_z, int64_t rg, const float *x, float *out)
 {
     const uint8_t *gp = c->base + (size_t)rg * c->p.rgblk;
+    const __m256i sh = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
     __m256 acc[8];
     _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++)
         acc[r] = _mm256_setzero_ps();
@@ -309,18 +302,15 @@ rows8(const pk_ctx *c, const int kind, const bool has_z, int64_t rg, const float
         _mm256_storeu_ps(zv, zeros8(c, gp));
         const uint8_t *cp = gp + c->p.sbytes + c->p.zbytes;
         if (kind == PK_T4 || kind == PK_FP4) {
-            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
-                __m256 tl[4], th[4];
-                _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
-                    table16(c, sv[4 * h + r], zv[4 * h + r], &tl[r], &th[r]);
-                for (int64_t k = k0; k < k0 + c->p.g; k += 16, cp += 32) {
-                    const __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
-                    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
-                        const __m256i t = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(cp + 8 * r)));
-                        const __m256 lo = _mm256_permutex2var_ps(tl[r], t, th[r]);
-                        const __m256 hi = _mm256_permutex2var_ps(tl[r], _mm256_srli_epi32(t, 4), th[r]);
-                        acc[4 * h + r] = _mm256_fmadd_ps(hi, x1, _mm256_fmadd_ps(lo, x0, acc[4 * h + r]));
-                    }
+            __m256 tl[8], th[8];
+            _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++)
+                table16(c, sv[r], zv[r], &tl[r], &th[r]);
+            for (int64_t k = k0; k < k0 + c->p.g; k += 16, cp += 64) {
+                const __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
+                _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) {
+                    const __m256 lo = _mm256_permutex2var_ps(tl[r], nib8(cp + 8 * r, sh), th[r]);
+                    const __m256 hi = _mm256_permutex2var_ps(tl[r], nib8(cp + 8 * r + 4, sh), th[r]);
+                    acc[r] = _mm256_fmadd_ps(hi, x1, _mm256_fmadd_ps(lo, x0, acc[r]));
                 }
             }
         } else {
@@ -347,6 +337,7 @@ toks(const pk_ctx *c, const int kind, const bool has_z, int64_t rg, int r, const
 {
     const uint8_t *gp = c->base + (size_t)rg * c->p.rgblk;
     const bool four = kind == PK_T4 || kind == PK_FP4;
+    const __m256i sh = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
     __m256 acc[8];
     _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
         acc[t] = _mm256_setzero_ps();
@@ -358,11 +349,10 @@ toks(const pk_ctx *c, const int kind, const bool has_z, int64_t rg, int r, const
         if (four) {
             __m256 tl, th;
             table16(c, sv[r], zv[r], &tl, &th);
-            const uint8_t *cp = gp + c->p.sbytes + c->p.zbytes + (size_t)(r / 4) * (size_t)(c->p.g * 2) + 8 * (size_t)(r % 4);
-            for (int64_t k = k0; k < k0 + c->p.g; k += 16, cp += 32) {
-                const __m256i t = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)cp));
-                const __m256 lo = _mm256_permutex2var_ps(tl, t, th);
-                const __m256 hi = _mm256_permutex2var_ps(tl, _mm256_srli_epi32(t, 4), th);
+            const uint8_t *cp = gp + c->p.sbytes + c->p.zbytes + 8 * (size_t)r;
+            for (int64_t k = k0; k < k0 + c->p.g; k += 16, cp += 64) {
+                const __m256 lo = _mm256_permutex2var_ps(tl, nib8(cp, sh), th);
+                const __m256 hi = _mm256_permutex2var_ps(tl, nib8(cp + 4, sh), th);
                 _Pragma("GCC unroll 8") for (int i = 0; i < NT; i++) {
                     const float *xi = (const float *)(const void *)(y + (size_t)i * ys) + k;
                     acc[i] = _mm256_fmadd_ps(hi, _mm256_loadu_ps(xi + 8), _mm256_fmadd_ps(lo, _mm256_loadu_ps(xi), acc[i]));
