@@ -591,6 +591,37 @@ Test(wq, fp8_encoder_rules)
     cr_assert_eq(bo[1], -448.0f * 0.01f);
 }
 
+/* Every level's INT8 activation encoder gives the reference's bytes: rows
+ * with ties, zeros, an all-zero row, infinities and NaNs, lengths with tails. */
+Test(wq, int8_encoder_levels)
+{
+    uint64_t rng = 0x1E8ull;
+    for (int c = 0; c < 6; c++) {
+        const int64_t n = c % 2 ? 83 : 256;
+        float x[256];
+        for (int64_t i = 0; i < n; i++)
+            x[i] = c == 2 ? 0.0f : tu_gauss(&rng) * (i % 7 == 0 ? 20.0f : 1.0f);
+        if (c == 3)
+            x[5] = NAN, x[40] = -INFINITY;
+        if (c == 4)
+            x[3] = NAN;
+        if (c == 5)
+            for (int64_t i = 0; i < n; i++) /* half-integer products: amax 127 */
+                x[i] = i == 0 ? 127.0f : (float)(i % 9) - 4.5f;
+        for (int mode = 0; mode < 3; mode++) {
+            const qk_wq w = {.a_asym = mode == 1, .a_static = mode == 2, .a_scale = 0.05f};
+            uint8_t want[QK_A_I8_HEAD + 256], got[QK_A_I8_HEAD + 256];
+            qk_kernels_at(QK_A_I8, QK_CPU_SCALAR)->wq_act(&w, x, want, n);
+            for (int level = 1; level <= (int)qk_cpu_supported(); level++) {
+                memset(got, 0x5A, sizeof got);
+                qk_kernels_at(QK_A_I8, level)->wq_act(&w, x, got, n);
+                cr_assert(memcmp(got, want, QK_A_I8_HEAD + (size_t)n) == 0, "case %d mode %d: %s differs", c, mode,
+                          qk_cpu_level_name(level));
+            }
+        }
+    }
+}
+
 Test(wq, int8_encoder_rules)
 {
     uint8_t buf[QK_A_I8_HEAD + 8];

@@ -37,8 +37,9 @@
  * by up to 8 tokens.  (A NaN E4M3 code decodes to a finite value here and to
  * NaN in the reference, as at the AVX2 level; no producer writes one.)
  *
- * Weights that are not packed (act order, other layouts, shapes the packing
- * does not take) and the integer products go to the AVX2 level's kernels. */
+ * INT8 W8A8 packs and multiplies with VNNI in avx512_wq_i8.c.  Weights that
+ * are not packed (act order, other layouts, shapes the packing does not take)
+ * and the other integer products go to the AVX2 level's kernels. */
 #include "kernels/x86/simd_common.h"
 
 #include <math.h>
@@ -142,8 +143,10 @@ static const uint8_t *scale_at(const qk_wq *w, int ssz, int64_t r, int64_t j)
 
 static size_t avx512_wq_pack(const qk_wq *w, uint8_t *dst, int64_t g0, int64_t g1)
 {
+    if (w->act == QK_A_I8)
+        return qk_x86_avx512_i8_pack(w, dst, g0, g1);
     pk_geo p;
-    if (!pk_geo_of(w, pk_kind(w), &p))
+    if (!qk_wq_act_float(w->act) || !pk_geo_of(w, pk_kind(w), &p)) /* the other integer products read the codes as stored */
         return 0;
     if (!dst) {
         /* FP8 folds 2^8 into the float scales: refuse a scale that would overflow */
@@ -461,6 +464,8 @@ static void avx512_wq_tile(const qk_wq *w, int64_t r0, int nr, const void *y, si
                            size_t ldo)
 {
     pk_ctx c;
+    if (w->act == QK_A_I8 && qk_x86_avx512_i8_tile(w, r0, nr, y, ys, nt, out, ldo))
+        return;
     if (pk_ready(w, &c)) {
         pk_tile(&c, r0, nr, y, ys, nt, out, ldo);
         return;
@@ -472,7 +477,7 @@ static void avx512_wq_tile(const qk_wq *w, int64_t r0, int nr, const void *y, si
 
 const qk_wq_ops qk_x86_avx512_wq[] = {
     PK_ROW(QK_W_FP8),  PK_ROW(QK_W_INT8), PK_ROW(QK_W_PACK), PK_ROW(QK_W_NVFP4), PK_ROW(QK_W_MXFP4),
-    PK_ROW(QK_W_AWQ),  PK_ROW(QK_W_GPTQ), PK_ROW(QK_W_MLX),
+    PK_ROW(QK_W_AWQ),  PK_ROW(QK_W_GPTQ), PK_ROW(QK_W_MLX),  {.id = QK_A_I8, .wq_act = qk_x86_avx512_act_i8},
     {.id = -1},
 };
 #endif
