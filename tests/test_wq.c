@@ -591,6 +591,58 @@ Test(wq, fp8_encoder_rules)
     cr_assert_eq(bo[1], -448.0f * 0.01f);
 }
 
+/* INT8 W8A8 over several 16-row blocks (the packed VNNI tiles take two
+ * at a time): every level's packed products against the scalar tile. */
+Test(wq, int8_packed_blocks)
+{
+    enum { R = 48, C = 320, T = 11 };
+    uint64_t rng = 0x8B10Cull;
+    int8_t *q = malloc(R * C);
+    float sc[R], *x = malloc(sizeof(float) * C * T);
+    cr_assert(q && x);
+    for (int i = 0; i < R * C; i++)
+        q[i] = (int8_t)(tu_rand(&rng) >> 56);
+    for (int r = 0; r < R; r++)
+        sc[r] = 0.001f * (float)(1 + r % 5);
+    for (int i = 0; i < C * T; i++)
+        x[i] = tu_gauss(&rng);
+    for (int mode = 0; mode < 2; mode++) {
+        qk_wq w = {.type = QK_W_INT8, .act = QK_A_I8, .rows = R, .cols = C, .q = (const uint8_t *)q, .q_rs = C,
+                   .g = 1.0f, .a_asym = mode == 1,
+                   .s = {.p = (const uint8_t *)sc, .type = QK_F32, .rdiv = 1, .cdiv = C, .rs = 1, .cs = 1}};
+        size_t ys;
+        uint8_t *y = encode(&w, x, T, &ys);
+        float want[R * T], got[R * T];
+        qk_kernels_at(QK_W_INT8, QK_CPU_SCALAR)->wq_tile(&w, 0, R, y, ys, T, want, R);
+        for (int level = 1; level <= (int)qk_cpu_supported(); level++) {
+            const qk_kernels *k = qk_kernels_at(QK_W_INT8, level);
+            const size_t bytes = k->wq_pack ? k->wq_pack(&w, NULL, 0, 0) : 0;
+            if (!bytes)
+                continue;
+            uint8_t *pk = malloc(bytes);
+            cr_assert(pk);
+            k->wq_pack(&w, pk, 0, R / 8);
+            qk_wq wp = w;
+            wp.packed = pk;
+            static const int shapes[][2] = {{48, T}, {32, 8}, {16, 1}, {20, 3}};
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+                memset(got, 0, sizeof got);
+                for (int r0 = 0; r0 < R; r0 += shapes[s][0])
+                    for (int t0 = 0; t0 < T; t0 += shapes[s][1]) {
+                        const int mr = R - r0 < shapes[s][0] ? R - r0 : shapes[s][0];
+                        const int mt = T - t0 < shapes[s][1] ? T - t0 : shapes[s][1];
+                        k->wq_tile(&wp, r0, mr, y + (size_t)t0 * ys, ys, mt, got + t0 * R + r0, R);
+                    }
+                cr_assert(memcmp(got, want, sizeof want) == 0, "mode %d %s: packed tiles %dx%d differ", mode,
+                          qk_cpu_level_name(level), shapes[s][0], shapes[s][1]);
+            }
+            free(pk);
+        }
+        free(y);
+    }
+    free(q), free(x);
+}
+
 /* Every level's INT8 activation encoder gives the reference's bytes: rows
  * with ties, zeros, an all-zero row, infinities and NaNs, lengths with tails. */
 Test(wq, int8_encoder_levels)

@@ -66,22 +66,30 @@ size_t qk_x86_avx512_i8_pack(const qk_wq *w, uint8_t *dst, int64_t g0, int64_t g
     return bytes;
 }
 
-/* NT tokens against one 16-row block: the exact dot products of each row
- * and token, lane l row l. */
+/* NT tokens against NB (1 or 2) consecutive 16-row blocks: the exact dot
+ * products of each row and token, lane l row l (each broadcast of the
+ * activations serves both blocks). */
 QK_TARGET_AVX512VNNI __attribute__((always_inline)) static inline void
-i8_block(const uint8_t *bp, int64_t n, const int8_t *const a[I8_NT], const int32_t corr[I8_NT], const int NT,
-         __m512i dot[I8_NT])
+i8_block(const uint8_t *bp, size_t blk, int64_t n, const int8_t *const a[I8_NT], const int32_t corr[I8_NT],
+         const int NB, const int NT, __m512i dot[2][I8_NT])
 {
-    __m512i acc[I8_NT];
-    _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
-        acc[t] = _mm512_set1_epi32(corr[t]);
-    for (int64_t k = 0; k < n; k += 4, bp += 64) {
-        const __m512i wv = _mm512_loadu_si512((const void *)bp);
+    __m512i acc[2][I8_NT];
+    _Pragma("GCC unroll 2") for (int j = 0; j < NB; j++)
         _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
-            acc[t] = _mm512_dpbusd_epi32(acc[t], wv, _mm512_set1_epi32((int)qk_ld_u32((const uint8_t *)a[t] + k)));
+            acc[j][t] = _mm512_set1_epi32(corr[t]);
+    for (int64_t k = 0; k < n; k += 4, bp += 64) {
+        const __m512i w0 = _mm512_loadu_si512((const void *)bp);
+        const __m512i w1 = NB > 1 ? _mm512_loadu_si512((const void *)(bp + blk)) : w0;
+        _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {
+            const __m512i av = _mm512_set1_epi32((int)qk_ld_u32((const uint8_t *)a[t] + k));
+            acc[0][t] = _mm512_dpbusd_epi32(acc[0][t], w0, av);
+            if (NB > 1)
+                acc[1][t] = _mm512_dpbusd_epi32(acc[1][t], w1, av);
+        }
     }
-    _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
-        dot[t] = acc[t];
+    _Pragma("GCC unroll 2") for (int j = 0; j < NB; j++)
+        _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
+            dot[j][t] = acc[j][t];
 }
 
 /* -128 * the sum of the n codes at a (n a multiple of 4; exact). */
@@ -116,15 +124,13 @@ QK_TARGET_AVX512VNNI bool qk_x86_avx512_i8_tile(const qk_wq *w, int64_t r0, int 
     int32_t cor[QK_WQ_MAX_NT];
     for (int t = 0; t < nu; t++)
         cor[t] = i8_corr((const int8_t *)((const uint8_t *)y + (size_t)(u0 + t) * ys + QK_A_I8_HEAD), n);
-    for (int64_t b = r0 / 16; b * 16 < r0 + nr; b++) {
-        const int64_t ra = b * 16 > r0 ? b * 16 : r0, rb = b * 16 + 16 < r0 + nr ? b * 16 + 16 : r0 + nr;
-        float sv[16];
-        int32_t zs[16];
-        for (int l = 0; l < 16; l++)
+    for (int64_t b = r0 / 16; b * 16 < r0 + nr;) {
+        const int nb = (b + 1) * 16 < r0 + nr ? 2 : 1; /* blocks b .. b + nb - 1 */
+        float sv[32];
+        int32_t zs[32];
+        for (int l = 0; l < 16 * nb; l++)
             sv[l] = qk_wq_scale(w, b * 16 + l, 0);
-        memcpy(zs, wsum + 4 * (size_t)(b * 16), sizeof zs);
-        const __m512 s16 = _mm512_loadu_ps(sv);
-        const __m512i ws16 = _mm512_loadu_si512((const void *)zs);
+        memcpy(zs, wsum + 4 * (size_t)(b * 16), 4 * 16 * (size_t)nb);
         for (int t0 = u0; t0 < u0 + nu; t0 += I8_NT) {
             const int mt = u0 + nu - t0 < I8_NT ? u0 + nu - t0 : I8_NT;
             const int8_t *a[I8_NT];
@@ -136,18 +142,28 @@ QK_TARGET_AVX512VNNI bool qk_x86_avx512_i8_tile(const qk_wq *w, int64_t r0, int 
                 a[t] = (const int8_t *)(row + QK_A_I8_HEAD);
                 corr[t] = cor[t0 - u0 + t];
             }
-            __m512i dot[I8_NT];
+            __m512i dot[2][I8_NT];
             const uint8_t *bp = base + (size_t)b * blk;
-            QK_BY_NT8(mt, i8_block(bp, n, a, corr, N, dot))
-            for (int t = 0; t < mt; t++) {
-                const __m512i d = _mm512_sub_epi32(dot[t], _mm512_mullo_epi32(_mm512_set1_epi32(ah[t].zero), ws16));
-                const __m512 sum = _mm512_add_ps(_mm512_setzero_ps(), _mm512_mul_ps(_mm512_cvtepi32_ps(d), s16));
-                float o[16];
-                _mm512_storeu_ps(o, _mm512_mul_ps(_mm512_set1_ps(ah[t].scale), sum));
-                for (int64_t r = ra; r < rb; r++)
-                    out[(size_t)(t0 + t) * ldo + (size_t)(r - r0)] = o[r - b * 16];
+            if (nb == 2)
+                QK_BY_NT8(mt, i8_block(bp, blk, n, a, corr, 2, N, dot))
+            else
+                QK_BY_NT8(mt, i8_block(bp, blk, n, a, corr, 1, N, dot))
+            for (int j = 0; j < nb; j++) {
+                const int64_t bj = b + j;
+                const int64_t ra = bj * 16 > r0 ? bj * 16 : r0, rb = bj * 16 + 16 < r0 + nr ? bj * 16 + 16 : r0 + nr;
+                const __m512 s16 = _mm512_loadu_ps(sv + 16 * j);
+                const __m512i ws16 = _mm512_loadu_si512((const void *)(zs + 16 * j));
+                for (int t = 0; t < mt; t++) {
+                    const __m512i d = _mm512_sub_epi32(dot[j][t], _mm512_mullo_epi32(_mm512_set1_epi32(ah[t].zero), ws16));
+                    const __m512 sum = _mm512_add_ps(_mm512_setzero_ps(), _mm512_mul_ps(_mm512_cvtepi32_ps(d), s16));
+                    float o[16];
+                    _mm512_storeu_ps(o, _mm512_mul_ps(_mm512_set1_ps(ah[t].scale), sum));
+                    for (int64_t r = ra; r < rb; r++)
+                        out[(size_t)(t0 + t) * ldo + (size_t)(r - r0)] = o[r - bj * 16];
+                }
             }
         }
+        b += nb;
     }
     }
     return true;
