@@ -289,6 +289,17 @@ QK_TARGET_W512 static inline __m256 zeros8(const pk_ctx *c, const uint8_t *gp)
     return c->p.has_z ? _mm256_loadu_ps((const float *)(const void *)(gp + c->p.sbytes)) : _mm256_setzero_ps();
 }
 
+/* Group j's (at gp) scales and zero points into sv, zv; *snext (its
+ * scales, computed a group ahead) becomes group j + 1's. */
+QK_TARGET_W512 static inline void group_params(const pk_ctx *c, const uint8_t *gp, int64_t j, __m256 *snext, float sv[8],
+                                               float zv[8])
+{
+    _mm256_storeu_ps(sv, *snext);
+    if (j + 1 < c->p.ng)
+        *snext = scales8(c, gp + c->p.gblk);
+    _mm256_storeu_ps(zv, zeros8(c, gp));
+}
+
 /* One token against the 8 rows of row group rg: out[0..8). */
 QK_TARGET_W512 __attribute__((always_inline)) static inline void
 rows8(const pk_ctx *c, const int kind, const bool has_z, int64_t rg, const float *x, float *out)
@@ -302,11 +313,8 @@ rows8(const pk_ctx *c, const int kind, const bool has_z, int64_t rg, const float
     for (int64_t j = 0; j < c->p.ng; j++, gp += c->p.gblk) {
         const int64_t k0 = j * c->p.g;
         float sv[8], zv[8];
-        _mm256_storeu_ps(sv, snext);
-        if (j + 1 < c->p.ng)
-            snext = scales8(c, gp + c->p.gblk);
+        group_params(c, gp, j, &snext, sv, zv);
         qk_prefetch_span(gp + QK_PREFETCH_AHEAD, c->p.gblk); /* as the packed GGUF kernels: faster from memory */
-        _mm256_storeu_ps(zv, zeros8(c, gp));
         const uint8_t *cp = gp + c->p.sbytes + c->p.zbytes;
         if (kind == PK_T4 || kind == PK_FP4) {
             __m256 tl[8], th[8];
@@ -352,10 +360,7 @@ toks(const pk_ctx *c, const int kind, const bool has_z, int64_t rg, int r, const
     for (int64_t j = 0; j < c->p.ng; j++, gp += c->p.gblk) {
         const int64_t k0 = j * c->p.g;
         float sv[8], zv[8];
-        _mm256_storeu_ps(sv, snext);
-        if (j + 1 < c->p.ng)
-            snext = scales8(c, gp + c->p.gblk);
-        _mm256_storeu_ps(zv, zeros8(c, gp));
+        group_params(c, gp, j, &snext, sv, zv);
         if (four) {
             __m256 tl, th;
             table16(c, sv[r], zv[r], &tl, &th);
