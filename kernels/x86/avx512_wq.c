@@ -27,10 +27,12 @@
  *     bias, E2M1 value * block multiplier), looked up in registers by
  *     vpermt2ps (a code is its own index): the table entry IS the decoded
  *     weight;
- *   FP8: the E4M3 bits placed as an F16's (sign-extended byte << 7, bit 14
- *     cleared) and vcvtph2ps: the value / 2^8, times the scale * 2^8 (exact:
- *     the packing refuses scales whose * 2^8 overflows), or with E8M0 scales
- *     times 2^8 then the scale, as avx2_wq.c;
+ *   FP8: the E4M3 bits placed as a float's (sign-extended byte << 20,
+ *     bits 27-30 cleared: exponent and mantissa fields aligned, subnormals
+ *     too): the value / 2^120 exactly, times the scale * 2^120 (exact: the
+ *     packing refuses scales whose * 2^120 overflows; the product is the
+ *     reference's real product, rounded once); with E8M0 scales the bits
+ *     as an F16's (vcvtph2ps) times 2^8, then the scale, as avx2_wq.c;
  *   INT8 / 8-bit: the integer code to float, (q - zero) * scale.
  * One token takes the rows of a group together (the x chunk loaded once for
  * 8 rows); several tokens take one row at a time, each decoded chunk shared
@@ -149,10 +151,10 @@ static size_t avx512_wq_pack(const qk_wq *w, uint8_t *dst, int64_t g0, int64_t g
     if (!qk_wq_act_float(w->act) || !pk_geo_of(w, pk_kind(w), &p)) /* the other integer products read the codes as stored */
         return 0;
     if (!dst) {
-        /* FP8 folds 2^8 into the float scales: refuse a scale that would overflow */
+        /* FP8 folds 2^120 into the float scales: refuse a scale that would overflow */
         for (int64_t r = 0; p.kind == PK_FP8 && r < w->rows; r++)
             for (int64_t j = 0; j < p.ng; j++)
-                if (!isfinite(qk_wq_scale(w, r, j * p.g) * 256.0f))
+                if (!isfinite(qk_wq_scale(w, r, j * p.g) * 0x1p120f))
                     return 0;
         return PK_HEAD + p.rgblk * (size_t)(w->rows / 8);
     }
@@ -241,7 +243,7 @@ QK_TARGET_W512 static inline __m256 scales8(const pk_ctx *c, const uint8_t *sp)
     if (c->p.kind == PK_FP4 && c->stype == QK_F8_E4M3)
         v = c->g_div ? _mm256_div_ps(v, _mm256_set1_ps(c->gmul)) : _mm256_mul_ps(v, _mm256_set1_ps(c->gmul));
     else if (c->p.kind == PK_FP8)
-        v = _mm256_mul_ps(v, _mm256_set1_ps(256.0f));
+        v = _mm256_mul_ps(v, _mm256_set1_ps(0x1p120f));
     return v;
 }
 
@@ -274,10 +276,14 @@ QK_TARGET_W512 static inline void table16(const pk_ctx *c, float s, float z, __m
 QK_TARGET_W512 static inline __m256 dec8(const int kind, const bool has_z, const uint8_t *p, __m256 s, __m256 z)
 {
     const __m128i b = _mm_loadl_epi64((const __m128i *)p);
-    if (kind == PK_FP8 || kind == PK_FP8X) {
+    if (kind == PK_FP8) { /* E4M3's bits as a float's (sign-extended byte << 20, bits 27-30 cleared): the value / 2^120 */
+        const __m256i f = _mm256_and_si256(_mm256_slli_epi32(_mm256_cvtepi8_epi32(b), 20), _mm256_set1_epi32((int)0x87F00000u));
+        return _mm256_mul_ps(_mm256_castsi256_ps(f), s);
+    }
+    if (kind == PK_FP8X) {
         const __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(b), 7), _mm_set1_epi16((short)0xBFFF));
         const __m256 v = _mm256_cvtph_ps(h); /* the value / 2^8 */
-        return kind == PK_FP8 ? _mm256_mul_ps(v, s) : _mm256_mul_ps(_mm256_mul_ps(v, _mm256_set1_ps(256.0f)), s);
+        return _mm256_mul_ps(_mm256_mul_ps(v, _mm256_set1_ps(256.0f)), s);
     }
     const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)); /* INT8, or the pack code - 128 */
     return has_z ? _mm256_mul_ps(_mm256_sub_ps(q, z), s) : _mm256_mul_ps(q, s);
