@@ -48,6 +48,7 @@
 #include <string.h>
 
 #include "kernels/elements.h"
+#include "kernels/fp4.h"
 #include "kernels/wq_impl.h"
 
 #ifdef QK_X86
@@ -465,8 +466,9 @@ static bool pk_ready(const qk_wq *w, pk_ctx *c)
     c->g_div = w->g_div;
     c->code_offset = w->code_offset;
     c->bias = w->bias;
-    for (int i = 0; i < 16; i++)
-        c->qlut[i] = h.kind == PK_FP4 ? qk_elem_decode(QK_ELEM_FP4_E2M1, (uint8_t)i) : (float)(i - w->code_offset);
+    for (int i = 0; i < 16; i++) /* E2M1: the doubled values halved (exact; -0 for code 8, as qk_elem_decode) */
+        c->qlut[i] = h.kind == PK_FP4 ? (i & 8 ? -0.5f : 0.5f) * (float)(qk_e2m1_x2[i] < 0 ? -qk_e2m1_x2[i] : qk_e2m1_x2[i])
+                                      : (float)(i - w->code_offset);
     c->base = w->packed + PK_HEAD;
     return true;
 }
