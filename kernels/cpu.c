@@ -98,6 +98,8 @@ static void merge_wq(int level, const qk_wq_ops *ops)
             k->wq_tile = ops->wq_tile;
         if (ops->wq_act)
             k->wq_act = ops->wq_act;
+        if (ops->wq_pack)
+            k->wq_pack = ops->wq_pack;
         k->level_wq = (signed char)level;
     }
 }
@@ -164,6 +166,7 @@ static void init(void)
                 }
         } else if (l == QK_CPU_AVX512) {
             merge(l, qk_x86_avx512);
+            merge_wq(l, qk_x86_avx512_wq);
             merge_pack(l, qk_x86_avx512_packed_f);
             if (has_vnni) {
                 merge_pack(l, qk_x86_avx512_packed);

@@ -96,6 +96,7 @@ typedef struct qk_kernels {
     qk_wq_rows_fn wq_rows;
     qk_wq_tile_fn wq_tile;
     qk_wq_act_fn wq_act;
+    qk_wq_pack_fn wq_pack;      /* this level's repacking of a QK_W_* view (wq.h packed), or NULL */
     /* level each came from (lower when a level has no kernel; level_pack:
      * packed_tile's, -1 when there is none) */
     signed char level_dot, level_from, level_to, level_quantize, level_pack, level_wq;

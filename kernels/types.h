@@ -67,6 +67,10 @@ typedef void (*qk_wq_rows_fn)(const struct qk_wq *w, int64_t r0, int64_t nr, flo
 typedef void (*qk_wq_tile_fn)(const struct qk_wq *w, int64_t r0, int nr, const void *y, size_t ys,
                               int nt, float *out, size_t ldo);
 typedef void (*qk_wq_act_fn)(const struct qk_wq *w, const float *x, void *dst, int64_t n);
+/* Repacking at load (wq.h's packed): with dst NULL the bytes of w's packed
+ * form (0: this level does not pack w); else row groups [g0, g1) of 8 rows
+ * (and the header with g0 = 0) written into dst, the whole packed buffer. */
+typedef size_t (*qk_wq_pack_fn)(const struct qk_wq *w, uint8_t *dst, int64_t g0, int64_t g1);
 
 typedef struct qk_kernel_ops {
     int id;
@@ -82,6 +86,7 @@ typedef struct qk_wq_ops {
     qk_wq_rows_fn wq_rows;   /* QK_W_*: row decoder, products */
     qk_wq_tile_fn wq_tile;
     qk_wq_act_fn wq_act;     /* QK_A_*: activation encoder */
+    qk_wq_pack_fn wq_pack;   /* QK_W_*: repacking at load for wq_tile (optional) */
 } qk_wq_ops;
 
 typedef struct qk_type_traits {

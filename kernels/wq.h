@@ -46,7 +46,10 @@
  *          products summed exactly (int32) per scale group, then the
  *          scales in the order documented at each kernel (kernels/wq_int.c).
  * Every SIMD level returns the scalar reference's bits for every element,
- * whatever the tile (kernels/x86/avx2_wq*.c; tests/test_wq.c).
+ * whatever the tile (kernels/x86/avx2_wq*.c; tests/test_wq.c).  A level may
+ * repack a view's codes at load (cpu.h wq_pack; lib/engine/matmul.c
+ * qk_weight_pack sets the view's `packed` for the products): the stored
+ * bytes rearranged, not decoded (kernels/x86/avx512_wq*.c).
  *
  * The W*A16 schemes are the float products with F32 activations: a weight
  * block decoded in registers and multiplied into float activations, the
@@ -126,6 +129,10 @@ typedef struct qk_wq {
      * one float ulp the other way, the scale multiplied back unchanged; 0:
      * none (set by the matmul for a variant run, never by a checkpoint) */
     int a_variant;
+    /* The rows repacked at load by the active level's wq_pack (cpu.h), for
+     * its wq_tile (the products' bits are the same either way); NULL: none.
+     * Set by the matmul from qk_weight.packed, never by a checkpoint. */
+    const uint8_t *packed;
 } qk_wq;
 
 /* The kernel types (types.h):

@@ -297,6 +297,41 @@ static float wq_order(const float *row, const float *x, int64_t n)
     return qk_fdot_end(&a);
 }
 
+/* A level that repacks the rows at load (cpu.h wq_pack): the first rows of
+ * the view (whole groups of 8; every group when the pack is built whole or
+ * in pieces) packed, then its products over several tile shapes (tiles that
+ * start or end inside a group too) give want's bits. */
+static void check_packed(const view *v, const qk_kernels *kl, const float *want, const uint8_t *y, size_t ys)
+{
+    if (!kl->wq_pack)
+        return;
+    qk_wq w = v->w;
+    const int nr = (int)v->w.rows;
+    w.rows = w.type == QK_W_AWQ ? w.rows : w.rows / 8 * 8; /* AWQ's words span the rows: keep them all */
+    const size_t bytes = w.rows % 8 ? 0 : kl->wq_pack(&w, NULL, 0, 0);
+    if (!bytes)
+        return;
+    uint8_t *pk = malloc(bytes);
+    cr_assert(pk);
+    kl->wq_pack(&w, pk, 0, 1);
+    kl->wq_pack(&w, pk, 1, w.rows / 8);
+    w.packed = pk;
+    static const int shapes[][2] = {{16, NT}, {8, 1}, {16, 1}, {5, 2}, {3, 1}, {12, 4}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int tr = shapes[s][0], tt = shapes[s][1];
+        float o[NT * 32];
+        for (int r0 = 0; r0 < w.rows; r0 += tr)
+            for (int t0 = 0; t0 < NT; t0 += tt) {
+                const int mr = (int)w.rows - r0 < tr ? (int)w.rows - r0 : tr, mt = NT - t0 < tt ? NT - t0 : tt;
+                kl->wq_tile(&w, r0, mr, y + (size_t)t0 * ys, ys, mt, o + (size_t)t0 * nr + r0, (size_t)nr);
+            }
+        for (int t = 0; t < NT; t++)
+            cr_assert(memcmp(o + t * nr, want + t * nr, sizeof(float) * (size_t)w.rows) == 0,
+                      "%s act %s: packed tiles %dx%d differ (token %d)", v->label, qk_type_get(w.act)->name, tr, tt, t);
+    }
+    free(pk);
+}
+
 /* The scalar tile, the reference arithmetic recomputed here, and every SIMD
  * level over several tile shapes: all the same bits. */
 static void check(const view *v, const float *want, const uint8_t *y, size_t ys)
@@ -323,6 +358,7 @@ static void check(const view *v, const float *want, const uint8_t *y, size_t ys)
             cr_assert(memcmp(o, want, sizeof(float) * (size_t)(nr * NT)) == 0, "%s act %s: %s tiles %dx%d differ",
                       v->label, qk_type_get(w->act)->name, qk_cpu_level_name(level), tr, tt);
         }
+        check_packed(v, kl, want, y, ys);
     }
 }
 
@@ -365,6 +401,12 @@ Test(wq, float_products_every_layout)
             float_case(&v, QK_A_MX4, 32, false);
         }
         view_free(&v);
+        if (cols_of(kind) % 16) { /* the same layout on whole 16-column chunks (the packed kernels' shapes) */
+            make(&v, kind, 256, 0x7654321ull * (uint64_t)(kind + 1));
+            float_case(&v, QK_F32, 0, false);
+            float_case(&v, QK_A_FP8, 0, false);
+            view_free(&v);
+        }
     }
 }
 
@@ -547,6 +589,89 @@ Test(wq, fp8_encoder_rules)
     enc(QK_A_FP8, &st, big, bo, 2);
     cr_assert_eq(bo[0], 448.0f * 0.01f);
     cr_assert_eq(bo[1], -448.0f * 0.01f);
+}
+
+/* INT8 W8A8 over several 16-row blocks (the packed VNNI tiles take two
+ * at a time): every level's packed products against the scalar tile. */
+Test(wq, int8_packed_blocks)
+{
+    enum { R = 48, C = 320, T = 11 };
+    uint64_t rng = 0x8B10Cull;
+    int8_t *q = malloc(R * C);
+    float sc[R], *x = malloc(sizeof(float) * C * T);
+    cr_assert(q && x);
+    for (int i = 0; i < R * C; i++)
+        q[i] = (int8_t)(tu_rand(&rng) >> 56);
+    for (int r = 0; r < R; r++)
+        sc[r] = 0.001f * (float)(1 + r % 5);
+    for (int i = 0; i < C * T; i++)
+        x[i] = tu_gauss(&rng);
+    for (int mode = 0; mode < 2; mode++) {
+        qk_wq w = {.type = QK_W_INT8, .act = QK_A_I8, .rows = R, .cols = C, .q = (const uint8_t *)q, .q_rs = C,
+                   .g = 1.0f, .a_asym = mode == 1,
+                   .s = {.p = (const uint8_t *)sc, .type = QK_F32, .rdiv = 1, .cdiv = C, .rs = 1, .cs = 1}};
+        size_t ys;
+        uint8_t *y = encode(&w, x, T, &ys);
+        float want[R * T], got[R * T];
+        qk_kernels_at(QK_W_INT8, QK_CPU_SCALAR)->wq_tile(&w, 0, R, y, ys, T, want, R);
+        for (int level = 1; level <= (int)qk_cpu_supported(); level++) {
+            const qk_kernels *k = qk_kernels_at(QK_W_INT8, level);
+            const size_t bytes = k->wq_pack ? k->wq_pack(&w, NULL, 0, 0) : 0;
+            if (!bytes)
+                continue;
+            uint8_t *pk = malloc(bytes);
+            cr_assert(pk);
+            k->wq_pack(&w, pk, 0, R / 8);
+            qk_wq wp = w;
+            wp.packed = pk;
+            static const int shapes[][2] = {{48, T}, {32, 8}, {16, 1}, {20, 3}};
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+                memset(got, 0, sizeof got);
+                for (int r0 = 0; r0 < R; r0 += shapes[s][0])
+                    for (int t0 = 0; t0 < T; t0 += shapes[s][1]) {
+                        const int mr = R - r0 < shapes[s][0] ? R - r0 : shapes[s][0];
+                        const int mt = T - t0 < shapes[s][1] ? T - t0 : shapes[s][1];
+                        k->wq_tile(&wp, r0, mr, y + (size_t)t0 * ys, ys, mt, got + t0 * R + r0, R);
+                    }
+                cr_assert(memcmp(got, want, sizeof want) == 0, "mode %d %s: packed tiles %dx%d differ", mode,
+                          qk_cpu_level_name(level), shapes[s][0], shapes[s][1]);
+            }
+            free(pk);
+        }
+        free(y);
+    }
+    free(q), free(x);
+}
+
+/* Every level's INT8 activation encoder gives the reference's bytes: rows
+ * with ties, zeros, an all-zero row, infinities and NaNs, lengths with tails. */
+Test(wq, int8_encoder_levels)
+{
+    uint64_t rng = 0x1E8ull;
+    for (int c = 0; c < 6; c++) {
+        const int64_t n = c % 2 ? 83 : 256;
+        float x[256];
+        for (int64_t i = 0; i < n; i++)
+            x[i] = c == 2 ? 0.0f : tu_gauss(&rng) * (i % 7 == 0 ? 20.0f : 1.0f);
+        if (c == 3)
+            x[5] = NAN, x[40] = -INFINITY;
+        if (c == 4)
+            x[3] = NAN;
+        if (c == 5)
+            for (int64_t i = 0; i < n; i++) /* half-integer products: amax 127 */
+                x[i] = i == 0 ? 127.0f : (float)(i % 9) - 4.5f;
+        for (int mode = 0; mode < 3; mode++) {
+            const qk_wq w = {.a_asym = mode == 1, .a_static = mode == 2, .a_scale = 0.05f};
+            uint8_t want[QK_A_I8_HEAD + 256], got[QK_A_I8_HEAD + 256];
+            qk_kernels_at(QK_A_I8, QK_CPU_SCALAR)->wq_act(&w, x, want, n);
+            for (int level = 1; level <= (int)qk_cpu_supported(); level++) {
+                memset(got, 0x5A, sizeof got);
+                qk_kernels_at(QK_A_I8, level)->wq_act(&w, x, got, n);
+                cr_assert(memcmp(got, want, QK_A_I8_HEAD + (size_t)n) == 0, "case %d mode %d: %s differs", c, mode,
+                          qk_cpu_level_name(level));
+            }
+        }
+    }
 }
 
 Test(wq, int8_encoder_rules)

@@ -15,7 +15,10 @@
 # llmcompressor (PYTHON), llm-compressor's W8A16 and NVFP4 (W4A4, calibrated
 # on random tokens).  Their lm_head stays F16 as the producers leave it (the
 # GGUF files quantize theirs: Q8_0, and Q6_K under Q4_0), which costs the HF
-# rows 65 MB a token of decode.  Each pair runs in one qk-bench call (the
+# rows 65 MB a token of decode; the last two rows (llm-compressor W4A16 with
+# its lm_head quantized too) show how much of the W4A16 gap that is.  The
+# parted layouts are repacked at load for the AVX-512 products
+# (kernels/x86/avx512_wq*.c).  Each pair runs in one qk-bench call (the
 # scheme, then the GGUF file); run it twice to see the spread.  The goals
 # (issue #18):
 #   W8A8-INT8 pp256 >= 1.0 x Q8_0;  FP8, W8A16 tg32 >= 0.9 x Q8_0;
@@ -35,7 +38,7 @@ for s in ct-fp8 ct-w8a8 ct-w4a16 ct-nvfp4; do
     [ -d "$D/bench250m-$s" ] || "$QK" quant --to "$s" "$D/bench250m-hf" "$D/bench250m-$s" >/dev/null
 done
 if "$PY" -c 'import llmcompressor' 2>/dev/null; then
-    for s in W8A16 NVFP4; do
+    for s in W8A16 NVFP4 W4A16-lmq; do
         [ -d "$D/bench250m-lc-$s" ] || "$PY" - "$D/bench250m-hf" "$s" "$D/bench250m-lc-$s" <<'PY'
 import sys, torch
 from datasets import Dataset
@@ -45,6 +48,9 @@ from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 from llmcompressor import oneshot
 from llmcompressor.modifiers.quantization import QuantizationModifier
 src, scheme, out = sys.argv[1:4]
+ignore = ["lm_head"]
+if scheme.endswith("-lmq"):  # the diagnostic row: lm_head quantized too
+    scheme, ignore = scheme[:-4], []
 m = AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32)
 kw = {}
 if scheme == "NVFP4":
@@ -53,7 +59,7 @@ if scheme == "NVFP4":
     tk = Tokenizer(WordLevel({f"<{i}>": i for i in range(m.config.vocab_size)}, unk_token="<0>"))
     kw = dict(dataset=Dataset.from_dict({"input_ids": ids, "attention_mask": [[1] * 64] * 8}), num_calibration_samples=8,
               max_seq_length=64, processor=PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="<0>", pad_token="<0>"))
-oneshot(model=m, recipe=QuantizationModifier(targets="Linear", scheme=scheme, ignore=["lm_head"]), **kw)
+oneshot(model=m, recipe=QuantizationModifier(targets="Linear", scheme=scheme, ignore=ignore), **kw)
 m.save_pretrained(out, save_compressed=True)
 PY
     done
@@ -82,3 +88,6 @@ pair bench250m-lc-W8A16 bench250m-Q8_0.gguf tg32 0.9 "W8A16 vs Q8_0"
 pair bench250m-ct-w4a16 bench250m-Q4_0.gguf tg32 0.9 "W4A16 vs Q4_0"
 pair bench250m-ct-nvfp4 bench250m-Q4_0.gguf tg32 0.9 "NVFP4A16 vs Q4_0"
 pair bench250m-lc-NVFP4 bench250m-Q4_0.gguf pp256 0.8 "NVFP4 W4A4 vs Q4_0"
+# not a goal: how much of the W4A16 gap is its F16 lm_head (llm-compressor W4A16 with lm_head quantized too)
+pair bench250m-lc-W4A16-lmq bench250m-Q4_0.gguf tg32 0.9 "W4A16, lm_head W4A16 too, vs Q4_0"
+pair bench250m-lc-W4A16-lmq bench250m-ct-w4a16 tg32 1.0 "W4A16, lm_head W4A16 too, vs W4A16 as shipped"

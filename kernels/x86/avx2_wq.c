@@ -559,7 +559,7 @@ QK_TARGET_AVX2 static void nv4_tile(const qk_wq *w, int64_t r0, int nr, const ui
     }
 }
 
-QK_TARGET_AVX2 static void avx2_wq_tile(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt,
+QK_TARGET_AVX2 void qk_x86_avx2_wq_tile(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt,
                                         float *out, size_t ldo)
 {
     if (qk_wq_act_float(w->act)) {
@@ -580,10 +580,10 @@ QK_TARGET_AVX2 static void avx2_wq_tile(const qk_wq *w, int64_t r0, int nr, cons
 }
 
 const qk_wq_ops qk_x86_avx2_wq[] = {
-    {.id = QK_W_FP8, .wq_tile = avx2_wq_tile},   {.id = QK_W_INT8, .wq_tile = avx2_wq_tile},
-    {.id = QK_W_PACK, .wq_tile = avx2_wq_tile},  {.id = QK_W_NVFP4, .wq_tile = avx2_wq_tile},
-    {.id = QK_W_MXFP4, .wq_tile = avx2_wq_tile}, {.id = QK_W_MLX, .wq_tile = avx2_wq_tile},
-    {.id = QK_W_GPTQ, .wq_tile = avx2_wq_tile},  {.id = QK_W_BNB8, .wq_tile = avx2_wq_tile},
+    {.id = QK_W_FP8, .wq_tile = qk_x86_avx2_wq_tile},   {.id = QK_W_INT8, .wq_tile = qk_x86_avx2_wq_tile},
+    {.id = QK_W_PACK, .wq_tile = qk_x86_avx2_wq_tile},  {.id = QK_W_NVFP4, .wq_tile = qk_x86_avx2_wq_tile},
+    {.id = QK_W_MXFP4, .wq_tile = qk_x86_avx2_wq_tile}, {.id = QK_W_MLX, .wq_tile = qk_x86_avx2_wq_tile},
+    {.id = QK_W_GPTQ, .wq_tile = qk_x86_avx2_wq_tile},  {.id = QK_W_BNB8, .wq_tile = qk_x86_avx2_wq_tile},
     {.id = -1},
 };
 #endif

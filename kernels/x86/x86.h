@@ -51,6 +51,16 @@ extern const qk_pack_ops qk_x86_avx512_packed_f[];
 void qk_x86_q8_0_pack_xor(int64_t n, const void *x, size_t xs, void *dst, uint8_t flip);
 
 extern const qk_wq_ops qk_x86_avx2_wq[]; /* parted layouts (wq.h): the table's bits */
+void qk_x86_avx2_wq_tile(const struct qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out,
+                         size_t ldo);
+/* AVX-512: the float products on rows repacked at load (avx512_wq.c) */
+extern const qk_wq_ops qk_x86_avx512_wq[];
+/* INT8 W8A8 with VNNI (avx512_wq_i8.c): the packing (wq_pack's contract),
+ * and the tile when w->packed is that packing (else false, nothing done) */
+size_t qk_x86_avx512_i8_pack(const struct qk_wq *w, uint8_t *dst, int64_t g0, int64_t g1);
+void qk_x86_avx512_act_i8(const struct qk_wq *w, const float *x, void *dst, int64_t n);
+bool qk_x86_avx512_i8_tile(const struct qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out,
+                           size_t ldo);
 /* Float-activation products and the F32 x F32 tile (avx2_f32act.c): the
  * generic tile over any type's to_float at the AVX2 level. */
 extern const qk_simd_ops qk_x86_avx2_f32act[];

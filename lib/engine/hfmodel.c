@@ -278,7 +278,7 @@ static int entry_tensor(qk_hfmodel *h, qk_hfmodel_map *e, qk_src_tensor *out, qk
     if (e->ct) {
         *out = (qk_src_tensor){.name = e->ct->name, .name_len = (int)strlen(e->ct->name), .type = e->wq.type,
                                .ne = {e->ct->cols, e->ct->rows, 1, 1}, .offset = t->st->info_offset,
-                               .wq = &e->wq};
+                               .wq = &e->wq, .mapped = 1}; /* a view of the mapped parts */
         return 1;
     }
     if (t->n_dims > 4) {

@@ -140,8 +140,10 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
             return qk_errf(err, QK_EINPUT, "%.*s: type %s has no float-activation product",
                            w[i]->name_len, w[i]->name, qk_type_get(w[i]->type)->name);
         parts[i] = (part){.w = w[i], .k = k, .y = y[i], .fdot = fdot, .wq = wq};
-        if (wq && (fdot || ws->act_variant)) { /* the view with float activations, or a variant encoder */
+        if (wq && (fdot || ws->act_variant || w[i]->packed)) {
+            /* the view with float activations, a variant encoder or the rows repacked at load */
             parts[i].wqf = *wq;
+            parts[i].wqf.packed = w[i]->packed;
             if (fdot)
                 parts[i].wqf.act = QK_F32;
             parts[i].wqf.a_variant = ws->act_variant == QK_ACTV_SAME ? 0 : ws->act_variant;
@@ -221,9 +223,44 @@ static void pack_groups(void *ctx, size_t begin, size_t end)
         j->pk->pack(j->w->cols, j->w->data + g * src, j->w->row_size, j->dst + g * dst);
 }
 
+typedef struct {
+    const qk_wq *wq;
+    uint8_t *dst;
+    qk_wq_pack_fn pack;
+} wq_pack_job;
+
+static void wq_pack_rest(void *ctx, size_t begin, size_t end)
+{
+    const wq_pack_job *j = ctx;
+    j->pack(j->wq, j->dst, (int64_t)begin + 1, (int64_t)end + 1);
+}
+
+/* A parted weight: its layout's packing at the active level, if any. */
+static int wq_weight_pack(qk_weight *w, void **mem, qk_err *err)
+{
+    const qk_kernels *k = qk_kernels_for(w->wq->type);
+    const size_t bytes = k && k->wq_pack ? k->wq_pack(w->wq, NULL, 0, 0) : 0;
+    if (!bytes || bytes > SIZE_MAX - 64)
+        return 0;
+    uint8_t *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p)
+        return qk_errf(err, QK_EIO, "out of memory repacking %.*s (%zu bytes)", w->name_len, w->name, bytes);
+    /* the header with the first group, then the rest in parallel */
+    k->wq_pack(w->wq, p, 0, 1);
+    wq_pack_job j = {.wq = w->wq, .dst = p, .pack = k->wq_pack};
+    const size_t groups = (size_t)(w->wq->rows / QK_PACK_ROWS);
+    if (groups > 1)
+        qk_parallel_for(qk_cpu_count(), groups - 1, 16, wq_pack_rest, &j);
+    w->packed = p;
+    *mem = p;
+    return 0;
+}
+
 int qk_weight_pack(qk_weight *w, void **mem, qk_err *err)
 {
     *mem = NULL;
+    if (w->wq)
+        return wq_weight_pack(w, mem, err);
     const qk_kernels *k = qk_kernels_for(w->type);
     if (!k || !k->pack || w->rows <= 0 || w->rows % QK_PACK_ROWS || k->pack_size(w->cols) == 0)
         return 0;

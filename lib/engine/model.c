@@ -427,8 +427,16 @@ static int pack_weight(qk_model *m, qk_weight *w, bool mapped, qk_err *err)
         return err->code;
     if (!mem)
         return 0;
-    if (mapped && qk_kernels_for(w->type)->pack_decode)
+    if (w->wq) {
+        /* the packed rows serve every product: the stored codes of a row-major
+         * layout are read again only by the decoder (embedding rows) */
+        if (mapped && w->wq->q_rs > 0 && (w->wq->order == QK_WQ_WORDS || w->wq->order == QK_WQ_STREAM ||
+                                          w->wq->type == QK_W_FP8 || w->wq->type == QK_W_INT8 ||
+                                          w->wq->type == QK_W_NVFP4 || w->wq->type == QK_W_MXFP4))
+            qk_map_release(w->wq->q, (size_t)w->wq->rows * (size_t)w->wq->q_rs);
+    } else if (mapped && qk_kernels_for(w->type)->pack_decode) {
         qk_map_release(w->data, (size_t)w->rows * w->row_size);
+    }
     return own(m, mem, err);
 }
 
@@ -443,7 +451,7 @@ static int pack_weights(qk_model *m, qk_err *err)
                            &l->gate_inp, &l->gate_inp_shexp, &l->gate_shexp, &l->up_shexp,
                            &l->down_shexp};
         for (size_t i = 0; i < sizeof ws / sizeof *ws; i++)
-            if (ws[i]->data && pack_weight(m, ws[i], ws[i]->mapped, err))
+            if ((ws[i]->data || ws[i]->wq) && pack_weight(m, ws[i], ws[i]->mapped, err))
                 return err->code;
         for (int e = 0; l->moe && e < m->hp.n_expert; e++) {
             qk_weight *xs[] = {&l->exps.gate[e], &l->exps.up[e], &l->exps.down[e]};

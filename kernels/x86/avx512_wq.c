@@ -1,0 +1,496 @@
+/* avx512_wq.c - AVX-512 float products of the parted checkpoint layouts
+ * (kernels/wq.h) on rows repacked at load, bitwise equal to the scalar
+ * reference (kernels/wq.c): every output is THE WQ FLOAT ORDER of wq.h, one
+ * 8-lane fused multiply-add chain per (row, token) over the row's weights
+ * decoded exactly as the reference decoder computes them, then qk_hsum8_ps.
+ *
+ * THE PACKING (wq_pack, at load; lib/engine/matmul.c qk_weight_pack).  Each
+ * group of 8 rows becomes one stream, scale group after scale group (g
+ * columns each): the 8 rows' scales as stored (1, 2 or 4 bytes each), their
+ * zero points or MLX biases as floats (qk_wq_zero's values) when the layout
+ * has them, then the codes:
+ *   4-bit codes (pack-quantized, GPTQ, AWQ, MLX q4, NVFP4, MXFP4): per 16
+ *     columns k .. k+15 each row's 8 bytes, two
+ *     codes a byte, column k + 2i in the low nibble of byte i (compressed-
+ *     tensors' words and NVFP4's bytes as stored), so a broadcast of 4 bytes
+ *     and one variable shift put the codes of 8 columns in the low bits of 8
+ *     lanes (no shuffle but the table's);
+ *   8-bit codes (FP8 E4M3, INT8, pack-quantized 8-bit): per 8 columns each
+ *     row's 8 code bytes (the pack-quantized ones XOR 0x80: the signed code
+ *     minus 128).
+ * The codes keep their bits per weight; the scales their bytes (a product
+ * reads what the checkpoint stores, a 64-byte header more per matrix).
+ *
+ * THE DECODING, exactly the reference's operations:
+ *   4-bit: per row and scale group a table of the 16 code values, computed
+ *     as the reference computes each weight ((q - zero) * scale, scale * q +
+ *     bias, E2M1 value * block multiplier), looked up in registers by
+ *     vpermt2ps (a code is its own index): the table entry IS the decoded
+ *     weight;
+ *   FP8: the E4M3 bits placed as a float's (sign-extended byte << 20,
+ *     bits 27-30 cleared: exponent and mantissa fields aligned, subnormals
+ *     too): the value / 2^120 exactly, times the scale * 2^120 (exact: the
+ *     packing refuses scales whose * 2^120 overflows; the product is the
+ *     reference's real product, rounded once); with E8M0 scales the bits
+ *     as an F16's (vcvtph2ps) times 2^8, then the scale, as avx2_wq.c;
+ *   INT8 / 8-bit: the integer code to float, (q - zero) * scale.
+ * One token takes the rows of a group together (the x chunk loaded once for
+ * 8 rows); several tokens take one row at a time, each decoded chunk shared
+ * by up to 8 tokens.  (A NaN E4M3 code decodes to a finite value here and to
+ * NaN in the reference, as at the AVX2 level; no producer writes one.)
+ *
+ * INT8 W8A8 packs and multiplies with VNNI in avx512_wq_i8.c.  Weights that
+ * are not packed (act order, other layouts, shapes the packing does not take)
+ * and the other integer products go to the AVX2 level's kernels. */
+#include "kernels/x86/simd_common.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "kernels/elements.h"
+#include "kernels/fp4.h"
+#include "kernels/wq_impl.h"
+
+#ifdef QK_X86
+
+enum { PK_NONE, PK_T4, PK_FP4, PK_FP8, PK_FP8X, PK_I8, PK_P8 };
+
+#define PK_MAGIC 0x35575751u /* "QWW5" */
+#define PK_HEAD 64
+
+typedef struct {
+    uint32_t magic;
+    int32_t kind;
+    int64_t rows, cols;
+} pk_head;
+
+/* The geometry of a packed weight. */
+typedef struct {
+    int kind;
+    int64_t g, ng;       /* columns per scale group, groups per row */
+    int ssz;             /* bytes per stored scale */
+    bool has_z;
+    size_t sbytes, zbytes, cbytes, gblk; /* per group of 8 rows: scales, zeros, codes, all */
+    size_t rgblk;        /* bytes per 8-row group */
+} pk_geo;
+
+static int scale_size(int type)
+{
+    switch (type) {
+    case QK_F32: return 4;
+    case QK_F16:
+    case QK_BF16: return 2;
+    case QK_F8_E4M3:
+    case QK_E8M0: return 1;
+    default: return 0;
+    }
+}
+
+static bool float_scale(int type) { return type == QK_F32 || type == QK_F16 || type == QK_BF16; }
+
+/* Which packing serves w, or PK_NONE. */
+static int pk_kind(const qk_wq *w)
+{
+    if (w->gidx || w->rows <= 0 || w->rows % 8 || w->cols <= 0 || !w->s.p || w->s.rdiv <= 0 || w->s.cdiv <= 0)
+        return PK_NONE;
+    const int64_t g = w->s.cdiv < w->cols ? w->s.cdiv : w->cols;
+    if (w->cols % g)
+        return PK_NONE;
+    const bool g16 = g % 16 == 0, g8 = g % 8 == 0;
+    switch (w->type) {
+    case QK_W_PACK:
+        if (w->bits == 8 && w->order == QK_WQ_WORDS && w->code_offset == 128 && g8 && float_scale(w->s.type))
+            return PK_P8;
+        /* fall through */
+    case QK_W_GPTQ:
+    case QK_W_AWQ:
+    case QK_W_MLX:
+        return w->bits == 4 && g16 && float_scale(w->s.type) ? PK_T4 : PK_NONE;
+    case QK_W_NVFP4:
+    case QK_W_MXFP4:
+        return g16 && (w->s.type == QK_F8_E4M3 || w->s.type == QK_E8M0) ? PK_FP4 : PK_NONE;
+    case QK_W_FP8:
+        if (w->elem != QK_ELEM_FP8_E4M3 || !g8)
+            return PK_NONE;
+        return w->s.type == QK_E8M0 ? PK_FP8X : float_scale(w->s.type) ? PK_FP8 : PK_NONE;
+    case QK_W_INT8: return g8 && float_scale(w->s.type) ? PK_I8 : PK_NONE;
+    default: return PK_NONE;
+    }
+}
+
+static bool pk_geo_of(const qk_wq *w, int kind, pk_geo *p)
+{
+    if (kind == PK_NONE)
+        return false;
+    p->kind = kind;
+    p->g = w->s.cdiv < w->cols ? w->s.cdiv : w->cols;
+    p->ng = w->cols / p->g;
+    p->ssz = scale_size(w->s.type);
+    p->has_z = w->z.p != NULL && kind != PK_FP4 && kind != PK_FP8 && kind != PK_FP8X;
+    p->sbytes = (size_t)(8 * p->ssz);
+    p->zbytes = p->has_z ? 32 : 0;
+    const bool four = kind == PK_T4 || kind == PK_FP4;
+    p->cbytes = (size_t)p->g * (four ? 4 : 8);
+    p->gblk = p->sbytes + p->zbytes + p->cbytes;
+    p->rgblk = p->gblk * (size_t)p->ng;
+    return p->ssz > 0;
+}
+
+/* Raw bytes of row r's scale of group j. */
+static const uint8_t *scale_at(const qk_wq *w, int ssz, int64_t r, int64_t j)
+{
+    return w->s.p + (size_t)((r / w->s.rdiv) * w->s.rs + j * w->s.cs) * (size_t)ssz;
+}
+
+/* ---- packing ----------------------------------------------------------------- */
+
+static size_t avx512_wq_pack(const qk_wq *w, uint8_t *dst, int64_t g0, int64_t g1)
+{
+    if (w->act == QK_A_I8)
+        return qk_x86_avx512_i8_pack(w, dst, g0, g1);
+    pk_geo p;
+    if (!qk_wq_act_float(w->act) || !pk_geo_of(w, pk_kind(w), &p)) /* the other integer products read the codes as stored */
+        return 0;
+    if (!dst) {
+        /* FP8 folds 2^120 into the float scales: refuse a scale that would overflow */
+        for (int64_t r = 0; p.kind == PK_FP8 && r < w->rows; r++)
+            for (int64_t j = 0; j < p.ng; j++)
+                if (!isfinite(qk_wq_scale(w, r, j * p.g) * 0x1p120f))
+                    return 0;
+        return PK_HEAD + p.rgblk * (size_t)(w->rows / 8);
+    }
+    if (g0 == 0) {
+        pk_head h = {.magic = PK_MAGIC, .kind = p.kind, .rows = w->rows, .cols = w->cols};
+        memset(dst, 0, PK_HEAD);
+        memcpy(dst, &h, sizeof h);
+    }
+    const bool four = p.kind == PK_T4 || p.kind == PK_FP4;
+    for (int64_t rg = g0; rg < g1; rg++) {
+        uint8_t *o = dst + PK_HEAD + (size_t)rg * p.rgblk;
+        const int64_t r0 = rg * 8;
+        for (int64_t j = 0; j < p.ng; j++, o += p.gblk) {
+            const int64_t k0 = j * p.g;
+            for (int r = 0; r < 8; r++)
+                memcpy(o + (size_t)(r * p.ssz), scale_at(w, p.ssz, r0 + r, j), (size_t)p.ssz);
+            if (p.has_z)
+                for (int r = 0; r < 8; r++) {
+                    const float z = qk_wq_zero(w, r0 + r, k0);
+                    memcpy(o + p.sbytes + 4 * (size_t)r, &z, 4);
+                }
+            uint8_t *c = o + p.sbytes + p.zbytes;
+            if (four) {
+                for (int64_t k = k0; k < k0 + p.g; k += 16)
+                    for (int r = 0; r < 8; r++, c += 8) {
+                        if (p.kind == PK_FP4 || w->order == QK_WQ_WORDS) { /* already so: two codes a byte, LSB first */
+                            memcpy(c, w->q + (r0 + r) * w->q_rs + k / 2, 8);
+                            continue;
+                        }
+                        for (int i = 0; i < 8; i++)
+                            c[i] = (uint8_t)(qk_wq_code(w, r0 + r, k + 2 * i) | qk_wq_code(w, r0 + r, k + 2 * i + 1) << 4);
+                    }
+            } else {
+                const uint8_t flip = p.kind == PK_P8 ? 0x80 : 0;
+                for (int64_t k = k0; k < k0 + p.g; k += 8)
+                    for (int r = 0; r < 8; r++, c += 8)
+                        for (int i = 0; i < 8; i++)
+                            c[i] = w->q[(r0 + r) * w->q_rs + k + i] ^ flip;
+            }
+        }
+    }
+    return PK_HEAD + p.rgblk * (size_t)(w->rows / 8);
+}
+
+/* ---- the products -------------------------------------------------------------- */
+
+#define QK_TARGET_W512 QK_TARGET_AVX512
+
+/* What a tile needs of the weight, as values. */
+typedef struct {
+    pk_geo p;
+    int stype;
+    float gmul;          /* NVFP4: the global scale */
+    bool g_div;
+    int code_offset;
+    bool bias;
+    float qlut[16];      /* T4: (float)(c - code_offset); FP4: the E2M1 values */
+    const uint8_t *base; /* the packed stream's first row group */
+} pk_ctx;
+
+/* The 8 rows' scales of a group (as the reference reads them: exact
+ * conversions), FP4's block multipliers (qk_wq_fp4_mult), FP8's times 2^8. */
+QK_TARGET_W512 static inline __m256 scales8(const pk_ctx *c, const uint8_t *sp)
+{
+    __m256 v;
+    switch (c->stype) {
+    case QK_F32: v = _mm256_loadu_ps((const float *)(const void *)sp); break;
+    case QK_F16: v = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sp)); break;
+    case QK_BF16:
+        v = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)sp)), 16));
+        break;
+    case QK_E8M0: {
+        const __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sp));
+        __m256i bits = _mm256_slli_epi32(e, 23);
+        bits = _mm256_blendv_epi8(bits, _mm256_set1_epi32(0x00400000), _mm256_cmpeq_epi32(e, _mm256_setzero_si256()));
+        bits = _mm256_blendv_epi8(bits, _mm256_set1_epi32(0x7fc00000), _mm256_cmpeq_epi32(e, _mm256_set1_epi32(255)));
+        v = _mm256_castsi256_ps(bits);
+        break;
+    }
+    default: { /* E4M3 */
+        const __m128i h = _mm_srai_epi16(_mm_unpacklo_epi8(_mm_setzero_si128(), _mm_loadl_epi64((const __m128i *)sp)), 1);
+        v = _mm256_mul_ps(_mm256_cvtph_ps(_mm_and_si128(h, _mm_set1_epi16((short)0xBFFF))), _mm256_set1_ps(256.0f));
+        break;
+    }
+    }
+    if (c->p.kind == PK_FP4 && c->stype == QK_F8_E4M3)
+        v = c->g_div ? _mm256_div_ps(v, _mm256_set1_ps(c->gmul)) : _mm256_mul_ps(v, _mm256_set1_ps(c->gmul));
+    else if (c->p.kind == PK_FP8)
+        v = _mm256_mul_ps(v, _mm256_set1_ps(0x1p120f));
+    return v;
+}
+
+/* The eight 4-bit codes of the word at p in the low bits of 8 lanes (the
+ * bits above are ignored by vpermt2ps): a broadcast load and a shift. */
+QK_TARGET_W512 static inline __m256i nib8(const uint8_t *p, __m256i sh)
+{
+    return _mm256_srlv_epi32(_mm256_set1_epi32((int)qk_ld_u32(p)), sh);
+}
+
+/* Row r's table of the 16 code values in (lo: codes 0-7, hi: 8-15). */
+QK_TARGET_W512 static inline void table16(const pk_ctx *c, float s, float z, __m256 *lo, __m256 *hi)
+{
+    const __m256 q0 = _mm256_loadu_ps(c->qlut), q1 = _mm256_loadu_ps(c->qlut + 8), sv = _mm256_set1_ps(s);
+    if (c->p.kind == PK_FP4) {
+        *lo = _mm256_mul_ps(q0, sv);
+        *hi = _mm256_mul_ps(q1, sv);
+    } else if (c->bias) { /* MLX: scale * q + bias */
+        const __m256 zv = _mm256_set1_ps(z);
+        *lo = _mm256_add_ps(_mm256_mul_ps(sv, q0), zv);
+        *hi = _mm256_add_ps(_mm256_mul_ps(sv, q1), zv);
+    } else { /* (q - zero) * scale */
+        const __m256 zv = _mm256_set1_ps(z);
+        *lo = _mm256_mul_ps(_mm256_sub_ps(q0, zv), sv);
+        *hi = _mm256_mul_ps(_mm256_sub_ps(q1, zv), sv);
+    }
+}
+
+/* Eight 8-bit weights at p decoded with their row's scale s (and zero z). */
+QK_TARGET_W512 static inline __m256 dec8(const int kind, const bool has_z, const uint8_t *p, __m256 s, __m256 z)
+{
+    const __m128i b = _mm_loadl_epi64((const __m128i *)p);
+    if (kind == PK_FP8) { /* E4M3's bits as a float's (sign-extended byte << 20, bits 27-30 cleared): the value / 2^120 */
+        const __m256i f = _mm256_and_si256(_mm256_slli_epi32(_mm256_cvtepi8_epi32(b), 20), _mm256_set1_epi32((int)0x87F00000u));
+        return _mm256_mul_ps(_mm256_castsi256_ps(f), s);
+    }
+    if (kind == PK_FP8X) {
+        const __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(b), 7), _mm_set1_epi16((short)0xBFFF));
+        const __m256 v = _mm256_cvtph_ps(h); /* the value / 2^8 */
+        return _mm256_mul_ps(_mm256_mul_ps(v, _mm256_set1_ps(256.0f)), s);
+    }
+    const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)); /* INT8, or the pack code - 128 */
+    return has_z ? _mm256_mul_ps(_mm256_sub_ps(q, z), s) : _mm256_mul_ps(q, s);
+}
+
+/* The zero points of a group (zeros when absent). */
+QK_TARGET_W512 static inline __m256 zeros8(const pk_ctx *c, const uint8_t *gp)
+{
+    return c->p.has_z ? _mm256_loadu_ps((const float *)(const void *)(gp + c->p.sbytes)) : _mm256_setzero_ps();
+}
+
+/* Group j's (at gp) scales and zero points into sv, zv; *snext (its
+ * scales, computed a group ahead) becomes group j + 1's. */
+QK_TARGET_W512 static inline void group_params(const pk_ctx *c, const uint8_t *gp, int64_t j, __m256 *snext, float sv[8],
+                                               float zv[8])
+{
+    _mm256_storeu_ps(sv, *snext);
+    if (j + 1 < c->p.ng)
+        *snext = scales8(c, gp + c->p.gblk);
+    _mm256_storeu_ps(zv, zeros8(c, gp));
+}
+
+/* One token against the 8 rows of row group rg: out[0..8). */
+QK_TARGET_W512 __attribute__((always_inline)) static inline void
+rows8(const pk_ctx *c, const int kind, const bool has_z, int64_t rg, const float *x, float *out)
+{
+    const uint8_t *gp = c->base + (size_t)rg * c->p.rgblk;
+    const __m256i sh = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+    __m256 acc[8];
+    _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++)
+        acc[r] = _mm256_setzero_ps();
+    __m256 snext = scales8(c, gp); /* a group ahead: FP4's division is off the tables' path */
+    for (int64_t j = 0; j < c->p.ng; j++, gp += c->p.gblk) {
+        const int64_t k0 = j * c->p.g;
+        float sv[8], zv[8];
+        group_params(c, gp, j, &snext, sv, zv);
+        qk_prefetch_span(gp + QK_PREFETCH_AHEAD, c->p.gblk); /* as the packed GGUF kernels: faster from memory */
+        const uint8_t *cp = gp + c->p.sbytes + c->p.zbytes;
+        if (kind == PK_T4 || kind == PK_FP4) {
+            __m256 tl[8], th[8];
+            _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++)
+                table16(c, sv[r], zv[r], &tl[r], &th[r]);
+            for (int64_t k = k0; k < k0 + c->p.g; k += 16, cp += 64) {
+                const __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
+                _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) {
+                    const __m256 lo = _mm256_permutex2var_ps(tl[r], nib8(cp + 8 * r, sh), th[r]);
+                    const __m256 hi = _mm256_permutex2var_ps(tl[r], nib8(cp + 8 * r + 4, sh), th[r]);
+                    acc[r] = _mm256_fmadd_ps(hi, x1, _mm256_fmadd_ps(lo, x0, acc[r]));
+                }
+            }
+        } else {
+            __m256 s[8], z[8];
+            _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) {
+                s[r] = _mm256_set1_ps(sv[r]);
+                z[r] = _mm256_set1_ps(zv[r]);
+            }
+            for (int64_t k = k0; k < k0 + c->p.g; k += 8, cp += 64) {
+                const __m256 xv = _mm256_loadu_ps(x + k);
+                _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++)
+                    acc[r] = _mm256_fmadd_ps(dec8(kind, has_z, cp + 8 * r, s[r], z[r]), xv, acc[r]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++)
+        out[r] = qk_hsum8_ps(acc[r]);
+}
+
+/* NT tokens (rows ys bytes apart) against row r (0..7) of row group rg. */
+QK_TARGET_W512 __attribute__((always_inline)) static inline void
+toks(const pk_ctx *c, const int kind, const bool has_z, int64_t rg, int r, const uint8_t *y, size_t ys, const int NT,
+     float *out, size_t ldo)
+{
+    const uint8_t *gp = c->base + (size_t)rg * c->p.rgblk;
+    const bool four = kind == PK_T4 || kind == PK_FP4;
+    const __m256i sh = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+    __m256 acc[8];
+    _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
+        acc[t] = _mm256_setzero_ps();
+    __m256 snext = scales8(c, gp); /* a group ahead: FP4's division is off the tables' path */
+    for (int64_t j = 0; j < c->p.ng; j++, gp += c->p.gblk) {
+        const int64_t k0 = j * c->p.g;
+        float sv[8], zv[8];
+        group_params(c, gp, j, &snext, sv, zv);
+        if (four) {
+            __m256 tl, th;
+            table16(c, sv[r], zv[r], &tl, &th);
+            const uint8_t *cp = gp + c->p.sbytes + c->p.zbytes + 8 * (size_t)r;
+            for (int64_t k = k0; k < k0 + c->p.g; k += 16, cp += 64) {
+                const __m256 lo = _mm256_permutex2var_ps(tl, nib8(cp, sh), th);
+                const __m256 hi = _mm256_permutex2var_ps(tl, nib8(cp + 4, sh), th);
+                _Pragma("GCC unroll 8") for (int i = 0; i < NT; i++) {
+                    const float *xi = (const float *)(const void *)(y + (size_t)i * ys) + k;
+                    acc[i] = _mm256_fmadd_ps(hi, _mm256_loadu_ps(xi + 8), _mm256_fmadd_ps(lo, _mm256_loadu_ps(xi), acc[i]));
+                }
+            }
+        } else {
+            const __m256 s = _mm256_set1_ps(sv[r]), z = _mm256_set1_ps(zv[r]);
+            const uint8_t *cp = gp + c->p.sbytes + c->p.zbytes + 8 * (size_t)r;
+            for (int64_t k = k0; k < k0 + c->p.g; k += 8, cp += 64) {
+                const __m256 wv = dec8(kind, has_z, cp, s, z);
+                _Pragma("GCC unroll 8") for (int i = 0; i < NT; i++)
+                    acc[i] = _mm256_fmadd_ps(wv, _mm256_loadu_ps((const float *)(const void *)(y + (size_t)i * ys) + k), acc[i]);
+            }
+        }
+    }
+    for (int i = 0; i < NT; i++)
+        out[(size_t)i * ldo] = qk_hsum8_ps(acc[i]);
+}
+
+#define TOKS_NT(K, Z)                                                                                          \
+    switch (mt) {                                                                                              \
+    case 1: toks(c, K, Z, rg, r, yt, ys, 1, o, ldo); break;                                                    \
+    case 2: toks(c, K, Z, rg, r, yt, ys, 2, o, ldo); break;                                                    \
+    case 3: toks(c, K, Z, rg, r, yt, ys, 3, o, ldo); break;                                                    \
+    case 4: toks(c, K, Z, rg, r, yt, ys, 4, o, ldo); break;                                                    \
+    case 5: toks(c, K, Z, rg, r, yt, ys, 5, o, ldo); break;                                                    \
+    case 6: toks(c, K, Z, rg, r, yt, ys, 6, o, ldo); break;                                                    \
+    case 7: toks(c, K, Z, rg, r, yt, ys, 7, o, ldo); break;                                                    \
+    default: toks(c, K, Z, rg, r, yt, ys, 8, o, ldo); break;                                                   \
+    }
+
+/* Rows [r0, r0 + nr) against nt tokens, kind K (has zeros Z). */
+#define PK_TILE(K, Z)                                                                                          \
+    do {                                                                                                       \
+        for (int64_t rg = r0 / 8; rg * 8 < r0 + nr; rg++) {                                                    \
+            const int64_t a = rg * 8 > r0 ? rg * 8 : r0, b = rg * 8 + 8 < r0 + nr ? rg * 8 + 8 : r0 + nr;       \
+            if (nt == 1) {                                                                                     \
+                float o8[8];                                                                                   \
+                rows8(c, K, Z, rg, (const float *)y, o8);                                                      \
+                for (int64_t r = a; r < b; r++)                                                                \
+                    out[r - r0] = o8[r - rg * 8];                                                              \
+                continue;                                                                                      \
+            }                                                                                                  \
+            for (int64_t rr = a; rr < b; rr++)                                                                 \
+                for (int t0 = 0; t0 < nt; t0 += 8) {                                                           \
+                    const int mt = nt - t0 < 8 ? nt - t0 : 8, r = (int)(rr - rg * 8);                          \
+                    const uint8_t *yt = (const uint8_t *)y + (size_t)t0 * ys;                                  \
+                    float *o = out + (size_t)t0 * ldo + (size_t)(rr - r0);                                     \
+                    TOKS_NT(K, Z)                                                                              \
+                }                                                                                              \
+        }                                                                                                      \
+    } while (0)
+
+QK_TARGET_W512 static void pk_tile(const pk_ctx *c, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out,
+                                   size_t ldo)
+{
+    switch (c->p.kind) {
+    case PK_T4: PK_TILE(PK_T4, false); break;
+    case PK_FP4: PK_TILE(PK_FP4, false); break;
+    case PK_FP8: PK_TILE(PK_FP8, false); break;
+    case PK_FP8X: PK_TILE(PK_FP8X, false); break;
+    case PK_I8:
+        if (c->p.has_z)
+            PK_TILE(PK_I8, true);
+        else
+            PK_TILE(PK_I8, false);
+        break;
+    default:
+        if (c->p.has_z)
+            PK_TILE(PK_P8, true);
+        else
+            PK_TILE(PK_P8, false);
+        break;
+    }
+}
+
+/* w->packed is this level's packing of w. */
+static bool pk_ready(const qk_wq *w, pk_ctx *c)
+{
+    if (!w->packed || !qk_wq_act_float(w->act))
+        return false;
+    pk_head h;
+    memcpy(&h, w->packed, sizeof h);
+    if (h.magic != PK_MAGIC || h.rows != w->rows || h.cols != w->cols || h.kind != pk_kind(w) ||
+        !pk_geo_of(w, h.kind, &c->p))
+        return false;
+    c->stype = w->s.type;
+    c->gmul = w->g;
+    c->g_div = w->g_div;
+    c->code_offset = w->code_offset;
+    c->bias = w->bias;
+    for (int i = 0; i < 16; i++) /* E2M1: the doubled values halved (exact; -0 for code 8, as qk_elem_decode) */
+        c->qlut[i] = h.kind == PK_FP4 ? (i & 8 ? -0.5f : 0.5f) * (float)(qk_e2m1_x2[i] < 0 ? -qk_e2m1_x2[i] : qk_e2m1_x2[i])
+                                      : (float)(i - w->code_offset);
+    c->base = w->packed + PK_HEAD;
+    return true;
+}
+
+static void avx512_wq_tile(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out,
+                           size_t ldo)
+{
+    pk_ctx c;
+    if (w->act == QK_A_I8 && qk_x86_avx512_i8_tile(w, r0, nr, y, ys, nt, out, ldo))
+        return;
+    if (pk_ready(w, &c)) {
+        pk_tile(&c, r0, nr, y, ys, nt, out, ldo);
+        return;
+    }
+    qk_x86_avx2_wq_tile(w, r0, nr, y, ys, nt, out, ldo);
+}
+
+#define PK_ROW(t) {.id = t, .wq_tile = avx512_wq_tile, .wq_pack = avx512_wq_pack}
+
+const qk_wq_ops qk_x86_avx512_wq[] = {
+    PK_ROW(QK_W_FP8),  PK_ROW(QK_W_INT8), PK_ROW(QK_W_PACK), PK_ROW(QK_W_NVFP4), PK_ROW(QK_W_MXFP4),
+    PK_ROW(QK_W_AWQ),  PK_ROW(QK_W_GPTQ), PK_ROW(QK_W_MLX),  {.id = QK_A_I8, .wq_act = qk_x86_avx512_act_i8},
+    {.id = -1},
+};
+#endif

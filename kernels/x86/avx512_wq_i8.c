@@ -1,0 +1,213 @@
+/* avx512_wq_i8.c - AVX-512 VNNI integer products of compressed-tensors INT8
+ * W8A8 (kernels/wq.h: W_INT8 weights with one scale a row or a tensor,
+ * QK_A_I8 activations) on rows repacked at load, bitwise equal to the
+ * scalar reference qk_wq_tile_i8 (kernels/wq_int.c).
+ *
+ * THE PACKING: blocks of 16 rows; per 4 columns one 64-byte vector whose
+ * bytes 4l .. 4l+3 are row l's four codes XOR 0x80 (the code + 128, an
+ * unsigned byte, as the packed Q8_0 kernels store theirs), then after the
+ * blocks each row's exact sum of its codes (int32; the asymmetric
+ * activations' zero-point term).  The codes keep their byte a weight.
+ *
+ * THE PRODUCT: one vpdpbusd per 4 columns and token adds the 16 rows' four
+ * products (code + 128) * a into their int32 lanes; starting each lane at
+ * -128 * sum(a) makes it the exact sum of code * a (|sum| <= n * 128 * 128,
+ * and with the zero-point term below 2^31: n < 2^15, checked at packing).  Then the reference's float steps, lane by
+ * lane: sum = 0 + (float)(dot - zero * wsum) * ws;  out = as * sum. */
+#include "kernels/x86/packed512.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "kernels/wq_impl.h"
+
+#ifdef QK_X86
+
+#define I8_MAGIC 0x38495751u /* "QWI8" */
+#define I8_HEAD 64
+#define I8_NT 8
+
+typedef struct {
+    uint32_t magic;
+    int32_t pad;
+    int64_t rows, cols;
+} i8_head;
+
+static bool i8_takes(const qk_wq *w)
+{
+    return w->type == QK_W_INT8 && w->act == QK_A_I8 && !w->z.p && !w->gidx && w->s.p && w->s.cdiv >= w->cols &&
+           w->rows > 0 && w->rows % 16 == 0 && w->cols > 0 && w->cols % 4 == 0 && w->cols < (1 << 15);
+}
+
+size_t qk_x86_avx512_i8_pack(const qk_wq *w, uint8_t *dst, int64_t g0, int64_t g1)
+{
+    if (!qk_cpu_has_vnni() || !i8_takes(w))
+        return 0;
+    const size_t blk = (size_t)w->cols * 16, sums = (size_t)w->rows * 4;
+    const size_t bytes = I8_HEAD + blk * (size_t)(w->rows / 16) + sums;
+    if (!dst)
+        return bytes;
+    if (g0 == 0) {
+        const i8_head h = {.magic = I8_MAGIC, .rows = w->rows, .cols = w->cols};
+        memset(dst, 0, I8_HEAD);
+        memcpy(dst, &h, sizeof h);
+    }
+    for (int64_t g = g0; g < g1; g++) /* 8-row groups: half a block */
+        for (int64_t r = g * 8; r < g * 8 + 8; r++) {
+            const int8_t *q = (const int8_t *)(w->q + r * w->q_rs);
+            uint8_t *o = dst + I8_HEAD + (size_t)(r / 16) * blk + 4 * (size_t)(r % 16);
+            int32_t s = 0;
+            for (int64_t k = 0; k < w->cols; k++) {
+                o[(size_t)(k / 4) * 64 + (size_t)(k % 4)] = (uint8_t)q[k] ^ 0x80;
+                s += q[k];
+            }
+            memcpy(dst + I8_HEAD + blk * (size_t)(w->rows / 16) + 4 * (size_t)r, &s, 4);
+        }
+    return bytes;
+}
+
+/* NT tokens against NB (1 or 2) consecutive 16-row blocks: the exact dot
+ * products of each row and token, lane l row l (each broadcast of the
+ * activations serves both blocks). */
+QK_TARGET_AVX512VNNI __attribute__((always_inline)) static inline void
+i8_block(const uint8_t *bp, size_t blk, int64_t n, const int8_t *const a[I8_NT], const int32_t corr[I8_NT],
+         const int NB, const int NT, __m512i dot[2][I8_NT])
+{
+    __m512i acc[2][I8_NT];
+    _Pragma("GCC unroll 2") for (int j = 0; j < NB; j++)
+        _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
+            acc[j][t] = _mm512_set1_epi32(corr[t]);
+    for (int64_t k = 0; k < n; k += 4, bp += 64) {
+        const __m512i w0 = _mm512_loadu_si512((const void *)bp);
+        const __m512i w1 = NB > 1 ? _mm512_loadu_si512((const void *)(bp + blk)) : w0;
+        _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {
+            const __m512i av = _mm512_set1_epi32((int)qk_ld_u32((const uint8_t *)a[t] + k));
+            acc[0][t] = _mm512_dpbusd_epi32(acc[0][t], w0, av);
+            if (NB > 1)
+                acc[1][t] = _mm512_dpbusd_epi32(acc[1][t], w1, av);
+        }
+    }
+    _Pragma("GCC unroll 2") for (int j = 0; j < NB; j++)
+        _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
+            dot[j][t] = acc[j][t];
+}
+
+/* -128 * the sum of the n codes at a (n a multiple of 4; exact). */
+QK_TARGET_AVX512VNNI static int32_t i8_corr(const int8_t *a, int64_t n)
+{
+    __m512i s = _mm512_setzero_si512();
+    int64_t k = 0;
+    for (; k + 64 <= n; k += 64) /* (a + 128) summed per 8 bytes */
+        s = _mm512_add_epi64(s, _mm512_sad_epu8(_mm512_xor_si512(_mm512_loadu_si512((const void *)(a + k)),
+                                                                 _mm512_set1_epi8(-128)),
+                                                _mm512_setzero_si512()));
+    int64_t t = _mm512_reduce_add_epi64(s) - 128 * k;
+    for (; k < n; k++)
+        t += a[k];
+    return (int32_t)(-128 * t);
+}
+
+QK_TARGET_AVX512VNNI bool qk_x86_avx512_i8_tile(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt,
+                                                float *out, size_t ldo)
+{
+    if (!w->packed || !i8_takes(w))
+        return false;
+    i8_head h;
+    memcpy(&h, w->packed, sizeof h);
+    if (h.magic != I8_MAGIC || h.rows != w->rows || h.cols != w->cols)
+        return false;
+    const int64_t n = w->cols;
+    const size_t blk = (size_t)n * 16;
+    const uint8_t *base = w->packed + I8_HEAD, *wsum = base + blk * (size_t)(w->rows / 16);
+    for (int u0 = 0; u0 < nt; u0 += QK_WQ_MAX_NT) { /* each token's correction once */
+    const int nu = nt - u0 < QK_WQ_MAX_NT ? nt - u0 : QK_WQ_MAX_NT;
+    int32_t cor[QK_WQ_MAX_NT];
+    for (int t = 0; t < nu; t++)
+        cor[t] = i8_corr((const int8_t *)((const uint8_t *)y + (size_t)(u0 + t) * ys + QK_A_I8_HEAD), n);
+    for (int64_t b = r0 / 16; b * 16 < r0 + nr;) {
+        const int nb = (b + 1) * 16 < r0 + nr ? 2 : 1; /* blocks b .. b + nb - 1 */
+        float sv[32];
+        int32_t zs[32];
+        for (int l = 0; l < 16 * nb; l++)
+            sv[l] = qk_wq_scale(w, b * 16 + l, 0);
+        memcpy(zs, wsum + 4 * (size_t)(b * 16), 4 * 16 * (size_t)nb);
+        for (int t0 = u0; t0 < u0 + nu; t0 += I8_NT) {
+            const int mt = u0 + nu - t0 < I8_NT ? u0 + nu - t0 : I8_NT;
+            const int8_t *a[I8_NT];
+            int32_t corr[I8_NT];
+            qk_a_i8_head ah[I8_NT];
+            for (int t = 0; t < mt; t++) {
+                const uint8_t *row = (const uint8_t *)y + (size_t)(t0 + t) * ys;
+                memcpy(&ah[t], row, sizeof ah[t]);
+                a[t] = (const int8_t *)(row + QK_A_I8_HEAD);
+                corr[t] = cor[t0 - u0 + t];
+            }
+            __m512i dot[2][I8_NT];
+            const uint8_t *bp = base + (size_t)b * blk;
+            if (nb == 2)
+                QK_BY_NT8(mt, i8_block(bp, blk, n, a, corr, 2, N, dot))
+            else
+                QK_BY_NT8(mt, i8_block(bp, blk, n, a, corr, 1, N, dot))
+            for (int j = 0; j < nb; j++) {
+                const int64_t bj = b + j;
+                const int64_t ra = bj * 16 > r0 ? bj * 16 : r0, rb = bj * 16 + 16 < r0 + nr ? bj * 16 + 16 : r0 + nr;
+                const __m512 s16 = _mm512_loadu_ps(sv + 16 * j);
+                const __m512i ws16 = _mm512_loadu_si512((const void *)(zs + 16 * j));
+                for (int t = 0; t < mt; t++) {
+                    const __m512i d = _mm512_sub_epi32(dot[j][t], _mm512_mullo_epi32(_mm512_set1_epi32(ah[t].zero), ws16));
+                    const __m512 sum = _mm512_add_ps(_mm512_setzero_ps(), _mm512_mul_ps(_mm512_cvtepi32_ps(d), s16));
+                    float o[16];
+                    _mm512_storeu_ps(o, _mm512_mul_ps(_mm512_set1_ps(ah[t].scale), sum));
+                    for (int64_t r = ra; r < rb; r++)
+                        out[(size_t)(t0 + t) * ldo + (size_t)(r - r0)] = o[r - bj * 16];
+                }
+            }
+        }
+        b += nb;
+    }
+    }
+    return true;
+}
+
+/* QK_A_I8, dynamic and symmetric (the W8A8 activations), as qk_wq_act_i8
+ * computes them: amax of |x| (max is exact in any order; a NaN is skipped
+ * as fmaxf skips it), scale amax / 127, codes nearbyint(clamp(x * (127 /
+ * amax), -128, 127)), 0 for a NaN product; every other encoding (static,
+ * asymmetric, the noise floor's variants) is the reference's. */
+QK_TARGET_AVX512 void qk_x86_avx512_act_i8(const qk_wq *w, const float *x, void *dst, int64_t n)
+{
+    if (w->a_static || w->a_asym || w->a_variant) {
+        qk_wq_act_i8(w, x, dst, n);
+        return;
+    }
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    __m512 m = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) /* max_ps returns its second operand when one is NaN */
+        m = _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_loadu_ps(x + i)), m);
+    float amax = _mm512_reduce_max_ps(m);
+    for (; i < n; i++)
+        amax = fmaxf(amax, fabsf(x[i]));
+    qk_a_i8_head h = {.scale = amax / 127.0f};
+    int8_t *q = (int8_t *)dst + QK_A_I8_HEAD;
+    if (!(amax > 0.0f)) {
+        memset(q, 0, (size_t)n);
+    } else {
+        const float inv = 127.0f / amax;
+        const __m512 iv = _mm512_set1_ps(inv), lo = _mm512_set1_ps(-128.0f), hi = _mm512_set1_ps(127.0f);
+        for (i = 0; i + 16 <= n; i += 16) {
+            const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + i), iv);
+            const __mmask16 ok = _mm512_cmp_ps_mask(v, v, _CMP_ORD_Q);
+            const __m512 c = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+            const __m512 r = _mm512_maskz_roundscale_ps(ok, c, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            _mm_storeu_si128((__m128i *)(q + i), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(r)));
+        }
+        for (; i < n; i++) {
+            const float v = x[i] * inv;
+            q[i] = v == v ? (int8_t)nearbyintf(fminf(fmaxf(v, -128.0f), 127.0f)) : 0;
+        }
+    }
+    memcpy(dst, &h, sizeof h);
+}
+
+#endif
