@@ -81,7 +81,7 @@ test: all $(TEST_BINS) $(B)/tools/conv-synth
 	  if [ -x tests/cli.sh ]; then QK_BIN=$(CURDIR)/$(B)/qk sh tests/cli.sh || fail=1; fi; exit $$fail
 
 asan-test:
-	$(MAKE) BUILD=build-asan OPT="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" test
+	QK_SANITIZED=1 $(MAKE) BUILD=build-asan OPT="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" test
 
 check: test
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(MAKE) asan-test

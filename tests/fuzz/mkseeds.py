@@ -52,7 +52,9 @@ with tempfile.TemporaryDirectory() as t:
     for scheme, extra in [("ct-fp8", []), ("ct-fp8-block", ["--group", "16"]), ("ct-w8a8", []),
                           ("ct-w4a16", ["--group", "32"]), ("ct-w4a16", ["--group", "16", "--asym"]),
                           ("ct-nvfp4", []), ("ct-mxfp4", []), ("modelopt-nvfp4", []),
-                          ("mlx-q4", ["--group", "32"]), ("mlx-q3", ["--group", "32"]), ("mlx-q8", ["--group", "32"])]:
+                          ("mlx-q4", ["--group", "32"]), ("mlx-q3", ["--group", "32"]), ("mlx-q8", ["--group", "32"]),
+                          ("ct-w4a8", ["--group", "32"]), ("ct-w4a16", ["--group", "32", "--rotate", "hadamard"]),
+                          ("f32", ["--rotate", "hadamard"])]:
         d = f"{t}/{scheme}{''.join(extra)}"
         subprocess.run([QK, "quant", "-q", "--to", scheme, *extra, f"{t}/src", d], check=True)
         hqc = open(f"{d}/hf_quant_config.json", "rb").read() if os.path.exists(f"{d}/hf_quant_config.json") else b""
