@@ -14,46 +14,18 @@
 #include "lib/convert/convert.h"
 #include "tests/fuzz/fuzz_util.h"
 
-static char dir[64];
 static const char *const names[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
                                     "generation_config.json", "model.safetensors"};
 enum { N_PARTS = sizeof names / sizeof names[0] };
 
-static void cleanup(void)
-{
-    char p[128];
-    for (int i = 0; i < N_PARTS; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
-        unlink(p);
-    }
-    rmdir(dir);
-}
-
-static void put(const char *name, const uint8_t *data, size_t n)
-{
-    char p[128];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    unlink(p);
-    if (!n)
-        return;
-    FILE *f = fopen(p, "wb");
-    if (!f || fwrite(data, 1, n, f) != n || fclose(f))
-        abort();
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (!dir[0]) {
-        snprintf(dir, sizeof dir, "%s/qk-fuzz-convert-XXXXXX", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
-        if (!mkdtemp(dir))
-            abort();
-        atexit(cleanup);
-    }
+    const char *dir = fuzz_dir("convert", names, N_PARTS);
     const uint8_t *p[N_PARTS];
     size_t n[N_PARTS] = {0};
     int k = fuzz_split(data, size, N_PARTS, p, n);
     for (int i = 0; i < N_PARTS; i++)
-        put(names[i], p[i], i < k ? n[i] : 0);
+        fuzz_dir_put(names[i], p[i], i < k ? n[i] : 0);
     qk_conv_opts o = {.model_dir = dir, .outtype = QK_CONV_AUTO, .vocab_only = true, .dry_run = true, .threads = 1};
     qk_conv_result r;
     qk_err err = {0};

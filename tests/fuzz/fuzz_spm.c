@@ -15,44 +15,22 @@
 #include "lib/convert/conv_vocab.h"
 #include "tests/fuzz/fuzz_util.h"
 
-static char dir[64];
 static const char *const names[] = {"tokenizer_config.json", "tokenizer.json", "tokenizer.model"};
 enum { N_PARTS = sizeof names / sizeof names[0] };
 static qk_jsonv *config;
 
-static void cleanup(void)
-{
-    char p[128];
-    for (int i = 0; i < N_PARTS; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
-        unlink(p);
-    }
-    rmdir(dir);
-    qk_jsonv_free(config);
-}
-
-static void put(const char *name, const uint8_t *data, size_t n)
-{
-    char p[128];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    unlink(p);
-    if (!n)
-        return;
-    FILE *f = fopen(p, "wb");
-    if (!f || fwrite(data, 1, n, f) != n || fclose(f))
-        abort();
-}
+static void free_config(void) { qk_jsonv_free(config); }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (!dir[0]) {
-        snprintf(dir, sizeof dir, "%s/qk-fuzz-spm-XXXXXX", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+    const char *dir = fuzz_dir("spm", names, N_PARTS);
+    if (!config) {
         static const char cfg[] = "{\"architectures\": [\"Gemma2ForCausalLM\"], \"bos_token_id\": 2, "
                                   "\"eos_token_id\": 1, \"pad_token_id\": 0}";
         qk_jsonp_err je;
-        if (!mkdtemp(dir) || qk_jsonp_parse(cfg, sizeof cfg - 1, 0, &config, &je))
+        if (qk_jsonp_parse(cfg, sizeof cfg - 1, 0, &config, &je))
             abort();
-        atexit(cleanup);
+        atexit(free_config);
     }
     if (size < 2)
         return 0;
@@ -61,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t n[N_PARTS] = {0};
     int k = fuzz_split(data + 2, size - 2, N_PARTS, p, n);
     for (int i = 0; i < N_PARTS; i++)
-        put(names[i], p[i], i < k ? n[i] : 0);
+        fuzz_dir_put(names[i], p[i], i < k ? n[i] : 0);
     qk_conv_vocab v;
     qk_err err = {0};
     int rc = qk_conv_vocab_load(&v, dir, config, vocab_size, QK_VOCAB_GEMMA2, &err);

@@ -66,4 +66,45 @@ static inline int fuzz_split(const uint8_t *data, size_t size, int max, const ui
     return k;
 }
 
+/* A scratch directory for harnesses whose reader takes a directory: made
+ * once (in /dev/shm where it can be written), its files names[0..n) and the
+ * directory removed at exit.  fuzz_dir_put writes one file; an empty part
+ * means no such file. */
+static char fuzz_dir_path[64];
+static const char *const *fuzz_dir_names;
+static int fuzz_dir_n;
+
+static inline void fuzz_dir_put(const char *name, const uint8_t *data, size_t n)
+{
+    char p[128];
+    snprintf(p, sizeof p, "%s/%s", fuzz_dir_path, name);
+    unlink(p);
+    if (!n)
+        return;
+    FILE *f = fopen(p, "wb");
+    if (!f || fwrite(data, 1, n, f) != n || fclose(f))
+        abort();
+}
+
+static inline void fuzz_dir_cleanup(void)
+{
+    for (int i = 0; i < fuzz_dir_n; i++)
+        fuzz_dir_put(fuzz_dir_names[i], NULL, 0);
+    rmdir(fuzz_dir_path);
+}
+
+/* The directory's path, made on the first call (tag names it). */
+static inline const char *fuzz_dir(const char *tag, const char *const *names, int n)
+{
+    if (!fuzz_dir_path[0]) {
+        snprintf(fuzz_dir_path, sizeof fuzz_dir_path, "%s/qk-fuzz-%s-XXXXXX",
+                 access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp", tag);
+        if (!mkdtemp(fuzz_dir_path))
+            abort();
+        fuzz_dir_names = names, fuzz_dir_n = n;
+        atexit(fuzz_dir_cleanup);
+    }
+    return fuzz_dir_path;
+}
+
 #endif
