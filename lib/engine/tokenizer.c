@@ -354,12 +354,17 @@ static void add_attr_by_text(qk_tokenizer *t, const char *text, int32_t set, int
         t->attr[id] = (t->attr[id] | set) & ~clear;
 }
 
-static bool text_in(const qk_tokenizer *t, int32_t id, const char *const *list)
+/* The id of the lowest-numbered token whose text is in list, or
+ * QK_TOKEN_NULL: a hash lookup per text (token texts are unique). */
+static int32_t lowest_in(const qk_tokenizer *t, const char *const *list)
 {
-    for (; *list; list++)
-        if (qk_tok_cstr_eq(qk_tok_ptr(t, id), t->len[id], *list))
-            return true;
-    return false;
+    int32_t best = QK_TOKEN_NULL;
+    for (; *list; list++) {
+        int32_t id = qk_tok_find(t, *list, strlen(*list));
+        if (id != QK_TOKEN_NULL && (best == QK_TOKEN_NULL || id < best))
+            best = id;
+    }
+    return best;
 }
 
 /* The special-token id *slot, when still unset, becomes the lowest id whose
@@ -369,12 +374,26 @@ static void detect_special(qk_tokenizer *t, int32_t *slot, const char *const *li
 {
     if (*slot != QK_TOKEN_NULL)
         return;
-    for (uint32_t id = 0; id < t->n_vocab; id++)
-        if (text_in(t, (int32_t)id, list)) {
-            *slot = (int32_t)id;
-            t->attr[id] |= QK_ATTR_CONTROL;
-            return;
-        }
+    int32_t id = lowest_in(t, list);
+    if (id != QK_TOKEN_NULL) {
+        *slot = id;
+        t->attr[id] |= QK_ATTR_CONTROL;
+    }
+}
+
+/* The ids of the tokens whose texts are in list, in increasing id order
+ * (as a walk over the vocabulary meets them); returns how many, at most
+ * cap. */
+static int ids_in(const qk_tokenizer *t, const char *const *list, int32_t *ids, int cap)
+{
+    int n = 0;
+    for (; *list && n < cap; list++) {
+        int32_t id = qk_tok_find(t, *list, strlen(*list));
+        if (id != QK_TOKEN_NULL)
+            ids[n++] = id;
+    }
+    qsort(ids, (size_t)n, sizeof *ids, qk_tok_cmp_i32);
+    return n;
 }
 
 static int eog_add(qk_tokenizer *t, int32_t id)
@@ -457,14 +476,15 @@ static int detect_specials(qk_tokenizer *t)
     eog_add(t, t->fim_pad);
     eog_add(t, t->fim_rep);
     eog_add(t, t->fim_sep);
-    for (uint32_t id = 0; id < t->n_vocab; id++)
-        if (text_in(t, (int32_t)id, eog)) {
-            eog_add(t, (int32_t)id);
-            t->attr[id] |= QK_ATTR_CONTROL;
-        }
-    for (uint32_t id = 0; id < t->n_vocab; id++)
-        if (text_in(t, (int32_t)id, always_render))
-            t->attr[id] = QK_ATTR_USER_DEFINED;
+    int32_t ids[64];
+    int n_ids = ids_in(t, eog, ids, 64);
+    for (int i = 0; i < n_ids; i++) {
+        eog_add(t, ids[i]);
+        t->attr[ids[i]] |= QK_ATTR_CONTROL;
+    }
+    n_ids = ids_in(t, always_render, ids, 64);
+    for (int i = 0; i < n_ids; i++)
+        t->attr[ids[i]] = QK_ATTR_USER_DEFINED;
     eog_add(t, t->eos);
     eog_add(t, t->eot);
     eog_add(t, t->eom);
