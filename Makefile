@@ -169,7 +169,7 @@ cross-format: all
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS = $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
-FUZZ_CFLAGS = $(CSTD) -ffp-contract=off -O1 -g -fno-omit-frame-pointer $(WARN) $(INC) -pthread $(FUZZ_SAN)
+FUZZ_CFLAGS = $(CSTD) -ffp-contract=off -O1 -gline-tables-only -fno-omit-frame-pointer $(WARN) $(INC) -pthread $(FUZZ_SAN)
 FUZZ_TIME ?= 30
 CHECK_FUZZ_TIME ?= 5
 build-fuzz/obj/%.o: %.c

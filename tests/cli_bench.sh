@@ -150,3 +150,21 @@ grep -q '^| threads | read GB/s | FMA GFLOP/s ' "$T/out" && ok || bad "roofline 
 # QK_CPU lowers the engine's level, and the model rows say so
 QK_CPU=scalar $B model -m "$M" -p 8 -n 0 -r 1 -t 1 --no-warmup -o csv >"$T/out" 2>"$T/err" &&
     grep -q ',CPU scalar,1,pp8,' "$T/out" && ok || bad "QK_CPU=scalar not reported: $(cat "$T/out" "$T/err")"
+
+# model on a quantized HF checkpoint: a decoded token reads every layer's stored parts (codes,
+# scales, zero points), so bytes/token is at least their size in the safetensors files
+for bh in W4A16 FP8_DYNAMIC; do
+    expect 0 $B model -m goldens/hfq/$bh -p 4 -n 2 -r 1 -t 1 --json
+    py "$T/out" goldens/hfq/$bh <<'PY' && ok || bad "model $bh: bytes/token leaves out the layers' parts"
+import glob, json, struct, sys
+d = json.load(open(sys.argv[1]))
+layer = 0
+for f in glob.glob(sys.argv[2] + "/*.safetensors"):
+    with open(f, "rb") as fh:
+        n = struct.unpack("<Q", fh.read(8))[0]
+        h = json.loads(fh.read(n))
+    layer += sum(v["data_offsets"][1] - v["data_offsets"][0] for k, v in h.items() if k.startswith("model.layers."))
+tg = [r for r in d["rows"] if r["test"].startswith("tg")][0]
+assert layer > 0 and tg["bytes_per_token"] >= layer, (tg["bytes_per_token"], layer)
+PY
+done

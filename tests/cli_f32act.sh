@@ -27,12 +27,16 @@ f_pair() {
         "$QK" run -m "$T/f_d.gguf" --tokens-in "$T/f_ids" -n 0 -q -t 2 --logits-out "$T/f_b" >/dev/null 2>>"$T/err" &&
         cmp -s "$T/f_a" "$T/f_b" && ok || bad "--act-type f32 $f_n: not the F32-dequantized model's logits $(cat "$T/err")"
 }
-for f_t in Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_S Q4_K_S Q5_K_S Q6_K IQ3_S IQ4_NL IQ4_XS \
-    TQ1_0 TQ2_0 MXFP4_MOE Q1_0 Q2_0 F16 BF16; do
+# Every type in the plain pass of make check; under ASan+UBSan (QK_SANITIZED) one of each kernel
+# family (the decoders and products of every type run there in test_dot and test_golden too).
+f_types="Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_S Q4_K_S Q5_K_S Q6_K IQ3_S IQ4_NL IQ4_XS TQ1_0 TQ2_0 MXFP4_MOE Q1_0 Q2_0 F16 BF16"
+f_imtypes="IQ2_XXS IQ2_XS IQ2_M IQ3_XXS IQ1_S IQ1_M" # IQ2_M: the iq2_s type
+if [ -n "${QK_SANITIZED:-}" ]; then f_types="Q4_0 Q5_1 Q8_0 Q3_K_S Q6_K IQ4_XS TQ2_0 MXFP4_MOE BF16"; f_imtypes="IQ2_XS IQ1_M"; fi
+for f_t in $f_types; do
     f_pair "$f_t"
 done
 # the importance-matrix types (the model's output and embeddings have no imatrix entry)
-for f_t in IQ2_XXS IQ2_XS IQ2_M IQ3_XXS IQ1_S IQ1_M; do # IQ2_M: the iq2_s type
+for f_t in $f_imtypes; do
     f_pair "$f_t" --imatrix "$F_IM" --output-tensor-type q4_K --token-embedding-type q4_K
 done
 f_pair Q8_0 --tensor-type '.*=nvfp4' # NVFP4 (no preset)

@@ -67,7 +67,7 @@ void qk_model_decode_bytes(const qk_model *m, int kv_type, int64_t n_past, doubl
                                    &l->gate_inp, &l->gate_inp_shexp, &l->gate_shexp, &l->up_shexp,
                                    &l->down_shexp};
         for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
-            w += mats[i]->data ? weight_bytes(mats[i]) : 0.0;
+            w += mats[i]->data || mats[i]->wq ? weight_bytes(mats[i]) : 0.0; /* parted: no data */
         /* a token reads the n_expert_used experts it is routed to (all experts
          * of a layer have the same size and type) */
         if (l->moe)
