@@ -160,6 +160,12 @@ cross-format: all
 	sh tools/cross-format.sh $(B) docs/cross-format.md
 .PHONY: cross-format
 
+# docs/retention.md: the scorecard's schemes written by qk-quant --to (calibrated where they are) on
+# stories4M and a random smol135m, against their float bases, and the scorecard's claims (issue 19)
+retention: all
+	sh tools/retention.sh $(B) docs/retention.md
+.PHONY: retention
+
 # --- fuzzing: libFuzzer harnesses, one per parser --------------------------
 # The library once with fuzzer coverage and ASan+UBSan (UB aborts, so libFuzzer sees it), each
 # harness linked against it.  fuzz-smoke: 30 s each (FUZZ_TIME), new inputs in a scratch
