@@ -199,8 +199,6 @@ static int run(args *a, qk_err *err)
     if ((rc = qk_gguf_open(&g, a->model, 0, err)) || (rc = qk_model_load(&m, g, err)))
         goto done;
     have_model = true;
-    if ((rc = qk_calib_dense_check(&m, a->model, err)))
-        goto done;
     if (!(tok = qk_tok_from_gguf(g, err))) {
         rc = err->code ? err->code : QK_EINPUT;
         goto done;
