@@ -156,8 +156,8 @@ int qk_calib_dense_check(const qk_model *m, const char *path, const char *method
     for (int l = 0; l < m->hp.n_layer; l++)
         if (m->layers[l].moe)
             return qk_errf(err, QK_EINPUT,
-                           "%s: blk.%d.ffn_gate_exps.weight: %s does not calibrate mixture-of-experts layers "
-                           "(each expert would need its own Hessian; qk-imatrix collects experts)",
+                           "%s: blk.%d.ffn_gate_exps.weight: %s calibrates dense products only, not "
+                           "mixture-of-experts layers (qk-imatrix collects experts)",
                            path, l, method);
     return 0;
 }
