@@ -192,7 +192,7 @@ Test(imatrix, bytes_do_not_depend_on_threads_or_batch, .timeout = 120)
  * mixtral plain top-2 of 4, gpt-oss biases and softmax after top-k.
  * (qwen3moe is left out: its dense blk.1.attn_output.weight, which the
  * experts do not touch, is already 1.2e-4 from llama's.) */
-Test(imatrix, moe_against_llama_imatrix, .timeout = 60)
+Test(imatrix, moe_against_llama_imatrix)
 {
     const char *fam[] = {"qwen2moe", "mixtral", "gpt-oss"};
     const int n_expert[] = {4, 4, 4};
@@ -234,7 +234,7 @@ Test(imatrix, moe_against_llama_imatrix, .timeout = 60)
 /* The experts' sums do not depend on threads or batch size either; with
  * -b 8 the dense products (micro-batches under 16 rows) are skipped and the
  * experts still collected, as llama-imatrix does. */
-Test(imatrix, moe_bytes_do_not_depend_on_threads_or_batch, .timeout = 60)
+Test(imatrix, moe_bytes_do_not_depend_on_threads_or_batch)
 {
     make_tmp();
     fixture f = {0};
