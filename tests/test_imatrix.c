@@ -80,15 +80,21 @@ static void unload(fixture *f)
 }
 
 /* Collect with llama-imatrix's options into s: -c n_ctx --chunks n_chunk. */
-static void collect_n(fixture *f, qk_imx *s, int n_ctx, int n_chunk, int n_batch, bool output, int threads)
+/* into s as it is (initialised, perhaps holding --in-file data) */
+static void collect_into(fixture *f, qk_imx *s, int n_ctx, int n_chunk, int n_batch, bool output, int threads)
 {
     qk_err err = {0};
-    qk_imx_init(s, n_ctx);
     qk_imatrix_job j = {.model = &f->m, .tokens = f->ids, .n_ctx = n_ctx, .n_chunk = n_chunk,
                         .n_batch = n_batch, .bos = qk_tok_bos(f->tok), .add_bos = qk_tok_add_bos(f->tok),
                         .process_output = output, .want_logits = true, .nthreads = threads, .stats = s,
                         .out_freq = 10};
     cr_assert_eq(qk_imatrix_run(&j, &err), 0, "%s", err.msg);
+}
+
+static void collect_n(fixture *f, qk_imx *s, int n_ctx, int n_chunk, int n_batch, bool output, int threads)
+{
+    qk_imx_init(s, n_ctx);
+    collect_into(f, s, n_ctx, n_chunk, n_batch, output, threads);
 }
 
 static void collect(fixture *f, qk_imx *s, int n_batch, bool output, int threads)
@@ -227,6 +233,17 @@ Test(imatrix, moe_against_llama_imatrix)
     qk_err err = {0};
     const long k = qk_imx_entry_index(&s, "blk.0.ffn_gate_exps.weight", 26, &err);
     cr_assert(k >= 0 && s.e[k].counts[0] == 0 && s.e[k].counts[3] > 0);
+    qk_imx_free(&s);
+    /* collecting on top of a legacy file (--in-file X.dat): its single counts
+     * broadcast to the experts, then each expert's rows added (counts only:
+     * qwen3moe's sums, see above) */
+    qk_imatrix *m;
+    cr_assert_eq(qk_imatrix_read(&m, G "qwen3moe-c16.imatrix.dat", &err), 0, "%s", err.msg);
+    qk_imx_init(&s, 128);
+    cr_assert_eq(qk_imx_combine(&s, m, "x.dat", &err), 0, "%s", err.msg);
+    qk_imatrix_free(m);
+    collect_into(&f, &s, 128, 2, 2048, false, 2);
+    against_llama_v(&s, G "qwen3moe-in.imatrix.gguf", false);
     qk_imx_free(&s);
     unload(&f);
 }

@@ -20,3 +20,4 @@ M -f $T -c 16 --chunks 2 -o qwen3moe-c16.imatrix.gguf >/dev/null 2>&1
 M --in-file qwen3moe-c16.imatrix.gguf --output-format dat -o qwen3moe-c16.imatrix.dat >/dev/null 2>&1
 M --in-file qwen3moe-c16.imatrix.dat --in-file ../arch/qwen3moe/imatrix.gguf -o qwen3moe-combined.imatrix.gguf \
     >/dev/null 2>&1
+M -f $T -c 128 --chunks 2 --in-file qwen3moe-c16.imatrix.dat -o qwen3moe-in.imatrix.gguf >/dev/null 2>&1
