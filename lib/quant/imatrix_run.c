@@ -78,9 +78,9 @@ static int build_map(run_ctx *r, qk_err *err)
         return qk_errf(err, QK_EIO, "out of memory");
     for (int l = 0; l < m->hp.n_layer; l++) {
         const qk_layer *L = &m->layers[l];
-        const qk_weight *ws[LAYER_W] = {&L->wq,        &L->wk,       &L->wv,         &L->wo,
-                                        &L->w_gate,    &L->w_up,     &L->w_down,     &L->gate_inp,
-                                        &L->gate_inp_shexp, &L->gate_shexp, &L->up_shexp, &L->down_shexp};
+        const qk_weight *ws[LAYER_W] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
+                                        &L->gate_inp, &L->gate_inp_shexp, &L->gate_shexp, &L->up_shexp,
+                                        &L->down_shexp};
         for (int i = 0; i < LAYER_W; i++)
             if (ws[i]->rows > 0 && named(ws[i], "blk.", false))
                 r->map[r->n_map++] = (wmap){ws[i], -1};
