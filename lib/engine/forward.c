@@ -345,9 +345,7 @@ static void stage(qk_ctx *c, const qk_layer *L, stage_id st, int off, int n, int
 
 /* ---- one batch --------------------------------------------------------------- */
 
-/* The products of weights w[0..nw) with one input x, after the calibration
- * hook (qk_ctx_params.mm_hook) has seen x once per weight. */
-static int products(qk_ctx *c, const qk_weight *const *w, float *const *y, int nw, const float *x,
+int qk_ctx_products(qk_ctx *c, const qk_weight *const *w, float *const *y, int nw, const float *x,
                     int n_tok, qk_err *err)
 {
     if (c->mm_hook)
@@ -373,7 +371,7 @@ static int in_transform(const qk_weight *w, float *x, int n_tok, qk_err *err)
 
 static int mm(qk_ctx *c, const qk_weight *w, const float *x, int n_tok, float *y, qk_err *err)
 {
-    return products(c, &w, &y, 1, x, n_tok, err);
+    return qk_ctx_products(c, &w, &y, 1, x, n_tok, err);
 }
 
 /* With a KV codec (F32 cache): rows of n floats into the cache at row
@@ -413,7 +411,8 @@ static int attention_block(qk_ctx *c, int il, int n_tok, qk_err *err)
     stage(c, L, ST_ATTN_NORM, 0, n_tok, 0, NULL, NULL);
     const qk_weight *qkv[3] = {&L->wq, &L->wk, &L->wv};
     float *const qkv_out[3] = {c->q, c->k, c->v};
-    if (in_transform(&L->wq, c->xb, n_tok, err) || products(c, qkv, qkv_out, 3, c->xb, n_tok, err))
+    if (in_transform(&L->wq, c->xb, n_tok, err) ||
+        qk_ctx_products(c, qkv, qkv_out, 3, c->xb, n_tok, err))
         return err->code;
     /* with a KV codec the rows are stored on this thread afterwards */
     stage(c, L, ST_QKV, 0, n_tok, c->n_past, c->has_kvq ? NULL : kc, c->has_kvq ? NULL : vc);
@@ -441,7 +440,8 @@ static int ffn_block(qk_ctx *c, int il, int n_tok, qk_err *err)
     } else {
         const qk_weight *gu[2] = {&L->w_gate, &L->w_up};
         float *const gu_out[2] = {c->gate, c->up};
-        if (in_transform(&L->w_gate, c->xb, n_tok, err) || products(c, gu, gu_out, 2, c->xb, n_tok, err))
+        if (in_transform(&L->w_gate, c->xb, n_tok, err) ||
+            qk_ctx_products(c, gu, gu_out, 2, c->xb, n_tok, err))
             return err->code;
         stage(c, L, ST_ACT, 0, n_tok, 0, NULL, NULL);
         if (in_transform(&L->w_down, c->gate, n_tok, err) || mm(c, &L->w_down, c->gate, n_tok, c->proj, err))
@@ -650,6 +650,7 @@ int qk_ctx_new(qk_ctx **out, const qk_model *m, const qk_ctx_params *p, qk_err *
     c->layer_hook = p->layer_hook;
     c->hook_user = p->hook_user;
     c->mm_hook = p->mm_hook;
+    c->exp_hook = p->exp_hook;
     c->mm_user = p->mm_user;
     if (p->kvq) {
         c->has_kvq = true;

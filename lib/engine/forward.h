@@ -64,6 +64,13 @@ typedef struct qk_ctx_params {
      * change x; a non-zero return fails the forward pass with that code. */
     int (*mm_hook)(void *user, const qk_weight *w, const float *x, int n_tok, qk_err *err);
     void *mm_user;
+    /* exp_hook (mm_user's): the experts' products (llama.cpp's MUL_MAT_ID),
+     * called on the calling thread before each with the rows routed to
+     * expert e: n_rows rows of w->cols floats in x, token order, where w is
+     * &L->exps.gate[e], .up[e] (one call each, the same x) or .down[e].  A
+     * layer's router and shared expert are dense products (mm_hook).  NULL:
+     * off, at no cost.  It must not change x. */
+    int (*exp_hook)(void *user, const qk_weight *w, int e, const float *x, int n_rows, qk_err *err);
 } qk_ctx_params;
 
 /* One rope table's parameters (ggml_rope_ext's arguments, see forward.c). */
@@ -100,6 +107,7 @@ typedef struct qk_ctx {
     void *hook_user;
     int (*mm_hook)(void *user, const qk_weight *w, const float *x, int n_tok, qk_err *err);
     void *mm_user;
+    int (*exp_hook)(void *user, const qk_weight *w, int e, const float *x, int n_rows, qk_err *err);
     bool has_kvq;              /* kvq is applied to the cache */
     qk_kvq kvq;
     float *kq_cache;           /* KIVI: complete key groups quantized per channel, [n_layer][n_ctx][kv_dim] */

@@ -19,6 +19,11 @@ void qk_add_rows(float *y, const float *b, int n_rows, int n);
 int qk_attend(qk_ctx *c, int il, const void *kc, const void *vc, const float *kqc, int n_tok,
               qk_err *err);
 
+/* The products of weights w[0..nw) with one input x (n_tok rows), after
+ * the calibration hook (qk_ctx_params.mm_hook) has seen x once per weight. */
+int qk_ctx_products(qk_ctx *c, const qk_weight *const *w, float *const *y, int nw, const float *x,
+                    int n_tok, qk_err *err);
+
 /* The FFN of a layer with experts: c->xb (n_tok rows) in, c->proj out. */
 int qk_moe_block(qk_ctx *c, const qk_layer *L, int n_tok, qk_err *err);
 

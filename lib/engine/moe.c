@@ -23,7 +23,13 @@
  * only the chosen experts' rows, and each output row depends on its own
  * input row alone, so how many tokens share an expert, the batch size and
  * the thread count do not change a bit.  Tokens are taken QK_MOE_CHUNK at a
- * time to bound the scratch. */
+ * time to bound the scratch.
+ *
+ * Calibration: the router and the shared expert are dense products
+ * (qk_ctx_params.mm_hook, on the chunk's rows); each expert's products pass
+ * exp_hook with the rows routed to it, in token order, as llama.cpp's
+ * MUL_MAT_ID hands llama-imatrix the rows of (token, slot) pairs that chose
+ * the expert.  Without hooks nothing more is done. */
 #include "lib/engine/forward_impl.h"
 
 #include <math.h>
@@ -105,11 +111,16 @@ static int run_expert(qk_ctx *c, const qk_layer *L, int e, const float *xb, int 
         return 0;
     const qk_weight *gu[2] = {&L->exps.gate[e], &L->exps.up[e]};
     float *const gu_out[2] = {w->g, w->u};
+    if (c->exp_hook && (c->exp_hook(c->mm_user, gu[0], e, w->x, n, err) ||
+                        c->exp_hook(c->mm_user, gu[1], e, w->x, n, err)))
+        return err->code;
     if (qk_matmul_n(gu, gu_out, 2, w->x, n, &c->ws, c->nthreads, err))
         return err->code;
     qk_add_rows(w->g, L->exps.gate_b ? L->exps.gate_b + (size_t)e * nf : NULL, n, nf);
     qk_add_rows(w->u, L->exps.up_b ? L->exps.up_b + (size_t)e * nf : NULL, n, nf);
     qk_ffn_act_rows(hp, w->g, w->u, (size_t)n * nf);
+    if (c->exp_hook && c->exp_hook(c->mm_user, &L->exps.down[e], e, w->g, n, err))
+        return err->code;
     if (qk_matmul(&L->exps.down[e], w->g, n, w->d, &c->ws, c->nthreads, err))
         return err->code;
     qk_add_rows(w->d, L->exps.down_b ? L->exps.down_b + (size_t)e * ne : NULL, n, ne);
@@ -131,12 +142,13 @@ static int shared_expert(qk_ctx *c, const qk_layer *L, const float *xb, int nt, 
     const int ne = hp->n_embd, nf = hp->n_ff_shexp;
     const qk_weight *gu[3] = {&L->gate_shexp, &L->up_shexp, &L->gate_inp_shexp};
     float *const gu_out[3] = {c->gate, c->up, w->sg};
-    if (qk_matmul_n(gu, gu_out, 3, xb, nt, &c->ws, c->nthreads, err))
+    if (qk_ctx_products(c, gu, gu_out, 3, xb, nt, err))
         return err->code;
     qk_hparams silu = *hp; /* the shared expert is a plain SwiGLU FFN */
     silu.ffn_act = QK_ACT_SILU;
     qk_ffn_act_rows(&silu, c->gate, c->up, (size_t)nt * nf);
-    if (qk_matmul(&L->down_shexp, c->gate, nt, w->sh, &c->ws, c->nthreads, err))
+    const qk_weight *dn = &L->down_shexp;
+    if (qk_ctx_products(c, &dn, &w->sh, 1, c->gate, nt, err))
         return err->code;
     for (int t = 0; t < nt; t++) {
         const float g = w->sg[t], gate = g / (1.0f + expf(-g)) / g;
@@ -154,7 +166,8 @@ int qk_moe_block(qk_ctx *c, const qk_layer *L, int n_tok, qk_err *err)
     for (int t0 = 0; t0 < n_tok; t0 += QK_MOE_CHUNK) {
         const int nt = n_tok - t0 < QK_MOE_CHUNK ? n_tok - t0 : QK_MOE_CHUNK;
         const float *xb = c->xb + (size_t)t0 * ne;
-        if (qk_matmul(&L->gate_inp, xb, nt, w->logits, &c->ws, c->nthreads, err))
+        const qk_weight *router = &L->gate_inp;
+        if (qk_ctx_products(c, &router, &w->logits, 1, xb, nt, err))
             return err->code;
         qk_add_rows(w->logits, L->gate_inp_b, nt, nx);
         for (int t = 0; t < nt; t++)

@@ -269,7 +269,8 @@ int qk_ckpt_calibrate(const char *src_dir, const qk_calib_target *t, qk_ckpt_cal
         rc = qk_errf(err, QK_EINPUT, "%s: a quantized checkpoint; --method gptq needs a float one", src_dir);
         goto done;
     }
-    if ((rc = qk_calib_dense_check(s.m, src_dir, err)) || (rc = map_modules(&k, s.m, err)))
+    const char *how = c->method == QK_CALIB_AWQ ? "--method awq" : "--method gptq";
+    if ((rc = qk_calib_dense_check(s.m, src_dir, how, err)) || (rc = map_modules(&k, s.m, err)))
         goto done;
     if ((rc = c->tokenizer ? qk_tokenizer_from(c->tokenizer, &tok, err) : qk_hf_tokenizer(src_dir, &tok, err)))
         goto done;

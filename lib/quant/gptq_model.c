@@ -348,7 +348,7 @@ int qk_gptq_plan_run(qk_quant_plan *p, qk_gptq_calib *c, bool quiet, qk_err *err
     int rc = qk_model_load(&m, p->g, err);
     if (rc)
         return rc;
-    if ((rc = qk_calib_dense_check(&m, c->model ? c->model : "model", err)))
+    if ((rc = qk_calib_dense_check(&m, c->model ? c->model : "model", "--method gptq", err)))
         goto done;
     if (!(tok = qk_tok_from_gguf(p->g, err))) {
         rc = err->code ? err->code : QK_EINPUT;

@@ -17,13 +17,22 @@ typedef struct {
     long idx;
 } wmap;
 
+/* A layer's expert tensors: gate, up, down (n_expert matrices each). */
+typedef struct {
+    const qk_weight *base[3];
+    long idx[3];
+} xmap;
+
 typedef struct {
     qk_imatrix_job *j;
     wmap *map;
     int n_map;
+    xmap *xm;
+    int n_xm;
     bool counting; /* the current piece belongs to a micro-batch of >= 16 rows */
 } run_ctx;
 
+/* MUL_MAT: the weights of build_map, micro-batches of 16 rows or more. */
 static int hook(void *user, const qk_weight *w, const float *x, int n_tok, qk_err *err)
 {
     run_ctx *r = user;
@@ -35,26 +44,56 @@ static int hook(void *user, const qk_weight *w, const float *x, int n_tok, qk_er
     return 0;
 }
 
+/* MUL_MAT_ID: every expert product, whatever its batch (llama-imatrix
+ * collects all indirect products). */
+static int exp_hook(void *user, const qk_weight *w, int e, const float *x, int n_rows, qk_err *err)
+{
+    run_ctx *r = user;
+    const int nx = r->j->model->hp.n_expert;
+    for (int i = 0; i < r->n_xm; i++)
+        for (int k = 0; k < 3; k++)
+            if (r->xm[i].base[k] + e == w)
+                return qk_imx_add_expert(r->j->stats, r->xm[i].idx[k], e, nx, x, n_rows, w->cols,
+                                         r->j->nthreads, err);
+    return 0;
+}
+
 static bool named(const qk_weight *w, const char *prefix, bool whole)
 {
     const size_t n = strlen(prefix);
     return (size_t)w->name_len >= n && !memcmp(w->name, prefix, n) && (!whole || (size_t)w->name_len == n);
 }
 
-/* The weights llama-imatrix collects: every blk.* product, and output.weight
- * with process_output (not the token embeddings standing in for it). */
+#define LAYER_W 12 /* dense products a layer can have */
+
+/* The weights llama-imatrix collects: every blk.* product (a MoE layer's
+ * router and shared expert, and its experts), and output.weight with
+ * process_output (not the token embeddings standing in for it). */
 static int build_map(run_ctx *r, qk_err *err)
 {
     const qk_model *m = r->j->model;
-    r->map = malloc(((size_t)m->hp.n_layer * 7 + 1) * sizeof *r->map);
-    if (!r->map)
+    r->map = malloc(((size_t)m->hp.n_layer * LAYER_W + 1) * sizeof *r->map);
+    r->xm = malloc(((size_t)m->hp.n_layer + 1) * sizeof *r->xm);
+    if (!r->map || !r->xm)
         return qk_errf(err, QK_EIO, "out of memory");
     for (int l = 0; l < m->hp.n_layer; l++) {
         const qk_layer *L = &m->layers[l];
-        const qk_weight *ws[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (int i = 0; i < 7; i++)
+        const qk_weight *ws[LAYER_W] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
+                                        &L->gate_inp, &L->gate_inp_shexp, &L->gate_shexp, &L->up_shexp,
+                                        &L->down_shexp};
+        for (int i = 0; i < LAYER_W; i++)
             if (ws[i]->rows > 0 && named(ws[i], "blk.", false))
                 r->map[r->n_map++] = (wmap){ws[i], -1};
+        if (L->moe && m->hp.n_expert > 0) {
+            xmap *x = &r->xm[r->n_xm++];
+            const qk_weight *b[3] = {L->exps.gate, L->exps.up, L->exps.down};
+            for (int k = 0; k < 3; k++) {
+                x->base[k] = b[k];
+                x->idx[k] = qk_imx_entry_index(r->j->stats, b[k]->name, (size_t)b[k]->name_len, err);
+                if (x->idx[k] < 0)
+                    return err->code;
+            }
+        }
     }
     if (r->j->process_output && named(&m->output, "output.weight", true))
         r->map[r->n_map++] = (wmap){&m->output, -1};
@@ -112,13 +151,14 @@ static int piece(run_ctx *r, qk_ctx *c, const int32_t *win, int ci, int p0, int 
     return j->on_logits(j->ud, ci, a, b - a, logits + (size_t)(a - p0) * nv, err);
 }
 
-int qk_calib_dense_check(const qk_model *m, const char *path, qk_err *err)
+int qk_calib_dense_check(const qk_model *m, const char *path, const char *method, qk_err *err)
 {
     for (int l = 0; l < m->hp.n_layer; l++)
         if (m->layers[l].moe)
             return qk_errf(err, QK_EINPUT,
-                           "%s: blk.%d.ffn_gate_exps.weight: mixture-of-experts layers are not calibrated yet",
-                           path, l);
+                           "%s: blk.%d.ffn_gate_exps.weight: %s calibrates dense products only, not "
+                           "mixture-of-experts layers (qk-imatrix collects experts)",
+                           path, l, method);
     return 0;
 }
 
@@ -138,7 +178,7 @@ int qk_imatrix_run(qk_imatrix_job *j, qk_err *err)
     float *logits = malloc((size_t)pmax * (size_t)nv * sizeof *logits);
     int rc = !win || !logits ? qk_errf(err, QK_EIO, "out of memory") : build_map(&r, err);
     const qk_ctx_params cp = {.n_ctx = n_ctx, .n_batch = pmax, .nthreads = j->nthreads,
-                              .kv_type = QK_F16, .mm_hook = hook, .mm_user = &r};
+                              .kv_type = QK_F16, .mm_hook = hook, .exp_hook = exp_hook, .mm_user = &r};
     if (!rc)
         rc = qk_ctx_new(&c, j->model, &cp, err);
     const int first = n_ctx / 2;
@@ -173,6 +213,7 @@ int qk_imatrix_run(qk_imatrix_job *j, qk_err *err)
     }
     qk_ctx_free(c);
     free(r.map);
+    free(r.xm);
     free(win);
     free(logits);
     return rc;

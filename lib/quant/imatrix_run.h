@@ -18,7 +18,16 @@
  *
  * After each chunk the statistics are saved every out_freq chunks (and as
  * OUT.at_N every save_freq chunks), as llama-imatrix's --output-frequency
- * and --save-frequency do. */
+ * and --save-frequency do.
+ *
+ * Mixture-of-experts layers: the router (ffn_gate_inp) and the shared
+ * expert (qwen2moe's ffn_{gate,up,down}_shexp and ffn_gate_inp_shexp) are
+ * dense products under the rule above; the expert tensors
+ * (ffn_{gate,up,down}_exps, llama.cpp's MUL_MAT_ID) are collected from
+ * every micro-batch, however small, as llama-imatrix collects every
+ * indirect product: per expert, the rows routed to it (gate and up: the
+ * token's input; down: that expert's activation) into its own block of sums
+ * and its own count (lib/engine/forward.h exp_hook). */
 #ifndef QK_IMATRIX_RUN_H
 #define QK_IMATRIX_RUN_H
 
@@ -60,11 +69,10 @@ typedef struct qk_imatrix_job {
  * longer finite (code 2), a failed save (code 3). */
 int qk_imatrix_run(qk_imatrix_job *j, qk_err *err);
 
-/* Refuse (code 2, naming the file `path` and the first expert tensor) a
- * model with mixture-of-experts layers: calibration (qk-imatrix, --method
- * gptq) sees only the dense products so far (the expert products of
- * lib/engine/moe.c do not pass the hook, and per-expert counts are not
- * kept). */
-int qk_calib_dense_check(const qk_model *m, const char *path, qk_err *err);
+/* Refuse (code 2, naming the file `path`, the first expert tensor and
+ * `method`, e.g. "--method gptq") a model with mixture-of-experts layers:
+ * the Hessian methods (GPTQ, AWQ) see only dense products.  qk_imatrix_run
+ * collects experts and needs no check. */
+int qk_calib_dense_check(const qk_model *m, const char *path, const char *method, qk_err *err);
 
 #endif

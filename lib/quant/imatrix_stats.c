@@ -130,6 +130,34 @@ int qk_imx_add(qk_imx *s, long idx, const float *x, int64_t n_rows, int64_t ne0,
     return 0;
 }
 
+int qk_imx_add_expert(qk_imx *s, long idx, int expert, int n_expert, const float *x, int64_t n_rows,
+                      int64_t ne0, int nthreads, qk_err *err)
+{
+    qk_imx_entry *e = &s->e[idx];
+    const int64_t nv = ne0 * n_expert;
+    if (e->n_counts == 1 && n_expert > 1 && resize(e, e->n_values, n_expert, e->counts[0], err))
+        return err->code; /* broadcast, as for an old imatrix */
+    if (e->n_values == 0) {
+        if (resize(e, nv, n_expert, 0, err))
+            return err->code;
+    } else if (e->n_values != nv) {
+        return qk_errf(err, QK_EINPUT, "%s: inconsistent size (%lld sums, the experts have %lld x %d)",
+                       e->name, (long long)e->n_values, (long long)ne0, n_expert);
+    } else if (e->n_counts != n_expert) {
+        return qk_errf(err, QK_EINPUT, "%s: inconsistent expert count (%lld counts, the model has %d)",
+                       e->name, (long long)e->n_counts, n_expert);
+    }
+    float *v = e->values + (size_t)expert * (size_t)ne0;
+    sq_job j = {.v = v, .x = x, .rows = n_rows, .ne0 = ne0};
+    qk_parallel_for(nthreads, (size_t)ne0, 512, sq_cols, &j);
+    for (int64_t c = 0; c < ne0; c++)
+        if (!isfinite(v[c]))
+            return qk_errf(err, QK_EINPUT, "%s: the sum of squared inputs of expert %d column %lld is %f",
+                           e->name, expert, (long long)c, (double)v[c]);
+    e->counts[expert] += n_rows;
+    return 0;
+}
+
 int32_t qk_imx_chunks(const qk_imx *s)
 {
     int64_t mx = 0;

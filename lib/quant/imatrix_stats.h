@@ -7,6 +7,12 @@
  * count added to counts[] (one count per matrix: dense weights have one).
  * The order of the float additions is the order of the rows, whatever the
  * batches and threads were, so the saved bytes depend on the rows alone.
+ * Expert tensors keep a block of sums and a count per expert (in_sum2
+ * [ne0, n_expert], counts [1, n_expert]); each block sums its expert's
+ * rows in token order.  (llama-imatrix sums an expert's rows of one
+ * micro-batch slot by slot, then token by token: the same squares, added
+ * in another order where an expert is some tokens' first choice and other
+ * tokens' second.)
  *
  * Saved as llama-imatrix's GGUF (general.type "imatrix", imatrix.datasets,
  * imatrix.chunk_count, imatrix.chunk_size; per weight F32 tensors
@@ -51,6 +57,15 @@ long qk_imx_entry_index(qk_imx *s, const char *name, size_t len, qk_err *err);
  * that is no longer finite is code 2 naming the weight. */
 int qk_imx_add(qk_imx *s, long idx, const float *x, int64_t n_rows, int64_t ne0, int nthreads,
                qk_err *err);
+
+/* collect_imatrix for an expert product (llama.cpp's MUL_MAT_ID): the
+ * n_rows rows of ne0 floats routed to expert `expert` of n_expert, added
+ * to that expert's block of sums in row order and to its count.  An entry
+ * with one count (from a file) has it broadcast to every expert first.
+ * Sizes that disagree with the entry's, or a sum no longer finite, are
+ * code 2 naming the weight. */
+int qk_imx_add_expert(qk_imx *s, long idx, int expert, int n_expert, const float *x, int64_t n_rows,
+                      int64_t ne0, int nthreads, qk_err *err);
 
 /* --in-file: add an importance matrix read by qk_imatrix_read (its stored
  * sums and counts; legacy values times chunk_size), its datasets appended.
