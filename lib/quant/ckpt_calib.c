@@ -19,10 +19,10 @@
 /* Which --to schemes each method applies to ("dense": f32, f16, bf16, the smoothed float model). */
 static const struct { int method; const char *name, *schemes[3], *list; } methods[] = {
     {QK_CALIB_RTN, "rtn", {NULL}, NULL},
-    {QK_CALIB_GPTQ, "gptq", {"ct-w4a16", "ct-w8a8", NULL}, "ct-w4a16 or ct-w8a8"},
-    {QK_CALIB_AWQ, "awq", {"ct-w4a16", NULL}, "ct-w4a16"},
-    {QK_CALIB_SQ, "smoothquant", {"ct-w8a8", "dense", NULL}, "ct-w8a8 (or f32, f16, bf16: the smoothed float model)"},
-    {QK_CALIB_SQ_GPTQ, "smoothquant+gptq", {"ct-w8a8", NULL}, "ct-w8a8"},
+    {QK_CALIB_GPTQ, "gptq", {"ct-w4a16", "ct-w8a8", NULL}, "ct-w4a16 or ct-w8a8 only"},
+    {QK_CALIB_AWQ, "awq", {"ct-w4a16", NULL}, "ct-w4a16 only"},
+    {QK_CALIB_SQ, "smoothquant", {"ct-w8a8", "dense", NULL}, "ct-w8a8 only (or f32, f16, bf16: the smoothed float model)"},
+    {QK_CALIB_SQ_GPTQ, "smoothquant+gptq", {"ct-w8a8", NULL}, "ct-w8a8 only"},
 };
 
 bool qk_calib_supports(int method, const char *scheme)

@@ -555,7 +555,7 @@ static int calibrate(wctx *w, const char *src_dir)
     const char *scheme = w->tg.k == K_CT_W4A16 ? "ct-w4a16" : w->tg.k == K_CT_W8A8 ? "ct-w8a8"
                          : w->tg.k == K_DENSE ? "dense" : "";
     if (!qk_calib_supports(c->method, scheme))
-        return qk_errf(w->err, QK_EINPUT, "--method %s applies to --to %s only", qk_calib_method_name(c->method),
+        return qk_errf(w->err, QK_EINPUT, "--method %s applies to --to %s", qk_calib_method_name(c->method),
                        qk_calib_method_schemes(c->method));
     if (w->rot) /* the calibration runs the source model, not the rotated one */
         return qk_errf(w->err, QK_EINPUT, "--method %s with --rotate: not supported yet (use one or the other)",
