@@ -17,11 +17,14 @@ expect 0 "$QK" quant -q --to f32 --method smoothquant --smoothing-strength 0 --c
     --tokenizer "$SG" -t 2 "$SH" "$T/s0"
 cmp -s "$T/s0/model.safetensors" "$T/sf/model.safetensors" && bad "smoothquant: --smoothing-strength 0 = 0.5" || ok
 # SmoothQuant + GPTQ W8A8: the bytes do not depend on the thread count, qk-run runs it, actorder recorded
+# (the sanitized pass runs it once: GPTQ is 30x slower there)
 expect 0 "$QK" quant -q --to ct-w8a8 --method smoothquant+gptq --calib "$SC" -c 64 --calib-chunks 2 --tokenizer "$SG" \
-    -t 1 "$SH" "$T/sg1"
-expect 0 "$QK" quant -q --to ct-w8a8 --method smoothquant+gptq --calib "$SC" -c 64 --calib-chunks 2 --tokenizer "$SG" \
-    -t 3 "$SH" "$T/sg3"
-cmp -s "$T/sg1/model.safetensors" "$T/sg3/model.safetensors" && ok || bad "smoothquant+gptq bytes depend on threads"
+    -t 3 "$SH" "$T/sg1"
+if [ -z "${QK_SANITIZED:-}" ]; then
+    expect 0 "$QK" quant -q --to ct-w8a8 --method smoothquant+gptq --calib "$SC" -c 64 --calib-chunks 2 \
+        --tokenizer "$SG" -t 1 "$SH" "$T/sg3"
+    cmp -s "$T/sg1/model.safetensors" "$T/sg3/model.safetensors" && ok || bad "smoothquant+gptq bytes depend on threads"
+fi
 expect 0 "$QK" run -q -m "$T/sg1" --tokenizer "$SG" -p "Once upon a time" -n 4
 grep -q '"actorder": "static"' "$T/sg1/config.json" && ok || bad "smoothquant+gptq: config.json actorder"
 # stories4M W8A8 on 8 x 128 calibration tokens, Mean KLD against the F32 base on 8 x 128 evaluation

@@ -287,15 +287,16 @@ static int map_modules(cal *k, const qk_model *m, qk_err *err)
                     if (w->name && (size_t)w->name_len == strlen(hf) && !memcmp(w->name, hf, strlen(hf))) {
                         if (!qk_type_get(w->type) || !qk_type_get(w->type)->to_float || w->wq ||
                             (w->type != QK_F32 && w->type != QK_F16 && w->type != QK_BF16))
-                            return qk_errf(err, QK_EINPUT, "%s: --method gptq needs float weights", hf);
+                            return qk_errf(err, QK_EINPUT, "%s: --method %s needs float weights", hf,
+                                           qk_calib_method_name(k->c->method));
                         k->mod_of[l * NW + i] = (int)mi;
                         k->perm_of[l * NW + i] = perm;
                         found = true;
                     }
                 }
         if (!found)
-            return qk_errf(err, QK_EINPUT, "%s: not a product of a decoder layer, which --method gptq calibrates "
-                           "(leave it out with --ignore)", mod);
+            return qk_errf(err, QK_EINPUT, "%s: not a product of a decoder layer, which --method %s calibrates "
+                           "(leave it out with --ignore)", mod, qk_calib_method_name(k->c->method));
     }
     return 0;
 }
@@ -409,7 +410,8 @@ int qk_ckpt_calibrate(const char *src_dir, const qk_calib_target *t, qk_ckpt_cal
         return rc;
     s.m = &k.h->m;
     if (k.h->ck) {
-        rc = qk_errf(err, QK_EINPUT, "%s: a quantized checkpoint; --method gptq needs a float one", src_dir);
+        rc = qk_errf(err, QK_EINPUT, "%s: a quantized checkpoint; --method %s needs a float one", src_dir,
+                     qk_calib_method_name(c->method));
         goto done;
     }
     if ((rc = qk_calib_dense_check(s.m, src_dir, err)) || (rc = map_modules(&k, s.m, err)))
