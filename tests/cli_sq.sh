@@ -61,4 +61,6 @@ expect 2 "$QK" quant --to ct-w8a8 --method gptq --smoothing-strength 0.5 --calib
 expect 2 "$QK" quant --to ct-w8a8 --method smoothquant "$SH" "$T/z9"
 expect 2 "$QK" quant --method smoothquant --calib "$SC" "$SG" "$T/za.gguf" Q4_0
 expect 2 "$QK" quant --to ct-w8a8 --method smoothquant --calib "$SC" -c 64 --tokenizer "$SG" goldens/hfq/W4A16 "$T/zb"
+# gemma's norms are (1 + w) and its post_attention_layernorm follows attention: not the Llama mappings
+expect 2 "$QK" quant --to ct-w8a8 --method smoothquant --calib "$SC" -c 32 --tokenizer "$SG" goldens/arch/gemma2/hf "$T/zc"
 if ls "$T" | grep -q '^z'; then bad "smoothquant left output behind"; ls "$T"; else ok; fi

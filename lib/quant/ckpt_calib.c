@@ -379,7 +379,7 @@ static int sq_results(cal *k, const qk_model *m, qk_err *err)
  * after its calibration; then, for smoothquant+gptq, GPTQ's pass over the smoothed model. */
 static int smoothquant(cal *k, const qk_gptq_seq *s, qk_err *err)
 {
-    int rc = qk_sq_init(&k->sq, s->m, k->c->alpha, err);
+    int rc = qk_sq_init(&k->sq, s->m, k->c->alpha, k->h->hf->dir, err);
     qk_gptq_seq a = *s;
     a.layer = sq_layer, a.on_input = sq_input;
     if (!rc)

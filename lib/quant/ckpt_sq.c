@@ -40,9 +40,15 @@ qk_weight *qk_sq_balance(qk_layer *L, int b)
     return ws[b];
 }
 
-int qk_sq_init(qk_sq *q, const qk_model *m, double alpha, qk_err *err)
+int qk_sq_init(qk_sq *q, const qk_model *m, double alpha, const char *path, qk_err *err)
 {
     memset(q, 0, sizeof *q);
+    /* the Llama mappings hold where a layer is norm -> q/k/v, norm -> gate/up, plain RMSNorm weights:
+     * not gemma's (1 + w) norms, whose post_attention_layernorm follows attention, nor phi3's fused
+     * qkv_proj / gate_up_proj */
+    if (m->hp.arch != QK_ARCH_LLAMA && m->hp.arch != QK_ARCH_QWEN2 && m->hp.arch != QK_ARCH_QWEN3)
+        return qk_errf(err, QK_EINPUT, "%s: --method smoothquant: architecture not supported (llama, mistral, "
+                       "qwen2, qwen3: the norm -> q/k/v, norm -> gate/up layers of its mappings)", path);
     q->alpha = (float)alpha, q->n_layer = m->hp.n_layer, q->e = m->hp.n_embd;
     const size_t nl = (size_t)(q->n_layer ? q->n_layer : 1);
     q->layers = calloc(nl, sizeof *q->layers);

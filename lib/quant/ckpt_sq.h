@@ -23,7 +23,8 @@ typedef struct qk_sq {
     float **norm;             /* n_layer x 2: input_layernorm, post_attention_layernorm, smoothed */
 } qk_sq;
 
-int qk_sq_init(qk_sq *q, const qk_model *m, double alpha, qk_err *err);
+/* Errors: an architecture the Llama mappings do not fit (gemma, phi3, gpt-oss: code 2, naming path). */
+int qk_sq_init(qk_sq *q, const qk_model *m, double alpha, const char *path, qk_err *err);
 void qk_sq_free(qk_sq *q);
 /* The sequential pipeline's on_input: a slot's input rows (cols wide). */
 int qk_sq_on_input(qk_sq *q, int slot, const float *x, int n, int64_t cols, qk_err *err);
