@@ -43,6 +43,8 @@ static const char usage_text[] =
     "       qk-quant --to SCHEME [--asym] [--group N] [--ignore REGEX] [--shard-size BYTES]\n"
     "                [--rotate hadamard] SRC OUT_DIR\n"
     "       qk-quant --to ct-w4a16 --method gptq|awq --calib TEXT [--calib-chunks N] [-c N] SRC OUT_DIR\n"
+    "       qk-quant --to ct-w8a8 --method gptq|smoothquant|smoothquant+gptq [--smoothing-strength A]\n"
+    "                --calib TEXT [--calib-chunks N] [-c N] SRC OUT_DIR\n"
     "\n"
     "Quantize a GGUF model the way llama-quantize (llama.cpp d32676d) does: the same presets,\n"
     "per-tensor type rules, options and metadata, and a byte-identical output file.  Without\n"
@@ -81,11 +83,14 @@ static const char usage_text[] =
     "  --granularity G            tensor|channel|token|group:G|block:RxC|none (int8, int4, fp8, ...)\n"
     "  --global-scale S|auto      NVFP4 global scale (mxfp4/nvfp4 then mean the OCP/NVIDIA schemes)\n"
     "  --ct                       NVFP4 in compressed-tensors' convention (global scale 2688/amax)\n"
-    "calibration (GPTQ, described in qk-quant(1)):\n"
+    "calibration (GPTQ, AWQ, SmoothQuant, described in qk-quant(1)):\n"
     "  --method M                 rtn (default: round to nearest), gptq (GGUF types; --to ct-w4a16\n"
-    "                             as llm-compressor's GPTQModifier) or awq (--to ct-w4a16, as its\n"
-    "                             AWQModifier)\n"
-    "  --calib TEXT               calibration text for --method gptq\n"
+    "                             and ct-w8a8 as llm-compressor's GPTQModifier), awq (--to ct-w4a16,\n"
+    "                             as its AWQModifier), smoothquant (--to ct-w8a8, as its\n"
+    "                             SmoothQuantModifier; --to f32|f16|bf16: the smoothed float model)\n"
+    "                             or smoothquant+gptq (--to ct-w8a8: SmoothQuant, then GPTQ)\n"
+    "  --smoothing-strength A     SmoothQuant's alpha in [0, 1] (default 0.5)\n"
+    "  --calib TEXT               calibration text for --method gptq, awq, smoothquant\n"
     "  --calib-chunks N           use the first N chunks (default: all the text has)\n"
     "  -c, --calib-ctx N          tokens per chunk (default 512)\n"
     "  --tokenizer FILE           --to: the calibration text's tokenizer (GGUF, tokenizer.json or\n"
@@ -136,6 +141,8 @@ typedef struct model_args {
     bool json, quiet, threads_set;
     bool gptq;                  /* --method gptq */
     bool awq;                   /* --method awq (--to ct-w4a16 only) */
+    int sq;                     /* --method smoothquant or smoothquant+gptq (--to only): its QK_CALIB_* */
+    double alpha;               /* --smoothing-strength (-1: not given) */
     qk_gptq_calib calib;
 } model_args;
 
@@ -400,6 +407,11 @@ static int check_calib(model_args *a, const qk_quant_preset *pr, qk_err *err)
 {
     if (a->awq)
         return qk_errf(err, QK_EINPUT, "--method awq applies to --to ct-w4a16 only (GGUF types: rtn or gptq)");
+    if (a->sq)
+        return qk_errf(err, QK_EINPUT, "--method %s applies to --to ct-w8a8 only (GGUF types: rtn or gptq)",
+                       qk_calib_method_name(a->sq));
+    if (a->alpha >= 0)
+        return qk_errf(err, QK_EINPUT, "--smoothing-strength needs --method smoothquant or smoothquant+gptq");
     if (!a->gptq)
         return a->calib.text ? qk_errf(err, QK_EINPUT, "--calib needs --method gptq") : 0;
     const int t = qk_ftype_default_type(pr->ftype);
@@ -578,7 +590,7 @@ int cmd_quant(int argc, char **argv)
         O_LIST = 256, O_ENC, O_DEC, O_SHAPE, O_IMATRIX, O_JSON, O_REQUANT, O_LEAVE_OUT, O_PURE,
         O_INCLUDE, O_EXCLUDE, O_OUT_TYPE, O_EMB_TYPE, O_TT, O_TT_FILE, O_PRUNE, O_KEEP_SPLIT,
         O_KVO, O_DRY, O_MEASURE, O_GRAN, O_GSCALE, O_CT, O_TO, O_ASYM, O_IGNORE, O_GROUP, O_SHARD, O_ROTATE,
-        O_METHOD, O_CALIB, O_CCHUNKS, O_CCTX, O_DAMP, O_NOACT, O_TOKENIZER
+        O_METHOD, O_CALIB, O_CCHUNKS, O_CCTX, O_DAMP, O_NOACT, O_TOKENIZER, O_SQA
     };
     static const struct option opts[] = {
         {"list-types", no_argument, 0, O_LIST}, {"raw-encode", required_argument, 0, O_ENC},
@@ -602,12 +614,12 @@ int cmd_quant(int argc, char **argv)
         {"method", required_argument, 0, O_METHOD}, {"calib", required_argument, 0, O_CALIB},
         {"calib-chunks", required_argument, 0, O_CCHUNKS}, {"calib-ctx", required_argument, 0, O_CCTX},
         {"damp", required_argument, 0, O_DAMP}, {"no-act-order", no_argument, 0, O_NOACT},
-        {"tokenizer", required_argument, 0, O_TOKENIZER},
+        {"tokenizer", required_argument, 0, O_TOKENIZER}, {"smoothing-strength", required_argument, 0, O_SQA},
         {"threads", required_argument, 0, 't'}, {"quiet", no_argument, 0, 'q'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     qk_raw_req a = {.threads = 1};
     model_args m = {.o = {.output_tensor_type = -1, .token_embedding_type = -1, .nthreads = qk_cpu_count()},
-                    .calib = {.n_ctx = 512, .o = {.damp = 0.01, .act_order = true}}};
+                    .alpha = -1, .calib = {.n_ctx = 512, .o = {.damp = 0.01, .act_order = true}}};
     bool list = false, have_shape = false;
     const char *enc = NULL, *dec = NULL, *to = NULL, *tokenizer = NULL;
     qk_ckpt_opts co = {0};
@@ -679,11 +691,18 @@ int cmd_quant(int argc, char **argv)
             if (!(rc = qk_cli_int("--shard-size", optarg, 1, INT64_MAX, &v, &err)))
                 co.shard_size = (uint64_t)v;
             break;
-        case O_METHOD:
-            if (!strcmp(optarg, "gptq") || !strcmp(optarg, "rtn") || !strcmp(optarg, "awq"))
-                m.gptq = !strcmp(optarg, "gptq"), m.awq = !strcmp(optarg, "awq");
-            else
-                rc = qk_errf(&err, QK_EINPUT, "--method '%s': expected rtn, gptq or awq", optarg);
+        case O_METHOD: {
+            const int mt = qk_calib_method_by_name(optarg);
+            if (mt < 0)
+                rc = qk_errf(&err, QK_EINPUT, "--method '%s': expected rtn, gptq, awq, smoothquant or "
+                             "smoothquant+gptq", optarg);
+            m.gptq = mt == QK_CALIB_GPTQ, m.awq = mt == QK_CALIB_AWQ;
+            m.sq = mt == QK_CALIB_SQ || mt == QK_CALIB_SQ_GPTQ ? mt : 0;
+            break;
+        }
+        case O_SQA:
+            if (!(rc = qk_cli_double("--smoothing-strength", optarg, &m.alpha, &err)) && !(m.alpha >= 0 && m.alpha <= 1))
+                rc = qk_errf(&err, QK_EINPUT, "--smoothing-strength %s: expected a number in [0, 1]", optarg);
             break;
         case O_CALIB: m.calib.text = optarg; break;
         case O_CCHUNKS:
@@ -734,16 +753,24 @@ int cmd_quant(int argc, char **argv)
             return 2;
         }
         co.quiet = m.quiet;
-        qk_ckpt_calib cal = {.method = m.gptq ? QK_CALIB_GPTQ : m.awq ? QK_CALIB_AWQ : QK_CALIB_RTN, .text = m.calib.text,
-                             .tokenizer = tokenizer, .n_ctx = m.calib.n_ctx, .n_chunks = m.calib.n_chunks,
-                             .o = m.calib.o, .quiet = m.quiet};
+        qk_ckpt_calib cal = {.method = m.gptq ? QK_CALIB_GPTQ : m.awq ? QK_CALIB_AWQ : m.sq ? m.sq : QK_CALIB_RTN,
+                             .text = m.calib.text, .tokenizer = tokenizer, .n_ctx = m.calib.n_ctx,
+                             .n_chunks = m.calib.n_chunks, .o = m.calib.o, .alpha = m.alpha >= 0 ? m.alpha : 0.5,
+                             .quiet = m.quiet};
         cal.o.nthreads = m.o.nthreads;
-        if ((m.gptq || m.awq) != (m.calib.text != NULL)) {
-            fprintf(stderr, "%s: %s\n", argv[0], m.calib.text ? "--calib needs --method gptq or awq"
-                    : m.gptq ? "--method gptq needs --calib TEXT" : "--method awq needs --calib TEXT");
+        const bool calibrated = cal.method != QK_CALIB_RTN;
+        if (calibrated != (m.calib.text != NULL)) {
+            if (m.calib.text)
+                fprintf(stderr, "%s: --calib needs --method gptq, awq, smoothquant or smoothquant+gptq\n", argv[0]);
+            else
+                fprintf(stderr, "%s: --method %s needs --calib TEXT\n", argv[0], qk_calib_method_name(cal.method));
             return 2;
         }
-        co.calib = m.gptq || m.awq ? &cal : NULL;
+        if (m.alpha >= 0 && !m.sq) {
+            fprintf(stderr, "%s: --smoothing-strength needs --method smoothquant or smoothquant+gptq\n", argv[0]);
+            return 2;
+        }
+        co.calib = calibrated ? &cal : NULL;
         rc = qk_ckpt_quantize(argv[optind], argv[optind + 1], to, &co, &err);
         return rc ? qk_err_report(argv[0], &err) : 0;
     }

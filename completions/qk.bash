@@ -16,7 +16,7 @@ _qk_words_after() { # print the words of a list-valued option
     --outtype) echo "f32 f16 bf16 q8_0 auto";;
     -o|--output) [ "$sub" = bench ] && echo "md csv json";; # qk-bench's; $sub is _qk's
     --output-format) echo "gguf dat";;
-    --method) echo "rtn gptq awq";;
+    --method) echo "rtn gptq awq smoothquant smoothquant+gptq";;
     --rotate) echo "hadamard";;
     esac
 }

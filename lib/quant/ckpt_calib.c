@@ -12,12 +12,54 @@
 #include "lib/engine/matmul.h"
 #include "lib/engine/modelfile.h"
 #include "lib/quant/ckpt_awq.h"
+#include "lib/quant/ckpt_sq.h"
 #include "lib/quant/gptq_model.h"
 #include "lib/quant/imatrix_run.h"
 
+/* Which --to schemes each method applies to ("dense": f32, f16, bf16, the smoothed float model). */
+static const struct { int method; const char *name, *schemes[3], *list; } methods[] = {
+    {QK_CALIB_RTN, "rtn", {NULL}, NULL},
+    {QK_CALIB_GPTQ, "gptq", {"ct-w4a16", "ct-w8a8", NULL}, "ct-w4a16 or ct-w8a8 only"},
+    {QK_CALIB_AWQ, "awq", {"ct-w4a16", NULL}, "ct-w4a16 only"},
+    {QK_CALIB_SQ, "smoothquant", {"ct-w8a8", "dense", NULL}, "ct-w8a8 only (or f32, f16, bf16: the smoothed float model)"},
+    {QK_CALIB_SQ_GPTQ, "smoothquant+gptq", {"ct-w8a8", NULL}, "ct-w8a8 only"},
+};
+
 bool qk_calib_supports(int method, const char *scheme)
 {
-    return method == QK_CALIB_RTN || ((method == QK_CALIB_GPTQ || method == QK_CALIB_AWQ) && !strcmp(scheme, "ct-w4a16"));
+    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+        if (methods[i].method == method) {
+            if (method == QK_CALIB_RTN)
+                return true;
+            for (int j = 0; methods[i].schemes[j]; j++)
+                if (!strcmp(scheme, methods[i].schemes[j]))
+                    return true;
+        }
+    return false;
+}
+
+const char *qk_calib_method_name(int method)
+{
+    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+        if (methods[i].method == method)
+            return methods[i].name;
+    return "?";
+}
+
+const char *qk_calib_method_schemes(int method)
+{
+    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+        if (methods[i].method == method)
+            return methods[i].list ? methods[i].list : "every scheme";
+    return "";
+}
+
+int qk_calib_method_by_name(const char *name)
+{
+    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+        if (!strcmp(methods[i].name, name))
+            return methods[i].method;
+    return -1;
 }
 
 /* The seven products of a layer, their Hessian slots. */
@@ -39,6 +81,7 @@ typedef struct {
     int *perm_of;       /* its QK_PERM_* */
     float *deq[NW];     /* the layer's quantized weights, in the engine's row order */
     qk_awq awq;
+    qk_sq sq;
 } cal;
 
 /* The levels of one weight: the observer's parameters (the writer's own
@@ -63,6 +106,7 @@ static int quantize_weight(cal *k, qk_gptq_seq *s, qk_weight *w, int slot, int8_
     if ((rc = qk_scheme_encode(t->s, x, rows, cols, &t->so, enc, err)))
         goto done;
     const bool asym = t->s->rule == QK_RULE_MINMAX;
+    const int half = 1 << (l.bits - 1); /* int4: levels -8..7, int8: -128..127 */
     float *zero = asym ? sc + l.n_scales : NULL;
     for (uint64_t i = 0; i < l.n_scales; i++) {
         const uint8_t *p = enc + l.scales_off + i * (uint64_t)l.scale_bytes;
@@ -74,9 +118,10 @@ static int quantize_weight(cal *k, qk_gptq_seq *s, qk_weight *w, int slot, int8_
             sc[i] = t->so.scale_type == QK_F16 ? qk_f16_to_f32(hb) : qk_bf16_to_f32(hb);
         }
         if (asym)
-            zero[i] = (float)enc[l.zeros_off + i] - 8.0f;
+            zero[i] = (float)enc[l.zeros_off + i] - (float)half;
     }
-    const qk_gptq_igrid g = {.group = (int)l.cell_cols, .lo = -8.0f, .hi = 7.0f, .scale = sc, .zero = zero};
+    const qk_gptq_igrid g = {.group = (int)l.cell_cols, .lo = (float)-half, .hi = (float)(half - 1), .scale = sc,
+                             .zero = zero};
     const qk_gptq_factor *f;
     double loss = 0;
     if (!(rc = qk_gptq_seq_factor(s, slot, &f, err)))
@@ -157,7 +202,8 @@ static int put_floats(cal *k, const char *like, const char *from, const char *to
 {
     const char *at = strstr(like, from);
     if (!at)
-        return qk_errf(err, QK_EINPUT, "%s: --method awq: no '%s' in the name to find its %s", like, from, to);
+        return qk_errf(err, QK_EINPUT, "%s: --method %s: no '%s' in the name to find its %s", like,
+                       qk_calib_method_name(k->c->method), from, to);
     qk_calib_mod *m = &k->res->m[k->res->n];
     const size_t n = (size_t)rows * (size_t)cols, nl = strlen(like) - strlen(from) + strlen(to) + 1;
     m->name = malloc(nl);
@@ -218,7 +264,8 @@ static int map_modules(cal *k, const qk_model *m, qk_err *err)
     const int nl = m->hp.n_layer;
     k->mod_of = malloc((size_t)(nl ? nl : 1) * NW * sizeof *k->mod_of);
     k->perm_of = calloc((size_t)(nl ? nl : 1) * NW, sizeof *k->perm_of);
-    k->res->m = calloc(k->t->n_modules + 2 * (size_t)nl + 1, sizeof *k->res->m); /* AWQ: the norms too */
+    k->res->m = calloc(k->t->n_modules + (2 + QK_SQ_NB) * (size_t)nl + 1,
+                         sizeof *k->res->m); /* AWQ: the norms too; SmoothQuant: the norms, unquantized balance layers */
     if (!k->mod_of || !k->perm_of || !k->res->m)
         return qk_errf(err, QK_EIO, "out of memory");
     for (int i = 0; i < nl * NW; i++)
@@ -240,17 +287,114 @@ static int map_modules(cal *k, const qk_model *m, qk_err *err)
                     if (w->name && (size_t)w->name_len == strlen(hf) && !memcmp(w->name, hf, strlen(hf))) {
                         if (!qk_type_get(w->type) || !qk_type_get(w->type)->to_float || w->wq ||
                             (w->type != QK_F32 && w->type != QK_F16 && w->type != QK_BF16))
-                            return qk_errf(err, QK_EINPUT, "%s: --method gptq needs float weights", hf);
+                            return qk_errf(err, QK_EINPUT, "%s: --method %s needs float weights", hf,
+                                           qk_calib_method_name(k->c->method));
                         k->mod_of[l * NW + i] = (int)mi;
                         k->perm_of[l * NW + i] = perm;
                         found = true;
                     }
                 }
         if (!found)
-            return qk_errf(err, QK_EINPUT, "%s: not a product of a decoder layer, which --method gptq calibrates "
-                           "(leave it out with --ignore)", mod);
+            return qk_errf(err, QK_EINPUT, "%s: not a product of a decoder layer, which --method %s calibrates "
+                           "(leave it out with --ignore)", mod, qk_calib_method_name(k->c->method));
     }
     return 0;
+}
+
+/* ---- SmoothQuant (ckpt_sq.c), then round to nearest (the writer) or GPTQ ---- */
+
+static int sq_input(void *user, qk_gptq_seq *s, int slot, const float *x, int n, int64_t cols, qk_err *err)
+{
+    (void)s;
+    return qk_sq_on_input(&((cal *)user)->sq, slot, x, n, cols, err);
+}
+
+static int sq_layer(void *user, qk_gptq_seq *s, int l, qk_err *err)
+{
+    return qk_sq_layer(&((cal *)user)->sq, s, l, err);
+}
+
+/* The smoothed floats into res: each balance weight's module entry (a new one when the module is not
+ * quantized: it is written in its dtype), and the two norms of every layer. */
+static int sq_results(cal *k, const qk_model *m, qk_err *err)
+{
+    const qk_hparams *hp = &m->hp;
+    int64_t *row_of = NULL;
+    int rc = 0;
+    for (int l = 0; l < hp->n_layer && !rc; l++) {
+        char q[1100] = "";
+        for (int b = 0; b < QK_SQ_NB && !rc; b++) {
+            const qk_weight *w = qk_sq_balance(&m->layers[l], b);
+            const float *x = k->sq.w[(size_t)l * QK_SQ_NB + b];
+            char hf[1100], gg[128];
+            int perm = QK_PERM_NONE;
+            if (!w->name || w->name_len < 8 || (size_t)w->name_len >= sizeof hf) {
+                rc = qk_errf(err, QK_EINPUT, "%s: layer %d: a balance weight without its name", k->h->hf->dir, l);
+                break;
+            }
+            snprintf(hf, sizeof hf, "%.*s", w->name_len, w->name);
+            if (qk_hf_to_gguf_name(hf, gg, sizeof gg, &perm))
+                perm = QK_PERM_NONE;
+            if (!k->h->permute_qk)
+                perm = QK_PERM_NONE;
+            const int64_t heads = perm == QK_PERM_Q ? hp->n_head : hp->n_head_kv;
+            int64_t *ro = realloc(row_of, (size_t)w->rows * sizeof *row_of);
+            if (!ro) {
+                rc = qk_errf(err, QK_EIO, "out of memory");
+                break;
+            }
+            row_of = ro;
+            for (int64_t r = 0; r < w->rows; r++)
+                row_of[r] = perm == QK_PERM_NONE ? r : qk_unpermute_row(r, w->rows, heads);
+            hf[strlen(hf) - 7] = 0; /* the module: no ".weight" */
+            if (b == 0)
+                snprintf(q, sizeof q, "%s", hf);
+            size_t at = k->res->n;
+            for (size_t i = 0; i < k->res->n; i++)
+                if (!strcmp(k->res->m[i].name, hf))
+                    at = i;
+            const size_t keep = k->res->n;
+            char *old = at < keep ? k->res->m[at].name : NULL;
+            int8_t *oq = at < keep ? k->res->m[at].q : NULL;
+            k->res->n = at;
+            rc = put_floats(k, hf, "", "", x, w->rows, w->cols, row_of, err);
+            k->res->m[at].q = oq;
+            if (rc)
+                k->res->m[at].name = NULL, k->res->m[at].x = NULL;
+            free(old);
+            k->res->n = at < keep ? keep : k->res->n;
+        }
+        if (!rc)
+            rc = put_floats(k, q, "self_attn.q_proj", "input_layernorm", k->sq.norm[(size_t)l * 2], 1, hp->n_embd,
+                            NULL, err);
+        if (!rc)
+            rc = put_floats(k, q, "self_attn.q_proj", "post_attention_layernorm", k->sq.norm[(size_t)l * 2 + 1], 1,
+                            hp->n_embd, NULL, err);
+    }
+    free(row_of);
+    return rc;
+}
+
+/* oneshot's independent pipeline: SmoothQuant's own pass over the float model, smoothing each layer
+ * after its calibration; then, for smoothquant+gptq, GPTQ's pass over the smoothed model. */
+static int smoothquant(cal *k, const qk_gptq_seq *s, qk_err *err)
+{
+    int rc = qk_sq_init(&k->sq, s->m, k->c->alpha, k->h->hf->dir, err);
+    qk_gptq_seq a = *s;
+    a.layer = sq_layer, a.on_input = sq_input;
+    if (!rc)
+        rc = qk_gptq_seq_run(&a, err);
+    if (!rc && k->c->method == QK_CALIB_SQ_GPTQ) {
+        qk_model sm = *s->m;
+        sm.layers = k->sq.layers;
+        qk_gptq_seq g = *s;
+        g.m = &sm;
+        rc = qk_gptq_seq_run(&g, err);
+        free_deq(k);
+    }
+    if (!rc)
+        rc = sq_results(k, s->m, err);
+    return rc;
 }
 
 int qk_ckpt_calibrate(const char *src_dir, const qk_calib_target *t, qk_ckpt_calib *c, qk_calib_res *res,
@@ -266,7 +410,8 @@ int qk_ckpt_calibrate(const char *src_dir, const qk_calib_target *t, qk_ckpt_cal
         return rc;
     s.m = &k.h->m;
     if (k.h->ck) {
-        rc = qk_errf(err, QK_EINPUT, "%s: a quantized checkpoint; --method gptq needs a float one", src_dir);
+        rc = qk_errf(err, QK_EINPUT, "%s: a quantized checkpoint; --method %s needs a float one", src_dir,
+                     qk_calib_method_name(c->method));
         goto done;
     }
     const char *how = c->method == QK_CALIB_AWQ ? "--method awq" : "--method gptq";
@@ -282,9 +427,11 @@ int qk_ckpt_calibrate(const char *src_dir, const qk_calib_target *t, qk_ckpt_cal
         rc = qk_awq_init(&k.awq, t, s.m, (int64_t)s.chunks * s.n_ctx, c->o.nthreads, err);
     }
     if (!rc)
-        rc = qk_gptq_seq_run(&s, err);
+        rc = c->method == QK_CALIB_SQ || c->method == QK_CALIB_SQ_GPTQ ? smoothquant(&k, &s, err)
+                                                                        : qk_gptq_seq_run(&s, err);
 done:
     qk_awq_free(&k.awq);
+    qk_sq_free(&k.sq);
     free_deq(&k);
     free(k.mod_of);
     free(k.perm_of);
@@ -320,7 +467,9 @@ void qk_calib_put_codes(const qk_calib_mod *m, const qk_scheme *s, const qk_sche
         const int8_t *q = m->q + (size_t)r * (size_t)m->cols;
         uint8_t *dst = enc + l->codes_off + (uint64_t)r * l->row_bytes;
         memset(dst, 0, (size_t)l->row_bytes);
-        for (int64_t j = 0; j < m->cols; j++) { /* 4-bit codes, LSB first (kernels/scaled.h) */
+        for (int64_t j = 0; j < m->cols && l->bits == 8; j++) /* int8: one code a byte */
+            dst[j] = asym ? (uint8_t)(q[j] + 128) : (uint8_t)q[j];
+        for (int64_t j = 0; j < m->cols && l->bits == 4; j++) { /* 4-bit codes, LSB first (kernels/scaled.h) */
             const unsigned code = asym ? (unsigned)(q[j] + 8) : (unsigned)q[j] & 15u;
             dst[j / 2] |= (uint8_t)(code << (4 * (j % 2)));
         }

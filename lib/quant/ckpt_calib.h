@@ -25,7 +25,16 @@
  * --method awq: AWQ's scales as llm-compressor's AWQModifier computes them
  * (ckpt_awq.c: grid 20, duo scaling, its default Llama mappings), folded
  * into the preceding norm or linear module; the writer rounds the smoothed
- * weights to nearest, as QuantizationModifier does after AWQModifier. */
+ * weights to nearest, as QuantizationModifier does after AWQModifier.
+ *
+ * --method smoothquant (--to ct-w8a8): SmoothQuantModifier's per-channel
+ * scales (ckpt_sq.c: its default Llama mappings input_layernorm -> q/k/v
+ * and post_attention_layernorm -> gate/up), folded into the norms and the
+ * balance layers' columns, then round to nearest by the writer;
+ * smoothquant+gptq: the recipe [SmoothQuantModifier, GPTQModifier]: GPTQ
+ * (8-bit channel levels) on the smoothed model.  Each module gets both its
+ * smoothed floats (the writer's scales: the observer's on them) and its
+ * levels. */
 #ifndef QK_CKPT_CALIB_H
 #define QK_CKPT_CALIB_H
 
@@ -37,7 +46,7 @@
 #include "lib/core/err.h"
 #include "lib/quant/gptq.h"
 
-enum { QK_CALIB_RTN = 0, QK_CALIB_GPTQ = 1, QK_CALIB_AWQ = 2 };
+enum { QK_CALIB_RTN = 0, QK_CALIB_GPTQ = 1, QK_CALIB_AWQ = 2, QK_CALIB_SQ = 3, QK_CALIB_SQ_GPTQ = 4 };
 
 typedef struct qk_ckpt_calib {
     int method;            /* QK_CALIB_* */
@@ -46,6 +55,7 @@ typedef struct qk_ckpt_calib {
     int n_ctx;             /* tokens per chunk */
     int n_chunks;          /* 0: every whole chunk of the text */
     qk_gptq_opts o;        /* damp, act_order, nthreads */
+    double alpha;          /* SmoothQuant's smoothing strength, in [0, 1] (0.5) */
     bool quiet;
     /* out */
     int chunks_used;
@@ -76,8 +86,15 @@ typedef struct qk_calib_target {
     size_t n_modules;
 } qk_calib_target;
 
-/* Whether method applies to the --to scheme (GPTQ, AWQ: ct-w4a16). */
+/* Whether method applies to the --to scheme (GPTQ: ct-w4a16, ct-w8a8; AWQ:
+ * ct-w4a16; SmoothQuant: ct-w8a8 and "dense" (f32, f16, bf16: the smoothed
+ * float model); SmoothQuant + GPTQ: ct-w8a8). */
 bool qk_calib_supports(int method, const char *scheme);
+/* The --method name of a QK_CALIB_* ("smoothquant+gptq"), the schemes it
+ * applies to (for messages), and the method of a name (-1: none). */
+const char *qk_calib_method_name(int method);
+const char *qk_calib_method_schemes(int method);
+int qk_calib_method_by_name(const char *name);
 
 /* Calibrate src_dir's model and quantize t's modules.  Errors (code 2): a
  * quantized or mixture-of-experts source, a module the pipeline does not

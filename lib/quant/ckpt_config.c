@@ -103,7 +103,11 @@ static void gen_config(const wctx *w, qk_sbuf *b)
         switch (t->k) {
         case K_CT_FP8: ct_args(b, 8, "float", true, 0, "channel", 0, "false", "minmax"); break;
         case K_CT_FP8_BLOCK: ct_args(b, 8, "float", true, 0, "block", t->group, "false", "minmax"); break;
-        case K_CT_W8A8: ct_args(b, 8, "int", true, 0, "channel", 0, "false", "minmax"); break;
+        case K_CT_W8A8: /* GPTQModifier sets its actorder on channel weights too */
+            ct_args_ord(b, w->o->calib && (w->o->calib->method == QK_CALIB_GPTQ ||
+                        w->o->calib->method == QK_CALIB_SQ_GPTQ) && w->o->calib->o.act_order ? "static" : NULL,
+                        8, "int", true, 0, "channel", 0, "false", "minmax");
+            break;
         case K_CT_W4A16: /* GPTQModifier records its column order: "static" (its default) or none */
             ct_args_ord(b, w->o->calib && w->o->calib->method == QK_CALIB_GPTQ && w->o->calib->o.act_order ?
                         "static" : NULL, 4, "int", !t->asym, t->group, "group", 0, "false", "minmax");

@@ -546,19 +546,20 @@ static int rotation(wctx *w)
     return rc;
 }
 
-/* --method gptq: the levels of every quantized module (ckpt_calib.c). */
+/* --method gptq|awq|smoothquant|smoothquant+gptq: the levels or smoothed floats of the modules (ckpt_calib.c). */
 static int calibrate(wctx *w, const char *src_dir)
 {
     qk_ckpt_calib *c = w->o->calib;
     if (!c || c->method == QK_CALIB_RTN)
         return QK_OK;
-    const char *scheme = w->tg.k == K_CT_W4A16 ? "ct-w4a16" : "";
+    const char *scheme = w->tg.k == K_CT_W4A16 ? "ct-w4a16" : w->tg.k == K_CT_W8A8 ? "ct-w8a8"
+                         : w->tg.k == K_DENSE ? "dense" : "";
     if (!qk_calib_supports(c->method, scheme))
-        return qk_errf(w->err, QK_EINPUT, "--method %s applies to --to ct-w4a16 only",
-                       c->method == QK_CALIB_AWQ ? "awq" : "gptq");
+        return qk_errf(w->err, QK_EINPUT, "--method %s applies to --to %s", qk_calib_method_name(c->method),
+                       qk_calib_method_schemes(c->method));
     if (w->rot) /* the calibration runs the source model, not the rotated one */
         return qk_errf(w->err, QK_EINPUT, "--method %s with --rotate: not supported yet (use one or the other)",
-                       c->method == QK_CALIB_AWQ ? "awq" : "gptq");
+                       qk_calib_method_name(c->method));
     const char **mods = calloc(w->nm ? w->nm : 1, sizeof *mods);
     char (*names)[1024] = malloc((w->nm ? w->nm : 1) * sizeof *names);
     qk_calib_target t = {.scheme = scheme, .modules = mods};
@@ -567,7 +568,7 @@ static int calibrate(wctx *w, const char *src_dir)
         if (w->m[i].quant)
             mods[t.n_modules++] = qk_ckw_linear_module(w->m[i].src, names[i], sizeof names[i]);
     if (!rc) {
-        scheme_of(w, &t.s, &t.so);
+        scheme_of(w, &t.s, &t.so); /* dense: none (SmoothQuant alone) */
         rc = qk_ckpt_calibrate(src_dir, &t, c, &w->cres, w->err);
     }
     free(mods);
