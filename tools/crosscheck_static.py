@@ -159,14 +159,16 @@ def main():
             md.append(f"| {tag} {chunks}x{ctx} | {preset} ({scheme}) | {kl:.6f} | {kq:.6f} | {floor:.6f} | {rel:.3g} |")
             if tag == "small":
                 t = tensors(ld)
-                golden += [f"{preset} {k[:-len(leaf) - 1]} {float(t[k]):.9g}" for k in sorted(t)
-                           if k.endswith("." + leaf)]
+                wl = "weight_scale" if preset == "FP8" else "weight_global_scale"
+                golden += [f"{preset} {k.rsplit('.', 1)[0]} {k.rsplit('.', 1)[1]} {float(t[k]):.9g}"
+                           for k in sorted(t) if k.endswith("." + leaf) or k.endswith("." + wl)]
     if a.golden:
         with open(a.golden, "w") as f:
             f.write("# tools/crosscheck_static.py --golden: llm-compressor 0.14 oneshot, QuantizationModifier("
                     "scheme=FP8 | NVFP4, ignore lm_head) on goldens/models/stories4M/hf-f32, calibrated on qk's "
                     "tokenization of goldens/calib/calib-6k.txt, 8 chunks x 128 tokens (BOS first in each): "
-                    "PRESET MODULE input_scale (FP8) | input_global_scale (NVFP4)\n")
+                    "PRESET MODULE TENSOR VALUE (float32, %.9g), FP8: input_scale and the per-tensor "
+                    "weight_scale, NVFP4: input_global_scale and weight_global_scale\n")
             f.write("\n".join(golden) + "\n")
     open(os.path.join(w, "static.md"), "w").write("\n".join(md) + "\n")
     print("\n".join(md))
