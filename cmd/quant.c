@@ -43,7 +43,8 @@ static const char usage_text[] =
     "       qk-quant --to SCHEME [--asym] [--group N] [--ignore REGEX] [--shard-size BYTES]\n"
     "                [--rotate hadamard] SRC OUT_DIR\n"
     "       qk-quant --to ct-w4a16 --method gptq|awq --calib TEXT [--calib-chunks N] [-c N] SRC OUT_DIR\n"
-    "       qk-quant --to ct-fp8-static|ct-nvfp4a4 --calib TEXT [--calib-chunks N] [-c N] SRC OUT_DIR\n"
+    "       qk-quant --to ct-fp8-static|ct-w8a8-static|ct-nvfp4a4 --calib TEXT [--calib-chunks N] [-c N]\n"
+    "                SRC OUT_DIR\n"
     "\n"
     "Quantize a GGUF model the way llama-quantize (llama.cpp d32676d) does: the same presets,\n"
     "per-tensor type rules, options and metadata, and a byte-identical output file.  Without\n"
@@ -72,7 +73,8 @@ static const char usage_text[] =
     "                             ct-fp8-block ct-w8a8 ct-w4a16 ct-w4a8 ct-nvfp4 ct-mxfp4 modelopt-nvfp4\n"
     "                             mlx-q2..mlx-q8; or dequantize any recognised scheme: bf16 f16 f32;\n"
     "                             with static activation scales from --calib (llm-compressor's presets\n"
-    "                             FP8 and NVFP4): ct-fp8-static, ct-nvfp4a4\n"
+    "                             FP8 and NVFP4, and INT8 W8A8 per tensor): ct-fp8-static, ct-nvfp4a4,\n"
+    "                             ct-w8a8-static\n"
     "  --asym                     ct-w4a16 with zero points\n"
     "  --group N                  group (block) size instead of the scheme's default\n"
     "  --ignore REGEX             leave modules matching REGEX (POSIX ERE) unquantized\n"
@@ -89,7 +91,8 @@ static const char usage_text[] =
     "                             as llm-compressor's GPTQModifier) or awq (--to ct-w4a16, as its\n"
     "                             AWQModifier)\n"
     "  --calib TEXT               calibration text for --method gptq and awq, and for the input\n"
-    "                             scales of ct-fp8-static and ct-nvfp4a4 (required there)\n"
+    "                             scales of ct-fp8-static, ct-w8a8-static and ct-nvfp4a4 (required\n"
+    "                             there)\n"
     "  --calib-chunks N           use the first N chunks (default: all the text has)\n"
     "  -c, --calib-ctx N          tokens per chunk (default 512)\n"
     "  --tokenizer FILE           --to: the calibration text's tokenizer (GGUF, tokenizer.json or\n"
@@ -742,11 +745,11 @@ int cmd_quant(int argc, char **argv)
                              .tokenizer = tokenizer, .n_ctx = m.calib.n_ctx, .n_chunks = m.calib.n_chunks,
                              .o = m.calib.o, .quiet = m.quiet};
         cal.o.nthreads = m.o.nthreads;
-        /* --calib: for --method gptq / awq, or the static activation scales of ct-fp8-static / ct-nvfp4a4 */
+        /* --calib: for --method gptq / awq, or static activation scales (ct-*-static, ct-nvfp4a4, modelopt-nvfp4) */
         const bool st = qk_ckpt_scheme_static(to);
         if ((m.gptq || m.awq) ? !m.calib.text : m.calib.text && !st) {
             fprintf(stderr, "%s: %s\n", argv[0], m.calib.text ? "--calib needs --method gptq or awq, or a scheme with "
-                    "static activations (ct-fp8-static, ct-nvfp4a4)"
+                    "static activation scales (ct-fp8-static, ct-w8a8-static, ct-nvfp4a4, modelopt-nvfp4)"
                     : m.gptq ? "--method gptq needs --calib TEXT" : "--method awq needs --calib TEXT");
             return 2;
         }

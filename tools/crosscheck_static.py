@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 """crosscheck_static.py - static activation scales from calibration: qk-quant
 --to ct-fp8-static / ct-nvfp4a4 --calib against llm-compressor's oneshot with
-QuantizationModifier(scheme="FP8") / (scheme="NVFP4") on the same tokens
-(part of make crosscheck; issue 19, "Calibrated Hugging Face checkpoints").
+QuantizationModifier(scheme="FP8") / (scheme="NVFP4") on the same tokens, and
+--to ct-w8a8-static against QuantizationModifier(config_groups: INT8 weights
+per channel, static per-tensor INT8 activations, observer static_minmax)
+and --to modelopt-nvfp4 --calib against ModelOpt 0.47's mtq.quantize
+(NVFP4_DEFAULT_CFG) + export_hf_checkpoint (part of make crosscheck; issue
+19, "Calibrated Hugging Face checkpoints").
 
     crosscheck_static.py QK WORK [--threads N] [--keep] [--golden FILE]
 
@@ -15,7 +19,8 @@ input_ids.  Sets: full (bytes [128 KiB, +200 kB) of tinystories-valid.txt,
 llm-compressor scales --golden writes for make check (tests/test_static.c).
 Checks, per scheme and set:
   config.json key for key (apart from the compressed-tensors release qk's
-      writer follows, crosscheck_calib.VERSION_KEYS);
+      writer follows, crosscheck_calib.VERSION_KEYS; not for ModelOpt, whose
+      config qk writes as ModelOpt 0.29 did);
   every tensor but the activation scales byte-identical (weights, weight
       scales and global scales, norms, embeddings);
   every input_scale / input_global_scale within REL of llm-compressor's:
@@ -36,7 +41,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import crosscheck_calib as C  # noqa: E402
 
 REL = 1e-5
-SCHEMES = (("FP8", "ct-fp8-static", "input_scale"), ("NVFP4", "ct-nvfp4a4", "input_global_scale"))
+SCHEMES = (("FP8", "ct-fp8-static", "input_scale"), ("NVFP4", "ct-nvfp4a4", "input_global_scale"),
+           ("W8A8_STATIC", "ct-w8a8-static", "input_scale"), ("MO_NVFP4", "modelopt-nvfp4", "input_scale"))
+# no preset has INT8 with static activations: config_groups (the observer named: static_minmax, the
+# presets' for static activations; without one compressed-tensors would pick the moving-average "minmax")
+CUSTOM = {"W8A8_STATIC": {"weights": {"num_bits": 8, "type": "int", "strategy": "channel", "symmetric": True,
+                                      "dynamic": False},
+                          "input_activations": {"num_bits": 8, "type": "int", "strategy": "tensor", "symmetric": True,
+                                                "dynamic": False, "observer": "static_minmax"}}}
 SETS = (("full", None, 200000, 64, 256, 256, 0), ("small", "goldens/calib/calib-6k.txt", 0, 8, 128, 128, 8))
 
 
@@ -49,10 +61,33 @@ def lc_make(preset, out, rows, threads):
     torch.set_num_threads(threads)
     model = AutoModelForCausalLM.from_pretrained(C.S4M, dtype=torch.float32)
     ds = Dataset.from_dict({"input_ids": rows, "attention_mask": [[1] * len(r) for r in rows]})
-    oneshot(model=model, recipe=QuantizationModifier(targets="Linear", scheme=preset, ignore=["lm_head"]),
+    sch = ({"config_groups": {"group_0": dict(targets=["Linear"], **CUSTOM[preset])}} if preset in CUSTOM else
+           {"scheme": preset})
+    oneshot(model=model, recipe=QuantizationModifier(targets="Linear", ignore=["lm_head"], **sch),
             dataset=ds, num_calibration_samples=len(rows), max_seq_length=len(rows[0]),
             processor=C.id_processor(model.config.vocab_size))
     model.save_pretrained(out, save_compressed=True)
+
+
+def mo_make(out, rows, threads):
+    """ModelOpt 0.47 on CPU: mtq.quantize(NVFP4_DEFAULT_CFG) calibrated on the rows (its NVFP4 fake
+    quantization through crosscheck_hf.modelopt_cpu_nvfp4; calibration itself runs the float model),
+    then export_hf_checkpoint."""
+    import torch
+    import modelopt.torch.quantization as mtq
+    from modelopt.torch.export import export_hf_checkpoint
+    from transformers import AutoModelForCausalLM
+    import crosscheck_hf as X
+    torch.set_num_threads(threads)
+    m = AutoModelForCausalLM.from_pretrained(C.S4M, dtype=torch.float32)
+
+    def fwd(mm):
+        with torch.no_grad():
+            for r in rows:
+                mm(torch.tensor([r]))
+    X.modelopt_cpu_nvfp4()
+    mtq.quantize(m, mtq.NVFP4_DEFAULT_CFG, fwd)
+    export_hf_checkpoint(m, export_dir=out)
 
 
 def tensors(d):
@@ -65,13 +100,20 @@ def tensors(d):
 
 
 def compare(tag, preset, leaf, lc_dir, qk_dir):
+    if preset == "MO_NVFP4":  # qk's config follows ModelOpt 0.29's export: compare the tensors of the linears only
+        a, b = ({k: v for k, v in tensors(d).items() if ".weight" in k or "_scale" in k} for d in (lc_dir, qk_dir))
+        return compare_tensors(tag, preset, leaf, a, b)
     lc = C.flat(json.load(open(os.path.join(lc_dir, "config.json"))))
     ours = C.flat(json.load(open(os.path.join(qk_dir, "config.json"))))
     diff = sorted(x for x in set(lc) | set(ours) if lc.get(x) != ours.get(x)
                   and not any(x.endswith(v) for v in C.VERSION_KEYS))
     C.check(f"{tag} {preset}: config.json: qk's keys and values are llm-compressor's", not diff,
             "; ".join(f"{x}: lc {lc.get(x)!r} qk {ours.get(x)!r}" for x in diff[:6]))
-    a, b = tensors(lc_dir), tensors(qk_dir)
+    return compare_tensors(tag, preset, leaf, tensors(lc_dir), tensors(qk_dir))
+
+
+def compare_tensors(tag, preset, leaf, a, b):
+    ref = "ModelOpt" if preset.startswith("MO_") else "llm-compressor"
     C.check(f"{tag} {preset}: the same tensor names", set(a) == set(b),
             f"only lc: {sorted(set(a) - set(b))[:4]}, only qk: {sorted(set(b) - set(a))[:4]}")
     same, worst, rel, n = [], "", 0.0, 0
@@ -79,7 +121,7 @@ def compare(tag, preset, leaf, lc_dir, qk_dir):
         x, y = a[k], b[k]
         if k.endswith("." + leaf):
             n += 1
-            r = abs(float(y.double()) / float(x.double()) - 1)
+            r = abs(float(y.double().reshape(-1)[0]) / float(x.double().reshape(-1)[0]) - 1)
             if r > rel:
                 rel, worst = r, k
             continue
@@ -88,7 +130,7 @@ def compare(tag, preset, leaf, lc_dir, qk_dir):
             same.append(k)
     C.check(f"{tag} {preset}: every other tensor byte-identical (weights, their scales and global scales)",
             not same, f"{len(same)} differ: {same[:4]}")
-    C.check(f"{tag} {preset}: {n} {leaf}s within {REL:g} relative of llm-compressor's", n > 0 and rel <= REL,
+    C.check(f"{tag} {preset}: {n} {leaf}s within {REL:g} relative of {ref}'s", n > 0 and rel <= REL,
             f"largest relative difference {rel:.3g} ({worst})")
     return rel
 
@@ -126,7 +168,7 @@ def main():
     a = ap.parse_args()
     qk, w = os.path.abspath(a.qk), os.path.abspath(a.work)
     os.makedirs(w, exist_ok=True)
-    md = ["| set | scheme | Mean KLD lc | Mean KLD qk | floor | largest input-scale rel. diff |",
+    md = ["| set | scheme | Mean KLD reference | Mean KLD qk | floor | largest input-scale rel. diff |",
           "|---|---|---|---|---|---|"]
     golden = []
     for tag, path, nbytes, chunks, ctx, ec, en in SETS:
@@ -142,7 +184,7 @@ def main():
             ld, qd = os.path.join(w, f"{tag}-lc-{preset}"), os.path.join(w, f"{tag}-qk-{preset}")
             if not (a.keep and os.path.isdir(ld)):
                 subprocess.run(["rm", "-rf", ld], check=True)
-                lc_make(preset, ld, rows, a.threads)
+                (mo_make(ld, rows, a.threads) if preset == "MO_NVFP4" else lc_make(preset, ld, rows, a.threads))
             subprocess.run(["rm", "-rf", qd], check=True)
             subprocess.run([qk, "quant", "-q", "--to", scheme, "--calib", calib, "-c", str(ctx), "--calib-chunks",
                             str(chunks), "--tokenizer", C.GGUF, "-t", str(a.threads), C.S4M, qd], check=True)
@@ -152,23 +194,26 @@ def main():
             r = max(rel, 2.0 ** -23)
             floor = max(abs(C.kld(qk, moved(ld, os.path.join(w, "moved"), leaf, sg * r), a.threads, ec, en) - kl)
                         for sg in (1, -1))
-            C.check(f"{tag} {preset}: qk's Mean KLD within llm-compressor's +- max(2 x floor, 0.1 %)",
+            C.check(f"{tag} {preset}: qk's Mean KLD within the reference's +- max(2 x floor, 0.1 %)",
                     abs(kq - kl) <= max(2 * floor, 1e-3 * kl),
-                    f"{kq:.6f} vs {kl:.6f} ({(kq / kl - 1) * 100:+.2f} %; floor: lc's scales x (1 +- {r:.3g}) "
+                    f"{kq:.6f} vs {kl:.6f} ({(kq / kl - 1) * 100:+.2f} %; floor: the reference's scales x (1 +- {r:.3g}) "
                     f"move it by {floor:.6f}, {floor / kl * 100:.2f} %)")
             md.append(f"| {tag} {chunks}x{ctx} | {preset} ({scheme}) | {kl:.6f} | {kq:.6f} | {floor:.6f} | {rel:.3g} |")
             if tag == "small":
                 t = tensors(ld)
-                wl = "weight_scale" if preset == "FP8" else "weight_global_scale"
+                wl = {"FP8": "weight_scale", "NVFP4": "weight_global_scale", "MO_NVFP4": "weight_scale_2"}.get(preset)
                 golden += [f"{preset} {k.rsplit('.', 1)[0]} {k.rsplit('.', 1)[1]} {float(t[k]):.9g}"
-                           for k in sorted(t) if k.endswith("." + leaf) or k.endswith("." + wl)]
+                           for k in sorted(t) if k.endswith("." + leaf) or (wl and k.endswith("." + wl))]
     if a.golden:
         with open(a.golden, "w") as f:
             f.write("# tools/crosscheck_static.py --golden: llm-compressor 0.14 oneshot, QuantizationModifier("
                     "scheme=FP8 | NVFP4, ignore lm_head) on goldens/models/stories4M/hf-f32, calibrated on qk's "
                     "tokenization of goldens/calib/calib-6k.txt, 8 chunks x 128 tokens (BOS first in each): "
                     "PRESET MODULE TENSOR VALUE (float32, %.9g), FP8: input_scale and the per-tensor "
-                    "weight_scale, NVFP4: input_global_scale and weight_global_scale\n")
+                    "weight_scale, NVFP4: input_global_scale and weight_global_scale, W8A8_STATIC (config_groups: "
+                    "INT8 channel weights, static tensor INT8 activations, observer static_minmax): input_scale; "
+                    "MO_NVFP4: ModelOpt 0.47 mtq.quantize(NVFP4_DEFAULT_CFG) + export_hf_checkpoint on the same "
+                    "rows: input_scale and weight_scale_2\n")
             f.write("\n".join(golden) + "\n")
     open(os.path.join(w, "static.md"), "w").write("\n".join(md) + "\n")
     print("\n".join(md))

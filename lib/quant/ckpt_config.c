@@ -101,7 +101,12 @@ static void gen_config(const wctx *w, qk_sbuf *b)
             else
                 qk_sb_printf(b, "null");
             break;
-        case K_CT_W8A8: ct_args(b, 8, "int", true, 0, "token", 0, "true", NULL); break;
+        case K_CT_W8A8:
+            if (t->astatic)
+                ct_args(b, 8, "int", true, 0, "tensor", 0, "false", "static_minmax");
+            else
+                ct_args(b, 8, "int", true, 0, "token", 0, "true", NULL);
+            break;
         case K_CT_W4A16:
             if (t->a8) {
                 ct_args(b, 8, "int", true, 0, "token", 0, "true", NULL);

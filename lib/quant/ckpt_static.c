@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/scaled.h"
 #include "lib/engine/hfmodel.h"
 #include "lib/engine/modelfile.h"
 #include "lib/engine/tokenizer.h"
@@ -27,6 +28,18 @@ float qk_ct_gparam(float amax)
 float qk_ct_fp8_scale(float amax)
 {
     const float s = amax / 448.0f;
+    return s == 0.0f ? FLT_EPSILON : s;
+}
+
+float qk_mo_nvfp4_input_scale(float amax)
+{
+    /* export_amax clamps amax to float32's tiny; amax.float() / (6.0 * 448.0) */
+    return (amax > FLT_MIN ? amax : FLT_MIN) / 2688.0f;
+}
+
+float qk_ct_int8_scale(float amax)
+{
+    const float s = amax / 127.5f; /* bit_range 255 / 2 */
     return s == 0.0f ? FLT_EPSILON : s;
 }
 
@@ -136,7 +149,11 @@ done:
 
 /* ---- the writer's side (ckpt_write.c) ---------------------------------------------------- */
 
-static const char *scheme_name(const wctx *w) { return w->tg.k == K_CT_FP8 ? "ct-fp8-static" : "ct-nvfp4a4"; }
+static const char *scheme_name(const wctx *w)
+{
+    return w->tg.k == K_CT_FP8 ? "ct-fp8-static" : w->tg.k == K_CT_W8A8 ? "ct-w8a8-static"
+         : w->tg.k == K_MO_NVFP4 ? "modelopt-nvfp4" : "ct-nvfp4a4";
+}
 
 /* llmcompressor/observers/helpers.py FUSED_LAYER_NAMES */
 static const char *const fused[][4] = {{"gate_proj", "up_proj", NULL}, {"q_proj", "k_proj", "v_proj", NULL},
@@ -192,7 +209,7 @@ static int weight_globals(wctx *w)
                 a = b > a ? b : a;
             }
         }
-        w->wglob[i] = qk_ct_gparam(a);
+        w->wglob[i] = w->tg.k == K_MO_NVFP4 ? qk_nvfp4_global_scale(a, false) : qk_ct_gparam(a);
     }
     free(amax);
     return rc;
@@ -205,7 +222,7 @@ int qk_ckw_static_prepare(wctx *w, const char *src_dir)
         return QK_OK;
     if (!c || !c->text)
         return qk_errf(w->err, QK_EINPUT, "--to %s: its static %s comes from calibration activations: --calib TEXT "
-                       "is missing", scheme_name(w), w->tg.k == K_CT_FP8 ? "input_scale" : "input_global_scale");
+                       "is missing", scheme_name(w), w->tg.k == K_CT_NVFP4 ? "input_global_scale" : "input_scale");
     if (w->rot) /* the calibration runs the source model, not the rotated one */
         return qk_errf(w->err, QK_EINPUT, "--rotate with --to %s: not supported yet", scheme_name(w));
     const char **mods = calloc(w->nm ? w->nm : 1, sizeof *mods);
@@ -223,7 +240,7 @@ int qk_ckw_static_prepare(wctx *w, const char *src_dir)
         rc = qk_ckpt_act_amax(src_dir, mods, n, c, amax, w->err);
     for (size_t j = 0; !rc && j < n; j++)
         w->act[at[j]] = amax[j];
-    if (!rc && w->tg.k == K_CT_NVFP4)
+    if (!rc && (w->tg.k == K_CT_NVFP4 || w->tg.k == K_MO_NVFP4))
         rc = weight_globals(w);
     free(mods), free(names), free(at), free(amax);
     return rc;
@@ -232,11 +249,11 @@ int qk_ckw_static_prepare(wctx *w, const char *src_dir)
 void qk_ckw_static_part(const wctx *w, const omod *m, uint8_t *buf)
 {
     const float a = w->act[m - w->m];
-    if (w->tg.k == K_CT_FP8) {
-        const float s = qk_ct_fp8_scale(a);
+    if (w->tg.k == K_CT_FP8 || w->tg.k == K_CT_W8A8) {
+        const float s = w->tg.k == K_CT_FP8 ? qk_ct_fp8_scale(a) : qk_ct_int8_scale(a);
         qk_ckw_convert_floats(&s, 1, w->model_dtype, buf);
     } else {
-        const float g = qk_ct_gparam(a);
+        const float g = w->tg.k == K_MO_NVFP4 ? qk_mo_nvfp4_input_scale(a) : qk_ct_gparam(a);
         memcpy(buf, &g, 4);
     }
 }

@@ -6,6 +6,8 @@
  *   ct-fp8-static   compressed-tensors FP8 (static; --calib) weight F8_E4M3, weight_scale [1], input_scale [1]
  *   ct-fp8-block    compressed-tensors FP8_BLOCK (128x128)   weight F8_E4M3, weight_scale [N/128,K/128]
  *   ct-w8a8         compressed-tensors INT8_W8A8             weight I8, weight_scale [N,1]
+ *   ct-w8a8-static  INT8 W8A8, static per-tensor activations weight I8, weight_scale [N,1], input_scale [1]
+ *                   (config_groups; --calib)
  *   ct-w4a16        compressed-tensors W4A16 (W4A16_ASYM)    weight_packed I32, weight_scale [N,K/G],
  *                                                            (weight_zero_point I32), weight_shape I64
  *   ct-w4a8         compressed-tensors W4A8 (int-quantized;     weight I8 (int4 values), weight_scale [N,K/G]
@@ -14,7 +16,8 @@
  *                                                            weight_global_scale F32 [1]
  *   ct-nvfp4a4      compressed-tensors NVFP4 (W4A4; --calib)  those of ct-nvfp4, input_global_scale F32 [1]
  *   ct-mxfp4        compressed-tensors mxfp4-pack-quantized  weight_packed U8, weight_scale U8 (E8M0)
- *   modelopt-nvfp4  ModelOpt NVFP4 (weights)                 weight U8, weight_scale F8_E4M3, weight_scale_2
+ *   modelopt-nvfp4  ModelOpt NVFP4 (weights; with --calib    weight U8, weight_scale F8_E4M3, weight_scale_2
+ *                   also input_scale: W4A4)                  (input_scale F32 [])
  *   mlx-qB          mlx_lm convert -q (affine, B bits)       weight U32, scales, biases
  *   bf16 f16 f32    every tensor dequantized to that dtype
  *
@@ -68,7 +71,7 @@
 #include "lib/quant/ckpt_wctx.h"
 #include "lib/quant/rotate.h"
 
-const char *const qk_ckpt_schemes[] = {"ct-fp8", "ct-fp8-static", "ct-fp8-block", "ct-w8a8", "ct-w4a16", "ct-w4a8",
+const char *const qk_ckpt_schemes[] = {"ct-fp8", "ct-fp8-static", "ct-fp8-block", "ct-w8a8", "ct-w8a8-static", "ct-w4a16", "ct-w4a8",
                                        "ct-nvfp4", "ct-nvfp4a4", "ct-mxfp4",
                                        "modelopt-nvfp4", "mlx-q2", "mlx-q3", "mlx-q4", "mlx-q5", "mlx-q6",
                                        "mlx-q8", "bf16", "f16", "f32", NULL};
@@ -79,10 +82,12 @@ static int oom(qk_err *err) { return qk_errf(err, QK_EIO, "out of memory"); }
 
 /* ---- targets ----------------------------------------------------------------- */
 
-bool qk_ckpt_scheme_static(const char *scheme)
+static bool needs_calib(const char *scheme)
 {
-    return !strcmp(scheme, "ct-fp8-static") || !strcmp(scheme, "ct-nvfp4a4");
+    return !strcmp(scheme, "ct-fp8-static") || !strcmp(scheme, "ct-w8a8-static") || !strcmp(scheme, "ct-nvfp4a4");
 }
+
+bool qk_ckpt_scheme_static(const char *scheme) { return needs_calib(scheme) || !strcmp(scheme, "modelopt-nvfp4"); }
 
 static int parse_target(const char *s, const qk_ckpt_opts *o, target *t, qk_err *err)
 {
@@ -91,6 +96,7 @@ static int parse_target(const char *s, const qk_ckpt_opts *o, target *t, qk_err 
         {"ct-w8a8", K_CT_W8A8, 8, 0},     {"ct-w4a16", K_CT_W4A16, 4, 128}, {"ct-w4a8", K_CT_W4A16, 4, 128},
         {"ct-nvfp4", K_CT_NVFP4, 4, 16},  {"ct-mxfp4", K_CT_MXFP4, 4, 32},
         {"modelopt-nvfp4", K_MO_NVFP4, 4, 16}, {"ct-fp8-static", K_CT_FP8, 8, 0}, {"ct-nvfp4a4", K_CT_NVFP4, 4, 16},
+        {"ct-w8a8-static", K_CT_W8A8, 8, 0},
     };
     memset(t, 0, sizeof *t);
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
@@ -99,7 +105,8 @@ static int parse_target(const char *s, const qk_ckpt_opts *o, target *t, qk_err 
             t->bits = tab[i].bits;
             t->group = tab[i].group;
             t->a8 = !strcmp(s, "ct-w4a8");
-            t->astatic = qk_ckpt_scheme_static(s);
+            /* modelopt-nvfp4 gains its input_scale with --calib */
+            t->astatic = needs_calib(s) || (t->k == K_MO_NVFP4 && o->calib && o->calib->text);
         }
     if (strncmp(s, "mlx-q", 5) == 0 && s[5] >= '2' && s[5] <= '8' && s[5] != '7' && !s[6]) {
         t->k = K_MLX;
@@ -109,8 +116,8 @@ static int parse_target(const char *s, const qk_ckpt_opts *o, target *t, qk_err 
         t->k = K_DENSE;
         t->dtype = s[1] == 'f' ? QK_BF16 : s[1] == '1' ? QK_F16 : QK_F32;
     } else if (!t->bits)
-        return qk_errf(err, QK_EINPUT, "unknown --to scheme '%s' (ct-fp8, ct-fp8-static, ct-fp8-block, ct-w8a8, ct-w4a16, "
-                       "ct-w4a8, ct-nvfp4, ct-nvfp4a4, ct-mxfp4, modelopt-nvfp4, mlx-q2..mlx-q8, bf16, f16, f32)", s);
+        return qk_errf(err, QK_EINPUT, "unknown --to scheme '%s' (ct-fp8, ct-fp8-static, ct-fp8-block, ct-w8a8, ct-w8a8-static, "
+                       "ct-w4a16, ct-w4a8, ct-nvfp4, ct-nvfp4a4, ct-mxfp4, modelopt-nvfp4, mlx-q2..mlx-q8, bf16, f16, f32)", s);
     if (o->asym && (t->k != K_CT_W4A16 || t->a8))
         return qk_errf(err, QK_EINPUT, "--asym applies to ct-w4a16 only");
     t->asym = o->asym;
@@ -252,12 +259,12 @@ static int plan_module(wctx *w, omod *m, const qk_ck_tensor *t)
     case K_CT_FP8:
     case K_CT_W8A8:
         rc = add_part(m, mod, "weight", tg->k == K_CT_FP8 ? "F8_E4M3" : "I8", 2, n, k);
-        if (tg->astatic) { /* FP8: one weight scale, one input scale */
+        if (tg->astatic && tg->k == K_CT_FP8) /* preset FP8: one weight scale */
             rc |= add_part(m, mod, "weight_scale", sd, 1, 1, 0);
+        else
+            rc |= add_part(m, mod, "weight_scale", sd, 2, n, 1);
+        if (tg->astatic)
             rc |= add_part(m, mod, "input_scale", sd, 1, 1, 0);
-            break;
-        }
-        rc |= add_part(m, mod, "weight_scale", sd, 2, n, 1);
         break;
     case K_CT_FP8_BLOCK:
         rc = add_part(m, mod, "weight", "F8_E4M3", 2, n, k);
@@ -290,6 +297,8 @@ static int plan_module(wctx *w, omod *m, const qk_ck_tensor *t)
         rc = add_part(m, mod, "weight", "U8", 2, n, k / 2);
         rc |= add_part(m, mod, "weight_scale", "F8_E4M3", 2, n, k / 16);
         rc |= add_part(m, mod, "weight_scale_2", "F32", 0, 0, 0);
+        if (tg->astatic)
+            rc |= add_part(m, mod, "input_scale", "F32", 0, 0, 0);
         break;
     case K_MLX:
         rc = add_part(m, mod, "weight", "U32", 2, n, k * tg->bits / 32);
@@ -386,7 +395,7 @@ static int make_module(wctx *w, const omod *m, uint8_t **bufs, const uint8_t **d
         qk_scheme_opts so;
         qk_scheme_layout l;
         scheme_of(w, &s, &so);
-        if (w->wglob) /* ct-nvfp4a4: the global scale of its fusion group (ckpt_static.c) */
+        if (w->wglob) /* ct-nvfp4a4, calibrated modelopt-nvfp4: its fusion group's global scale (ckpt_static.c) */
             so.has_global_scale = true, so.global_scale = w->wglob[m - w->m];
         if ((rc = qk_scheme_layout_of(s, n, k, &so, &l, w->err)))
             goto done;
