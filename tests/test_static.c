@@ -1,20 +1,22 @@
 /* Static activation scales from calibration (lib/quant/ckpt_static.h):
- * qk-quant --to ct-fp8-static / ct-nvfp4a4 --calib on stories4M against
- * llm-compressor's own numbers for the same tokens (goldens/calib/
+ * qk-quant --to ct-fp8-static / ct-nvfp4a4 / ct-w8a8-static /
+ * modelopt-nvfp4 --calib on stories4M against the references' own numbers
+ * for the same tokens (goldens/calib/
  * static-lc.txt, written by tools/crosscheck_static.py --golden:
  * QuantizationModifier(scheme=FP8 / NVFP4, and config_groups of INT8 W8A8
  * with static per-tensor activations), ModelOpt's NVFP4_DEFAULT_CFG export
- * for modelopt-nvfp4 --calib, 8 x 128 tokens of goldens/calib/calib-6k.txt).
+ * for modelopt-nvfp4 --calib, 2 x 128 tokens of goldens/calib/calib-6k.txt).
  *
  * The weights' scales do not depend on the activations: FP8's per-tensor
  * weight_scale, NVFP4's fused weight_global_scale and ModelOpt's fused
- * weight_scale_2 must be the reference's bit for bit.  The input scales are the amax of each Linear's input from
- * two float32 forward passes (transformers', qk's engine): within REL
- * relative (tools/crosscheck_static.py measured at most 8.0e-7 for FP8 and
- * 7.7e-7 for NVFP4 on this set). */
+ * weight_scale_2 must be the reference's bit for bit.  The input scales are
+ * the amax of each Linear's input from two float32 forward passes
+ * (transformers', qk's engine): within REL relative (measured on this set:
+ * see goldens/calib/README.md). */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,24 +65,31 @@ static void teardown(void) { rm_rf(tmproot); }
 
 TestSuite(static_scales, .init = setup, .fini = teardown);
 
-/* Write SRC as scheme, calibrated as the golden was, into tmproot/scheme. */
+/* Under ASan+UBSan (QK_SANITIZED, set by make asan-test) the same code runs on 32 tokens, without the
+ * golden's numbers (those are the plain pass's, bit for bit), so that make check stays in its budget. */
+static bool sanitized(void) { return getenv("QK_SANITIZED") != NULL; }
+
+/* Write S4M as scheme, calibrated as the golden was (sanitized: one chunk of 32), into tmproot. */
 static const char *make(const char *scheme, int threads)
 {
     static char out[128];
     snprintf(out, sizeof out, "%s/%s-%d", tmproot, scheme, threads);
     qk_ckpt_calib c = {.text = "goldens/calib/calib-6k.txt", .tokenizer = "goldens/models/stories4M/stories4M-f32.gguf",
-                       .n_ctx = 128, .n_chunks = 8, .o = {.nthreads = threads}, .quiet = true};
+                       .n_ctx = sanitized() ? 32 : 128, .n_chunks = sanitized() ? 1 : 2, .o = {.nthreads = threads},
+                       .quiet = true};
     qk_ckpt_opts o = {.quiet = true, .calib = &c};
     qk_err err = {0};
     cr_assert_eq(qk_ckpt_quantize(S4M, out, scheme, &o, &err), 0, "%s: %s", scheme, err.msg);
     return out;
 }
 
-/* Every golden line of preset against dir's tensors; returns how many. */
+/* Every golden line of preset against dir's tensors (sanitized: the input scales only there, positive);
+ * returns how many input scales. */
 static int against_golden(const char *dir, const char *preset, const char *input_leaf)
 {
     qk_hfdir *hf;
     qk_err err = {0};
+    const bool san = sanitized();
     cr_assert_eq(qk_hf_open(&hf, dir, &err), 0, "%s", err.msg);
     char *g = tu_read("goldens/calib/static-lc.txt", NULL), *save = NULL;
     int n_in = 0, n_w = 0;
@@ -96,19 +105,21 @@ static int against_golden(const char *dir, const char *preset, const char *input
         cr_assert_eq(t->nelem, 1, "%s", name);
         cr_assert_eq(t->type, QK_F32, "%s: %s", name, t->dtype);
         const float got = qk_wq_val(t->data, t->type, 0);
+        cr_assert(got > 0.0f && isfinite(got), "%s: %g", name, got);
         if (!strcmp(leaf, input_leaf)) {
             const double rel = fabs((double)got / want - 1);
             worst = rel > worst ? rel : worst;
-            cr_assert(rel <= REL, "%s: qk %.9g, llm-compressor %.9g (relative %.3g)", name, got, want, rel);
+            cr_assert(san || rel <= REL, "%s: qk %.9g, the reference %.9g (relative %.3g)", name, got, want, rel);
             n_in++;
-        } else {
-            cr_assert_eq(got, (float)want, "%s: qk %.9g, llm-compressor %.9g", name, got, want);
+        } else { /* the weights' scales do not depend on the calibration tokens */
+            cr_assert_eq(got, (float)want, "%s: qk %.9g, the reference %.9g", name, got, want);
             n_w++;
         }
     }
     cr_assert(n_w == n_in || (n_w == 0 && !strcmp(preset, "W8A8_STATIC")), "%s: %d input scales, %d weight scales",
               preset, n_in, n_w);
-    cr_log_info("%s: %d input scales, largest relative difference %.3g", preset, n_in, worst);
+    if (!san)
+        cr_log_info("%s: %d input scales, largest relative difference %.3g", preset, n_in, worst);
     free(g);
     qk_hf_close(hf);
     return n_in;

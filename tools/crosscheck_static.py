@@ -15,8 +15,9 @@ of the text cut into chunks, each starting with BOS (tools/crosscheck_calib.py
 calib_rows: what qk-quant --calib feeds its engine), handed to oneshot as
 input_ids.  Sets: full (bytes [128 KiB, +200 kB) of tinystories-valid.txt,
 64 x 256 tokens; evaluated with -c 256 on all of eval-64k.txt) and small
-(goldens/calib/calib-6k.txt, 8 x 128; -c 128 --chunks 8), the set whose
-llm-compressor scales --golden writes for make check (tests/test_static.c).
+(goldens/calib/calib-6k.txt, 8 x 128; -c 128 --chunks 8) and tiny (its first
+2 x 128), the set whose reference scales --golden writes for make check
+(tests/test_static.c).
 Checks, per scheme and set:
   config.json key for key (apart from the compressed-tensors release qk's
       writer follows, crosscheck_calib.VERSION_KEYS; not for ModelOpt, whose
@@ -49,7 +50,8 @@ CUSTOM = {"W8A8_STATIC": {"weights": {"num_bits": 8, "type": "int", "strategy": 
                                       "dynamic": False},
                           "input_activations": {"num_bits": 8, "type": "int", "strategy": "tensor", "symmetric": True,
                                                 "dynamic": False, "observer": "static_minmax"}}}
-SETS = (("full", None, 200000, 64, 256, 256, 0), ("small", "goldens/calib/calib-6k.txt", 0, 8, 128, 128, 8))
+SETS = (("full", None, 200000, 64, 256, 256, 0), ("small", "goldens/calib/calib-6k.txt", 0, 8, 128, 128, 8),
+        ("tiny", "goldens/calib/calib-6k.txt", 0, 2, 128, 128, 8))
 
 
 def lc_make(preset, out, rows, threads):
@@ -163,8 +165,8 @@ def main():
     ap.add_argument("work")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--keep", action="store_true", help="reuse the checkpoints already in WORK")
-    ap.add_argument("--golden", help="write the small set's llm-compressor input scales to this file")
-    ap.add_argument("--only", help="run only this set (full, small)")
+    ap.add_argument("--golden", help="write the tiny set's reference scales to this file")
+    ap.add_argument("--only", help="run only this set (full, small, tiny)")
     a = ap.parse_args()
     qk, w = os.path.abspath(a.qk), os.path.abspath(a.work)
     os.makedirs(w, exist_ok=True)
@@ -199,7 +201,7 @@ def main():
                     f"{kq:.6f} vs {kl:.6f} ({(kq / kl - 1) * 100:+.2f} %; floor: the reference's scales x (1 +- {r:.3g}) "
                     f"move it by {floor:.6f}, {floor / kl * 100:.2f} %)")
             md.append(f"| {tag} {chunks}x{ctx} | {preset} ({scheme}) | {kl:.6f} | {kq:.6f} | {floor:.6f} | {rel:.3g} |")
-            if tag == "small":
+            if tag == "tiny":
                 t = tensors(ld)
                 wl = {"FP8": "weight_scale", "NVFP4": "weight_global_scale", "MO_NVFP4": "weight_scale_2"}.get(preset)
                 golden += [f"{preset} {k.rsplit('.', 1)[0]} {k.rsplit('.', 1)[1]} {float(t[k]):.9g}"
@@ -208,7 +210,7 @@ def main():
         with open(a.golden, "w") as f:
             f.write("# tools/crosscheck_static.py --golden: llm-compressor 0.14 oneshot, QuantizationModifier("
                     "scheme=FP8 | NVFP4, ignore lm_head) on goldens/models/stories4M/hf-f32, calibrated on qk's "
-                    "tokenization of goldens/calib/calib-6k.txt, 8 chunks x 128 tokens (BOS first in each): "
+                    "tokenization of goldens/calib/calib-6k.txt, 2 chunks x 128 tokens (BOS first in each): "
                     "PRESET MODULE TENSOR VALUE (float32, %.9g), FP8: input_scale and the per-tensor "
                     "weight_scale, NVFP4: input_global_scale and weight_global_scale, W8A8_STATIC (config_groups: "
                     "INT8 channel weights, static tensor INT8 activations, observer static_minmax): input_scale; "
