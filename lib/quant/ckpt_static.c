@@ -169,8 +169,9 @@ static const omod *find_quant(const wctx *w, const char *parent, size_t plen, co
     return NULL;
 }
 
-/* Each quantized module's weight amax, then the global scale of its fusion group. */
-static int weight_globals(wctx *w)
+/* Each quantized module's weight amax (of the floats it is encoded from), then the global scale of its
+ * fusion group. */
+int qk_ckw_nvfp4_globals(wctx *w)
 {
     float *amax = calloc(w->nm ? w->nm : 1, sizeof *amax);
     if (!(w->wglob = calloc(w->nm ? w->nm : 1, sizeof *w->wglob)) || !amax) {
@@ -183,9 +184,14 @@ static int weight_globals(wctx *w)
         if (!w->m[i].quant)
             continue;
         float *x = malloc(t->nelem ? t->nelem * sizeof *x : 1);
+        const float *cf = qk_calib_floats(&w->cres, t->name); /* as make_module: AWQ's, or rotated */
         if (!x)
             return free(amax), qk_errf(w->err, QK_EIO, "out of memory (%s)", t->name);
-        if (!(rc = qk_ckpt_read(w->ck, t, x, w->err)))
+        if (cf)
+            memcpy(x, cf, t->nelem * sizeof *x);
+        else if (!(rc = qk_ckpt_read(w->ck, t, x, w->err)) && w->rot)
+            rc = qk_rot_tensor(w->rot, t->name, x, t->rows, t->cols, w->err);
+        if (!rc)
             for (uint64_t j = 0; j < t->nelem; j++)
                 amax[i] = fabsf(x[j]) > amax[i] ? fabsf(x[j]) : amax[i];
         free(x);
@@ -240,8 +246,6 @@ int qk_ckw_static_prepare(wctx *w, const char *src_dir)
         rc = qk_ckpt_act_amax(src_dir, mods, n, c, amax, w->err);
     for (size_t j = 0; !rc && j < n; j++)
         w->act[at[j]] = amax[j];
-    if (!rc && (w->tg.k == K_CT_NVFP4 || w->tg.k == K_MO_NVFP4))
-        rc = weight_globals(w);
     free(mods), free(names), free(at), free(amax);
     return rc;
 }

@@ -27,10 +27,10 @@
  *                            scalar / tensor as reciprocal times scalar; 1
  *                            when that is not finite); the per-16 block
  *                            scales stay dynamic (DynamicType.LOCAL).
- * NVFP4 weights: the weight observers of fused siblings (q/k/v_proj,
- * gate/up_proj under one parent, llmcompressor/observers/helpers.py
- * FUSED_LAYER_NAMES) share one weight_global_scale, generate_gparam of
- * their largest amax.
+ * NVFP4 weights (ct-nvfp4 too: qk_ckw_nvfp4_globals): the weight observers
+ * of fused siblings (q/k/v_proj, gate/up_proj under one parent,
+ * llmcompressor/observers/helpers.py FUSED_LAYER_NAMES) share one
+ * weight_global_scale, generate_gparam of their largest amax.
  *
  * ModelOpt: calibration runs the float model too (enable_stats_collection
  * disables every quantizer's quantization), the max calibrator keeps amax;

@@ -69,7 +69,7 @@ typedef struct wctx {
     qk_err *err;
     qk_calib_res cres;   /* --method gptq: the modules' levels */
     float *act;          /* static schemes: per w->m[i], its input's calibrated amax */
-    float *wglob;        /* ct-nvfp4a4: per w->m[i], its (fused) weight_global_scale */
+    float *wglob;        /* NVFP4: per w->m[i], its (fused) global scale (weight_global_scale, weight_scale_2) */
 } wctx;
 
 /* The linear module of a weight tensor ("model.layers.0.mlp.down_proj"), in
@@ -83,6 +83,9 @@ int qk_ckw_write_json(const wctx *w, const char *name, qk_pyj_member *m, size_t 
 /* Static schemes (ckpt_static.c): calibrate the input amax of every quantized
  * module, and for ct-nvfp4a4 the fused weight global scales. */
 int qk_ckw_static_prepare(wctx *w, const char *src_dir);
+/* NVFP4 (ct-nvfp4, ct-nvfp4a4, modelopt-nvfp4): w->wglob, one weight global scale per fusion group
+ * (q/k/v_proj, gate/up_proj), as llm-compressor's fused weight observers and ModelOpt's export give it. */
+int qk_ckw_nvfp4_globals(wctx *w);
 /* The activation part of module m (input_scale / input_global_scale) into buf. */
 void qk_ckw_static_part(const wctx *w, const omod *m, uint8_t *buf);
 /* config.json (and ModelOpt's hf_quant_config.json) into w's output. */

@@ -25,7 +25,9 @@
  * calculate_qparams for fp8/int, the OCP MX rule for mxfp4, ModelOpt's or
  * compressed-tensors' NVFP4 convention) and ckpt_mlx.c's MLX affine rule;
  * scales are stored in the model's dtype (F32/F16/BF16) as llm-compressor
- * does, FP8/E8M0 where the format says so.
+ * does, FP8/E8M0 where the format says so.  NVFP4's global scale is one
+ * per fusion group (q/k/v_proj, gate/up_proj), as llm-compressor's fused
+ * weight observers and ModelOpt's export write it (ckpt_static.c).
  *
  * Which modules: 2-D "*.weight" tensors of linear layers, except the
  * default ignore list (lm_head, embeddings, norms, MoE routers mlp.gate /
@@ -395,7 +397,7 @@ static int make_module(wctx *w, const omod *m, uint8_t **bufs, const uint8_t **d
         qk_scheme_opts so;
         qk_scheme_layout l;
         scheme_of(w, &s, &so);
-        if (w->wglob) /* ct-nvfp4a4, calibrated modelopt-nvfp4: its fusion group's global scale (ckpt_static.c) */
+        if (w->wglob) /* NVFP4: its fusion group's global scale (ckpt_static.c) */
             so.has_global_scale = true, so.global_scale = w->wglob[m - w->m];
         if ((rc = qk_scheme_layout_of(s, n, k, &so, &l, w->err)))
             goto done;
@@ -640,6 +642,8 @@ int qk_ckpt_quantize(const char *src_dir, const char *out_dir, const char *schem
     if (rc)
         goto done;
     if ((rc = calibrate(&w, src_dir)) || (rc = qk_ckw_static_prepare(&w, src_dir)))
+        goto done;
+    if ((w.tg.k == K_CT_NVFP4 || w.tg.k == K_MO_NVFP4) && (rc = qk_ckw_nvfp4_globals(&w)))
         goto done;
     uint64_t max = w.o->shard_size ? w.o->shard_size : DEFAULT_SHARD, cur = 0;
     w.nshards = 1;
