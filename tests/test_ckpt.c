@@ -192,7 +192,8 @@ Test(ckpt, modelopt_nvfp4) { roundtrip(&(rt){S4M, "modelopt-nvfp4", {0}, "nvfp4"
  * float32) and ModelOpt's export (amax / 2688) give it; the others keep their own. */
 Test(ckpt, nvfp4_fused)
 {
-    static const char *const sch[] = {"ct-nvfp4", "modelopt-nvfp4"}, *const leaf[] = {"weight_global_scale", "weight_scale_2"};
+    static const char *const sch[] = {"ct-nvfp4", "modelopt-nvfp4"};
+    static const char *const leaf[] = {"weight_global_scale", "weight_scale_2"};
     static const char *const mods[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
                                        "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
     static const int group[] = {0, 0, 0, 1, 2, 2, 3};

@@ -73,8 +73,8 @@
 #include "lib/quant/ckpt_wctx.h"
 #include "lib/quant/rotate.h"
 
-const char *const qk_ckpt_schemes[] = {"ct-fp8", "ct-fp8-static", "ct-fp8-block", "ct-w8a8", "ct-w8a8-static", "ct-w4a16", "ct-w4a8",
-                                       "ct-nvfp4", "ct-nvfp4a4", "ct-mxfp4",
+const char *const qk_ckpt_schemes[] = {"ct-fp8", "ct-fp8-static", "ct-fp8-block", "ct-w8a8", "ct-w8a8-static",
+                                       "ct-w4a16", "ct-w4a8", "ct-nvfp4", "ct-nvfp4a4", "ct-mxfp4",
                                        "modelopt-nvfp4", "mlx-q2", "mlx-q3", "mlx-q4", "mlx-q5", "mlx-q6",
                                        "mlx-q8", "bf16", "f16", "f32", NULL};
 
@@ -118,8 +118,9 @@ static int parse_target(const char *s, const qk_ckpt_opts *o, target *t, qk_err 
         t->k = K_DENSE;
         t->dtype = s[1] == 'f' ? QK_BF16 : s[1] == '1' ? QK_F16 : QK_F32;
     } else if (!t->bits)
-        return qk_errf(err, QK_EINPUT, "unknown --to scheme '%s' (ct-fp8, ct-fp8-static, ct-fp8-block, ct-w8a8, ct-w8a8-static, "
-                       "ct-w4a16, ct-w4a8, ct-nvfp4, ct-nvfp4a4, ct-mxfp4, modelopt-nvfp4, mlx-q2..mlx-q8, bf16, f16, f32)", s);
+        return qk_errf(err, QK_EINPUT, "unknown --to scheme '%s' (ct-fp8, ct-fp8-static, ct-fp8-block, ct-w8a8, "
+                       "ct-w8a8-static, ct-w4a16, ct-w4a8, ct-nvfp4, ct-nvfp4a4, ct-mxfp4, modelopt-nvfp4, "
+                       "mlx-q2..mlx-q8, bf16, f16, f32)", s);
     if (o->asym && (t->k != K_CT_W4A16 || t->a8))
         return qk_errf(err, QK_EINPUT, "--asym applies to ct-w4a16 only");
     t->asym = o->asym;
