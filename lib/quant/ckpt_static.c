@@ -159,14 +159,20 @@ static const char *scheme_name(const wctx *w)
 static const char *const fused[][4] = {{"gate_proj", "up_proj", NULL}, {"q_proj", "k_proj", "v_proj", NULL},
                                        {"q_a_proj", "kv_a_proj_with_mqa", NULL}, {"w1", "w3", NULL}};
 
-static const omod *find_quant(const wctx *w, const char *parent, size_t plen, const char *leaf)
+typedef struct {
+    const char *name;
+    size_t i;
+} named;
+
+static int cmp_named(const void *a, const void *b) { return strcmp(((const named *)a)->name, ((const named *)b)->name); }
+
+/* The quantized module parent.leaf (by its weight's name in the sorted index), or -1. */
+static long find_quant(const named *ix, size_t n, const char *parent, size_t plen, const char *leaf)
 {
     char name[1200];
     snprintf(name, sizeof name, "%.*s.%s.weight", (int)plen, parent, leaf);
-    for (size_t i = 0; i < w->nm; i++)
-        if (!w->m[i].synth && !strcmp(w->m[i].src->name, name))
-            return &w->m[i];
-    return NULL;
+    const named key = {name, 0}, *hit = bsearch(&key, ix, n, sizeof *ix, cmp_named);
+    return hit ? (long)hit->i : -1;
 }
 
 /* Each quantized module's weight amax (of the floats it is encoded from), then the global scale of its
@@ -174,10 +180,16 @@ static const omod *find_quant(const wctx *w, const char *parent, size_t plen, co
 int qk_ckw_nvfp4_globals(wctx *w)
 {
     float *amax = calloc(w->nm ? w->nm : 1, sizeof *amax);
-    if (!(w->wglob = calloc(w->nm ? w->nm : 1, sizeof *w->wglob)) || !amax) {
-        free(amax);
+    named *ix = malloc((w->nm ? w->nm : 1) * sizeof *ix);
+    size_t nix = 0;
+    if (!(w->wglob = calloc(w->nm ? w->nm : 1, sizeof *w->wglob)) || !amax || !ix) {
+        free(amax), free(ix);
         return qk_errf(w->err, QK_EIO, "out of memory");
     }
+    for (size_t i = 0; i < w->nm; i++)
+        if (w->m[i].quant)
+            ix[nix++] = (named){w->m[i].src->name, i};
+    qsort(ix, nix, sizeof *ix, cmp_named);
     int rc = 0;
     for (size_t i = 0; i < w->nm && !rc; i++) {
         const qk_ck_tensor *t = w->m[i].src;
@@ -185,8 +197,10 @@ int qk_ckw_nvfp4_globals(wctx *w)
             continue;
         float *x = malloc(t->nelem ? t->nelem * sizeof *x : 1);
         const float *cf = qk_calib_floats(&w->cres, t->name); /* as make_module: AWQ's, or rotated */
-        if (!x)
-            return free(amax), qk_errf(w->err, QK_EIO, "out of memory (%s)", t->name);
+        if (!x) {
+            rc = qk_errf(w->err, QK_EIO, "out of memory (%s)", t->name);
+            break;
+        }
         if (cf)
             memcpy(x, cf, t->nelem * sizeof *x);
         else if (!(rc = qk_ckpt_read(w->ck, t, x, w->err)) && w->rot)
@@ -208,16 +222,16 @@ int qk_ckw_nvfp4_globals(wctx *w)
             bool mine = false, all = true;
             for (int j = 0; fused[g][j]; j++) {
                 mine |= strlen(fused[g][j]) == llen && !strncmp(dot + 1, fused[g][j], llen);
-                all &= find_quant(w, name, plen, fused[g][j]) != NULL;
+                all &= find_quant(ix, nix, name, plen, fused[g][j]) >= 0;
             }
             for (int j = 0; mine && all && fused[g][j]; j++) {
-                const float b = amax[find_quant(w, name, plen, fused[g][j]) - w->m];
+                const float b = amax[find_quant(ix, nix, name, plen, fused[g][j])];
                 a = b > a ? b : a;
             }
         }
         w->wglob[i] = w->tg.k == K_MO_NVFP4 ? qk_nvfp4_global_scale(a, false) : qk_ct_gparam(a);
     }
-    free(amax);
+    free(amax), free(ix);
     return rc;
 }
 
