@@ -45,6 +45,8 @@ static const char usage_text[] =
     "       qk-quant --to ct-w4a16 --method gptq|awq --calib TEXT [--calib-chunks N] [-c N] SRC OUT_DIR\n"
     "       qk-quant --to ct-w8a8 --method gptq|smoothquant|smoothquant+gptq [--smoothing-strength A]\n"
     "                --calib TEXT [--calib-chunks N] [-c N] SRC OUT_DIR\n"
+    "       qk-quant --to ct-fp8-static|ct-w8a8-static|ct-nvfp4a4 --calib TEXT [--calib-chunks N] [-c N]\n"
+    "                SRC OUT_DIR\n"
     "\n"
     "Quantize a GGUF model the way llama-quantize (llama.cpp d32676d) does: the same presets,\n"
     "per-tensor type rules, options and metadata, and a byte-identical output file.  Without\n"
@@ -71,7 +73,10 @@ static const char usage_text[] =
     "Hugging Face checkpoints (--to):\n"
     "  --to SCHEME SRC OUT_DIR    write a quantized HF directory as the producing tool would: ct-fp8\n"
     "                             ct-fp8-block ct-w8a8 ct-w4a16 ct-w4a8 ct-nvfp4 ct-mxfp4 modelopt-nvfp4\n"
-    "                             mlx-q2..mlx-q8; or dequantize any recognised scheme: bf16 f16 f32\n"
+    "                             mlx-q2..mlx-q8; or dequantize any recognised scheme: bf16 f16 f32;\n"
+    "                             with static activation scales from --calib (llm-compressor's presets\n"
+    "                             FP8 and NVFP4, and INT8 W8A8 per tensor): ct-fp8-static, ct-nvfp4a4,\n"
+    "                             ct-w8a8-static\n"
     "  --asym                     ct-w4a16 with zero points\n"
     "  --group N                  group (block) size instead of the scheme's default\n"
     "  --ignore REGEX             leave modules matching REGEX (POSIX ERE) unquantized\n"
@@ -90,7 +95,9 @@ static const char usage_text[] =
     "                             SmoothQuantModifier; --to f32|f16|bf16: the smoothed float model)\n"
     "                             or smoothquant+gptq (--to ct-w8a8: SmoothQuant, then GPTQ)\n"
     "  --smoothing-strength A     SmoothQuant's alpha in [0, 1] (default 0.5)\n"
-    "  --calib TEXT               calibration text for --method gptq, awq, smoothquant\n"
+    "  --calib TEXT               calibration text for --method gptq, awq, smoothquant, and for the\n"
+    "                             input scales of ct-fp8-static, ct-w8a8-static and ct-nvfp4a4\n"
+    "                             (required there)\n"
     "  --calib-chunks N           use the first N chunks (default: all the text has)\n"
     "  -c, --calib-ctx N          tokens per chunk (default 512)\n"
     "  --tokenizer FILE           --to: the calibration text's tokenizer (GGUF, tokenizer.json or\n"
@@ -758,10 +765,14 @@ int cmd_quant(int argc, char **argv)
                              .n_chunks = m.calib.n_chunks, .o = m.calib.o, .alpha = m.alpha >= 0 ? m.alpha : 0.5,
                              .quiet = m.quiet};
         cal.o.nthreads = m.o.nthreads;
+        /* --calib: for a --method, or static activation scales (ct-*-static, ct-nvfp4a4, modelopt-nvfp4) */
+        const bool st = qk_ckpt_scheme_static(to);
         const bool calibrated = cal.method != QK_CALIB_RTN;
-        if (calibrated != (m.calib.text != NULL)) {
+        if (calibrated ? !m.calib.text : m.calib.text && !st) {
             if (m.calib.text)
-                fprintf(stderr, "%s: --calib needs --method gptq, awq, smoothquant or smoothquant+gptq\n", argv[0]);
+                fprintf(stderr, "%s: --calib needs --method gptq, awq, smoothquant or smoothquant+gptq, or a scheme "
+                        "with static activation scales (ct-fp8-static, ct-w8a8-static, ct-nvfp4a4, modelopt-nvfp4)\n",
+                        argv[0]);
             else
                 fprintf(stderr, "%s: --method %s needs --calib TEXT\n", argv[0], qk_calib_method_name(cal.method));
             return 2;
@@ -770,7 +781,7 @@ int cmd_quant(int argc, char **argv)
             fprintf(stderr, "%s: --smoothing-strength needs --method smoothquant or smoothquant+gptq\n", argv[0]);
             return 2;
         }
-        co.calib = calibrated ? &cal : NULL;
+        co.calib = calibrated || st ? &cal : NULL;
         rc = qk_ckpt_quantize(argv[optind], argv[optind + 1], to, &co, &err);
         return rc ? qk_err_report(argv[0], &err) : 0;
     }

@@ -5,7 +5,7 @@ _qk_words_after() { # print the words of a list-valued option
     case "$1" in
     --raw-encode|--raw-decode|--output-tensor-type|--token-embedding-type)
         qk quant --list-types 2>/dev/null | awk 'NR > 1 && $2 ~ /^[0-9]+$/ {print $1}';;
-    --to) echo "ct-fp8 ct-fp8-block ct-w8a8 ct-w4a16 ct-w4a8 ct-nvfp4 ct-mxfp4 modelopt-nvfp4 mlx-q2 mlx-q3 mlx-q4 mlx-q5 mlx-q6 mlx-q8 bf16 f16 f32";;
+    --to) echo "ct-fp8 ct-fp8-static ct-fp8-block ct-w8a8 ct-w8a8-static ct-w4a16 ct-w4a8 ct-nvfp4 ct-nvfp4a4 ct-mxfp4 modelopt-nvfp4 mlx-q2 mlx-q3 mlx-q4 mlx-q5 mlx-q6 mlx-q8 bf16 f16 f32";;
     --kv-type|--logits-dtype) echo "f16 f32";;
     --act-type) echo "default f32";;
     --wire) echo "fp32 bf16 fp16 fp8-e4m3 fp8-e5m2 int8-token int4-token int4-group32 mxfp8 mxfp6 mxfp4 nvfp4";;

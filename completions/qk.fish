@@ -22,7 +22,7 @@ for c in qk qk-quant
     complete -c $c -l token-embedding-type -x -a '(__qk_types)'
     complete -c $c -l method -x -a 'rtn gptq awq smoothquant smoothquant+gptq'
     complete -c $c -l rotate -x -a 'hadamard'
-    complete -c $c -l to -x -a 'ct-fp8 ct-fp8-block ct-w8a8 ct-w4a16 ct-w4a8 ct-nvfp4 ct-mxfp4 modelopt-nvfp4 mlx-q2 mlx-q3 mlx-q4 mlx-q5 mlx-q6 mlx-q8 bf16 f16 f32'
+    complete -c $c -l to -x -a 'ct-fp8 ct-fp8-static ct-fp8-block ct-w8a8 ct-w8a8-static ct-w4a16 ct-w4a8 ct-nvfp4 ct-nvfp4a4 ct-mxfp4 modelopt-nvfp4 mlx-q2 mlx-q3 mlx-q4 mlx-q5 mlx-q6 mlx-q8 bf16 f16 f32'
 end
 for c in qk qk-report
     complete -c $c -l parts -x -a '(__fish_complete_directories)'

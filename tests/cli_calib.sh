@@ -70,3 +70,35 @@ expect 2 "$QK" quant --to ct-w4a16 --group 32 --method gptq --calib "$CC" -c 64 
     goldens/arch/mixtral/hf "$T/ya"
 expect 3 "$QK" quant --to ct-w4a16 --method gptq --calib "$T/missing.txt" --tokenizer "$CG" "$CH" "$T/y9"
 if ls "$T" | grep -q '^y'; then bad "ct-w4a16 gptq left output behind"; ls "$T"; else ok; fi
+# static activation scales (--to ct-fp8-static / ct-w8a8-static / ct-nvfp4a4 --calib; their values against
+# llm-compressor's are tests/test_static.c's): qk-run runs them, the bytes do not depend on the thread count.
+# Under ASan+UBSan (QK_SANITIZED) one scheme on 32 tokens (test_static.c runs the four in-process there).
+if [ -z "${QK_SANITIZED:-}" ]; then sl="ct-fp8-static ct-w8a8-static ct-nvfp4a4" sc="-c 64 --calib-chunks 2"
+else sl=ct-nvfp4a4 sc="-c 32 --calib-chunks 1"; fi
+for s in $sl; do
+    expect 0 "$QK" quant -q --to $s --calib "$CC" $sc --tokenizer "$CG" -t 1 "$CH" "$T/s1-$s"
+    expect 0 "$QK" run -q -m "$T/s1-$s" --tokenizer "$CG" -p "Once upon a time" -n 4
+    expect 2 "$QK" quant --to $s "$CH" "$T/ys1-$s"
+    grep -q -- "--calib TEXT is missing" "$T/err" && ok || bad "$s without --calib: $(cat "$T/err")"
+    [ -n "${QK_SANITIZED:-}" ] && continue
+    expect 0 "$QK" quant -q --to $s --calib "$CC" $sc --tokenizer "$CG" -t 3 "$CH" "$T/s3-$s"
+    cmp -s "$T/s1-$s/model.safetensors" "$T/s3-$s/model.safetensors" && ok || bad "$s bytes depend on threads"
+    # bad input: a GPTQ/AWQ method, --rotate, a text too short
+    expect 2 "$QK" quant --to $s --method gptq --calib "$CC" -c 64 --tokenizer "$CG" "$CH" "$T/ys2-$s"
+    expect 2 "$QK" quant --to $s --rotate hadamard --calib "$CC" -c 64 --tokenizer "$CG" "$CH" "$T/ys3-$s"
+    expect 2 "$QK" quant --to $s --calib "$T/cshort.txt" -c 128 --tokenizer "$CG" "$CH" "$T/ys4-$s"
+done
+if [ -z "${QK_SANITIZED:-}" ]; then
+    grep -q '"observer": "static_minmax"' "$T/s1-ct-fp8-static/config.json" && ok || bad "ct-fp8-static: config observer"
+    grep -q '"dynamic": "local"' "$T/s1-ct-nvfp4a4/config.json" && ok || bad "ct-nvfp4a4: config dynamic local"
+    # modelopt-nvfp4: without --calib no input_scale, which its W4A4 config needs (qk-run refuses it, naming
+    # quant_algo); with --calib it has them and runs
+    expect 0 "$QK" quant -q --to modelopt-nvfp4 "$CH" "$T/sm0"
+    expect 2 "$QK" run -q -m "$T/sm0" --tokenizer "$CG" -p "Once upon a time" -n 4
+    grep -q 'quant_algo' "$T/err" && ok || bad "modelopt-nvfp4 without --calib: $(cat "$T/err")"
+    expect 0 "$QK" quant -q --to modelopt-nvfp4 --calib "$CC" -c 64 --calib-chunks 2 --tokenizer "$CG" "$CH" "$T/sm1"
+    expect 0 "$QK" run -q -m "$T/sm1" --tokenizer "$CG" -p "Once upon a time" -n 4
+fi
+# --calib without a method on a scheme with dynamic activations: nothing to calibrate
+expect 2 "$QK" quant --to ct-fp8 --calib "$CC" --tokenizer "$CG" "$CH" "$T/ys5"
+if ls "$T" | grep -q '^ys'; then bad "static schemes left output behind"; ls "$T"; else ok; fi

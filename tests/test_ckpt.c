@@ -135,8 +135,19 @@ static const char *roundtrip(const rt *c)
         } else {
             cr_assert_eq(t->layout, c->layout, "%s: layout %s", t->name, qk_ck_layout_name(t->layout));
             nq++;
+            qk_scheme_opts so = c->so;
+            if (t->layout == QK_CK_NVFP4_CT || t->layout == QK_CK_NVFP4_MO) {
+                /* the global scale is its fusion group's (q/k/v, gate/up: nvfp4_fused below) */
+                char gn[512];
+                snprintf(gn, sizeof gn, "%.*s.%s", (int)(strlen(t->name) - 7), t->name,
+                         t->layout == QK_CK_NVFP4_CT ? "weight_global_scale" : "weight_scale_2");
+                const qk_hf_tensor *g = qk_hf_find(q.hf, gn);
+                cr_assert_not_null(g, "%s", gn);
+                so.has_global_scale = true;
+                memcpy(&so.global_scale, g->data, 4);
+            }
             if (sc)
-                cr_assert_eq(qk_scheme_qdq(sc, x, t->rows, t->cols, &c->so, e, &err), 0, "%s", err.msg);
+                cr_assert_eq(qk_scheme_qdq(sc, x, t->rows, t->cols, &so, e, &err), 0, "%s", err.msg);
             else
                 mlx_qdq(x, t->rows, t->cols, c->o.group ? c->o.group : 64, c->so.group, e);
         }
@@ -176,6 +187,46 @@ Test(ckpt, ct_w4a16_asym_4m) { roundtrip(&(rt){S4M, "ct-w4a16", {.asym = true}, 
 Test(ckpt, ct_nvfp4) { roundtrip(&(rt){S4M, "ct-nvfp4", {0}, "nvfp4", {.nvfp4_ct = true}, QK_CK_NVFP4_CT, 28, "nvfp4-pack-quantized"}); }
 Test(ckpt, ct_mxfp4) { roundtrip(&(rt){S260, "ct-mxfp4", {IGN_DOWN}, "mxfp4", {0}, QK_CK_MXFP4_CT, 30, "mxfp4-pack-quantized"}); }
 Test(ckpt, modelopt_nvfp4) { roundtrip(&(rt){S4M, "modelopt-nvfp4", {0}, "nvfp4", {0}, QK_CK_NVFP4_MO, 28, "NVFP4"}); }
+/* NVFP4: q/k/v_proj and gate/up_proj share one global scale, from their largest amax, as
+ * llm-compressor's fused weight observers (compressed-tensors' generate_gparam: 2688 x (1 / amax) in
+ * float32) and ModelOpt's export (amax / 2688) give it; the others keep their own. */
+Test(ckpt, nvfp4_fused)
+{
+    static const char *const sch[] = {"ct-nvfp4", "modelopt-nvfp4"};
+    static const char *const leaf[] = {"weight_global_scale", "weight_scale_2"};
+    static const char *const mods[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                                       "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
+    static const int group[] = {0, 0, 0, 1, 2, 2, 3};
+    for (int i = 0; i < 2; i++) {
+        char out[128];
+        qk_err err = {0};
+        snprintf(out, sizeof out, "%s/%s-fused", tmproot, sch[i]);
+        cr_assert_eq(qk_ckpt_quantize(S4M, out, sch[i], &(qk_ckpt_opts){.quiet = true}, &err), 0, "%s", err.msg);
+        opened s = open_dir(S4M), q = open_dir(out);
+        float amax[4] = {0}, g[7];
+        for (int m = 0; m < 7; m++) {
+            char n[128];
+            snprintf(n, sizeof n, "model.layers.1.%s.weight", mods[m]);
+            const qk_ck_tensor *t = qk_ckpt_find(s.ck, n);
+            float *x = read_all(&s, t);
+            for (uint64_t k = 0; k < t->nelem; k++)
+                amax[group[m]] = fmaxf(amax[group[m]], fabsf(x[k]));
+            free(x);
+            snprintf(n, sizeof n, "model.layers.1.%s.%s", mods[m], leaf[i]);
+            const qk_hf_tensor *h = qk_hf_find(q.hf, n);
+            cr_assert_not_null(h, "%s", n);
+            memcpy(&g[m], h->data, 4);
+        }
+        for (int m = 0; m < 7; m++) {
+            volatile float r = 1.0f / amax[group[m]];
+            const float want = i ? amax[group[m]] / 2688.0f : r * 2688.0f;
+            cr_assert_eq(g[m], want, "%s %s: %.9g, want %.9g", sch[i], mods[m], g[m], want);
+        }
+        close_dir(&s);
+        close_dir(&q);
+    }
+}
+
 /* MLX: so.group carries the bits; K = 172 is not a multiple of 64: down_proj stays F32 */
 Test(ckpt, mlx_q4) { roundtrip(&(rt){S260, "mlx-q4", {0}, "mlx", {.group = 4}, QK_CK_MLX, 30, "affine"}); }
 Test(ckpt, mlx_q3_q5_q6_q2_q8)

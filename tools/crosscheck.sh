@@ -37,6 +37,8 @@ if [ "${QK_CROSSCHECK_NO_TORCH:-0}" != 1 ]; then
     "$VENV/bin/python" tools/crosscheck_calib.py "$B/qk" "$B/crosscheck-calib" || status=1
     # qk-quant --to ct-w8a8 --method smoothquant|smoothquant+gptq against SmoothQuantModifier (+ GPTQModifier)
     "$VENV/bin/python" tools/crosscheck_sq.py "$B/qk" "$B/crosscheck-sq" || status=1
+    # qk-quant --to ct-fp8-static / ct-nvfp4a4 --calib against QuantizationModifier(scheme=FP8 / NVFP4)
+    "$VENV/bin/python" tools/crosscheck_static.py "$B/qk" "$B/crosscheck-static" || status=1
     # qk's W8A8-INT8 decode against transformers' quantize_dynamic int8 on bench250m (a timing: no gate)
     if BENCH_PREPARE_ONLY=1 PYTHON="$VENV/bin/python" QK_BIN="$B/qk" sh tools/bench-hf.sh; then
         "$VENV/bin/python" tools/int8_peer.py "$B" "${BENCH_DIR:-$B/bench}/bench250m-hf" \

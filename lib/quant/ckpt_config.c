@@ -88,9 +88,25 @@ static void gen_config(const wctx *w, qk_sbuf *b)
         qk_sb_printf(b, "\"quantization_config\": {\"config_groups\": {\"group_0\": {\"format\": \"%s\", "
                      "\"input_activations\": ", t->a8 ? "int-quantized" : fmt[t->k]);
         switch (t->k) {
-        case K_CT_FP8: ct_args(b, 8, "float", true, 0, "token", 0, "true", NULL); break;
+        case K_CT_FP8: /* static: the preset FP8's observer (ckpt_static.h) */
+            if (t->astatic)
+                ct_args(b, 8, "float", true, 0, "tensor", 0, "false", "static_minmax");
+            else
+                ct_args(b, 8, "float", true, 0, "token", 0, "true", NULL);
+            break;
         case K_CT_FP8_BLOCK: ct_args(b, 8, "float", true, t->group, "group", 0, "true", NULL); break;
-        case K_CT_W8A8: ct_args(b, 8, "int", true, 0, "token", 0, "true", NULL); break;
+        case K_CT_NVFP4: /* W4A4: block scales at run time, the global one calibrated */
+            if (t->astatic)
+                ct_args(b, 4, "float", true, 16, "tensor_group", 0, "\"local\"", "static_minmax");
+            else
+                qk_sb_printf(b, "null");
+            break;
+        case K_CT_W8A8:
+            if (t->astatic)
+                ct_args(b, 8, "int", true, 0, "tensor", 0, "false", "static_minmax");
+            else
+                ct_args(b, 8, "int", true, 0, "token", 0, "true", NULL);
+            break;
         case K_CT_W4A16:
             if (t->a8) {
                 ct_args(b, 8, "int", true, 0, "token", 0, "true", NULL);
@@ -101,7 +117,7 @@ static void gen_config(const wctx *w, qk_sbuf *b)
         }
         qk_sb_printf(b, ", \"output_activations\": null, \"targets\": [\"Linear\"], \"weights\": ");
         switch (t->k) {
-        case K_CT_FP8: ct_args(b, 8, "float", true, 0, "channel", 0, "false", "minmax"); break;
+        case K_CT_FP8: ct_args(b, 8, "float", true, 0, t->astatic ? "tensor" : "channel", 0, "false", "minmax"); break;
         case K_CT_FP8_BLOCK: ct_args(b, 8, "float", true, 0, "block", t->group, "false", "minmax"); break;
         case K_CT_W8A8: /* GPTQModifier sets its actorder on channel weights too */
             ct_args_ord(b, w->o->calib && (w->o->calib->method == QK_CALIB_GPTQ ||

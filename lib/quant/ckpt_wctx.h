@@ -29,6 +29,8 @@ typedef struct target {
     bool asym;
     bool a8;       /* K_CT_W4A16 as ct-w4a8: dynamic per-token int8 activations */
     int dtype;     /* K_DENSE: QK_F32 / QK_F16 / QK_BF16 */
+    bool astatic;  /* static activations from --calib (ckpt_static.c): K_CT_FP8 as ct-fp8-static (per-tensor
+                    * weights, input_scale), K_CT_NVFP4 as ct-nvfp4a4 (W4A4, input_global_scale) */
 } target;
 
 typedef struct opart {
@@ -66,6 +68,8 @@ typedef struct wctx {
     qk_outdir out;
     qk_err *err;
     qk_calib_res cres;   /* --method gptq: the modules' levels */
+    float *act;          /* static schemes: per w->m[i], its input's calibrated amax */
+    float *wglob;        /* NVFP4: per w->m[i], its (fused) global scale (weight_global_scale, weight_scale_2) */
 } wctx;
 
 /* The linear module of a weight tensor ("model.layers.0.mlp.down_proj"), in
@@ -76,6 +80,14 @@ int qk_ckw_parse_text(const char *buf, size_t n, const char *what, qk_jsonv **ou
 /* Members m[0..n) written as one JSON object to the output's name, as
  * Python's json.dump(indent, sort_keys) writes it (lib/core/pyjson.h). */
 int qk_ckw_write_json(const wctx *w, const char *name, qk_pyj_member *m, size_t n, int indent, int sort, bool newline);
+/* Static schemes (ckpt_static.c): calibrate the input amax of every quantized
+ * module, and for ct-nvfp4a4 the fused weight global scales. */
+int qk_ckw_static_prepare(wctx *w, const char *src_dir);
+/* NVFP4 (ct-nvfp4, ct-nvfp4a4, modelopt-nvfp4): w->wglob, one weight global scale per fusion group
+ * (q/k/v_proj, gate/up_proj), as llm-compressor's fused weight observers and ModelOpt's export give it. */
+int qk_ckw_nvfp4_globals(wctx *w);
+/* The activation part of module m (input_scale / input_global_scale) into buf. */
+void qk_ckw_static_part(const wctx *w, const omod *m, uint8_t *buf);
 /* config.json (and ModelOpt's hf_quant_config.json) into w's output. */
 int qk_ckw_write_config(wctx *w);
 

@@ -3,16 +3,21 @@
  *
  *   scheme          tool and preset                         tensors per quantized module
  *   ct-fp8          compressed-tensors FP8_DYNAMIC           weight F8_E4M3, weight_scale [N,1]
+ *   ct-fp8-static   compressed-tensors FP8 (static; --calib) weight F8_E4M3, weight_scale [1], input_scale [1]
  *   ct-fp8-block    compressed-tensors FP8_BLOCK (128x128)   weight F8_E4M3, weight_scale [N/128,K/128]
  *   ct-w8a8         compressed-tensors INT8_W8A8             weight I8, weight_scale [N,1]
+ *   ct-w8a8-static  INT8 W8A8, static per-tensor activations weight I8, weight_scale [N,1], input_scale [1]
+ *                   (config_groups; --calib)
  *   ct-w4a16        compressed-tensors W4A16 (W4A16_ASYM)    weight_packed I32, weight_scale [N,K/G],
  *                                                            (weight_zero_point I32), weight_shape I64
  *   ct-w4a8         compressed-tensors W4A8 (int-quantized;     weight I8 (int4 values), weight_scale [N,K/G]
  *                   dynamic per-token int8 activations)
  *   ct-nvfp4        compressed-tensors NVFP4A16              weight_packed U8, weight_scale F8_E4M3,
  *                                                            weight_global_scale F32 [1]
+ *   ct-nvfp4a4      compressed-tensors NVFP4 (W4A4; --calib)  those of ct-nvfp4, input_global_scale F32 [1]
  *   ct-mxfp4        compressed-tensors mxfp4-pack-quantized  weight_packed U8, weight_scale U8 (E8M0)
- *   modelopt-nvfp4  ModelOpt NVFP4 (weights)                 weight U8, weight_scale F8_E4M3, weight_scale_2
+ *   modelopt-nvfp4  ModelOpt NVFP4 (weights; with --calib    weight U8, weight_scale F8_E4M3, weight_scale_2
+ *                   also input_scale: W4A4)                  (input_scale F32 [])
  *   mlx-qB          mlx_lm convert -q (affine, B bits)       weight U32, scales, biases
  *   bf16 f16 f32    every tensor dequantized to that dtype
  *
@@ -20,7 +25,9 @@
  * calculate_qparams for fp8/int, the OCP MX rule for mxfp4, ModelOpt's or
  * compressed-tensors' NVFP4 convention) and ckpt_mlx.c's MLX affine rule;
  * scales are stored in the model's dtype (F32/F16/BF16) as llm-compressor
- * does, FP8/E8M0 where the format says so.
+ * does, FP8/E8M0 where the format says so.  NVFP4's global scale is one
+ * per fusion group (q/k/v_proj, gate/up_proj), as llm-compressor's fused
+ * weight observers and ModelOpt's export write it (ckpt_static.c).
  *
  * Which modules: 2-D "*.weight" tensors of linear layers, except the
  * default ignore list (lm_head, embeddings, norms, MoE routers mlp.gate /
@@ -62,10 +69,12 @@
 #include "lib/core/pyjson.h"
 #include "lib/core/strbuf.h"
 #include "lib/quant/ckpt_pack.h"
+#include "lib/quant/ckpt_static.h"
 #include "lib/quant/ckpt_wctx.h"
 #include "lib/quant/rotate.h"
 
-const char *const qk_ckpt_schemes[] = {"ct-fp8", "ct-fp8-block", "ct-w8a8", "ct-w4a16", "ct-w4a8", "ct-nvfp4", "ct-mxfp4",
+const char *const qk_ckpt_schemes[] = {"ct-fp8", "ct-fp8-static", "ct-fp8-block", "ct-w8a8", "ct-w8a8-static",
+                                       "ct-w4a16", "ct-w4a8", "ct-nvfp4", "ct-nvfp4a4", "ct-mxfp4",
                                        "modelopt-nvfp4", "mlx-q2", "mlx-q3", "mlx-q4", "mlx-q5", "mlx-q6",
                                        "mlx-q8", "bf16", "f16", "f32", NULL};
 
@@ -75,13 +84,21 @@ static int oom(qk_err *err) { return qk_errf(err, QK_EIO, "out of memory"); }
 
 /* ---- targets ----------------------------------------------------------------- */
 
+static bool needs_calib(const char *scheme)
+{
+    return !strcmp(scheme, "ct-fp8-static") || !strcmp(scheme, "ct-w8a8-static") || !strcmp(scheme, "ct-nvfp4a4");
+}
+
+bool qk_ckpt_scheme_static(const char *scheme) { return needs_calib(scheme) || !strcmp(scheme, "modelopt-nvfp4"); }
+
 static int parse_target(const char *s, const qk_ckpt_opts *o, target *t, qk_err *err)
 {
     static const struct { const char *n; kind k; int bits, group; } tab[] = {
         {"ct-fp8", K_CT_FP8, 8, 0},       {"ct-fp8-block", K_CT_FP8_BLOCK, 8, 128},
         {"ct-w8a8", K_CT_W8A8, 8, 0},     {"ct-w4a16", K_CT_W4A16, 4, 128}, {"ct-w4a8", K_CT_W4A16, 4, 128},
         {"ct-nvfp4", K_CT_NVFP4, 4, 16},  {"ct-mxfp4", K_CT_MXFP4, 4, 32},
-        {"modelopt-nvfp4", K_MO_NVFP4, 4, 16},
+        {"modelopt-nvfp4", K_MO_NVFP4, 4, 16}, {"ct-fp8-static", K_CT_FP8, 8, 0}, {"ct-nvfp4a4", K_CT_NVFP4, 4, 16},
+        {"ct-w8a8-static", K_CT_W8A8, 8, 0},
     };
     memset(t, 0, sizeof *t);
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
@@ -90,6 +107,8 @@ static int parse_target(const char *s, const qk_ckpt_opts *o, target *t, qk_err 
             t->bits = tab[i].bits;
             t->group = tab[i].group;
             t->a8 = !strcmp(s, "ct-w4a8");
+            /* modelopt-nvfp4 gains its input_scale with --calib */
+            t->astatic = needs_calib(s) || (t->k == K_MO_NVFP4 && o->calib && o->calib->text);
         }
     if (strncmp(s, "mlx-q", 5) == 0 && s[5] >= '2' && s[5] <= '8' && s[5] != '7' && !s[6]) {
         t->k = K_MLX;
@@ -99,8 +118,9 @@ static int parse_target(const char *s, const qk_ckpt_opts *o, target *t, qk_err 
         t->k = K_DENSE;
         t->dtype = s[1] == 'f' ? QK_BF16 : s[1] == '1' ? QK_F16 : QK_F32;
     } else if (!t->bits)
-        return qk_errf(err, QK_EINPUT, "unknown --to scheme '%s' (ct-fp8, ct-fp8-block, ct-w8a8, ct-w4a16, ct-w4a8, ct-nvfp4, "
-                       "ct-mxfp4, modelopt-nvfp4, mlx-q2..mlx-q8, bf16, f16, f32)", s);
+        return qk_errf(err, QK_EINPUT, "unknown --to scheme '%s' (ct-fp8, ct-fp8-static, ct-fp8-block, ct-w8a8, "
+                       "ct-w8a8-static, ct-w4a16, ct-w4a8, ct-nvfp4, ct-nvfp4a4, ct-mxfp4, modelopt-nvfp4, "
+                       "mlx-q2..mlx-q8, bf16, f16, f32)", s);
     if (o->asym && (t->k != K_CT_W4A16 || t->a8))
         return qk_errf(err, QK_EINPUT, "--asym applies to ct-w4a16 only");
     t->asym = o->asym;
@@ -242,7 +262,12 @@ static int plan_module(wctx *w, omod *m, const qk_ck_tensor *t)
     case K_CT_FP8:
     case K_CT_W8A8:
         rc = add_part(m, mod, "weight", tg->k == K_CT_FP8 ? "F8_E4M3" : "I8", 2, n, k);
-        rc |= add_part(m, mod, "weight_scale", sd, 2, n, 1);
+        if (tg->astatic && tg->k == K_CT_FP8) /* preset FP8: one weight scale */
+            rc |= add_part(m, mod, "weight_scale", sd, 1, 1, 0);
+        else
+            rc |= add_part(m, mod, "weight_scale", sd, 2, n, 1);
+        if (tg->astatic)
+            rc |= add_part(m, mod, "input_scale", sd, 1, 1, 0);
         break;
     case K_CT_FP8_BLOCK:
         rc = add_part(m, mod, "weight", "F8_E4M3", 2, n, k);
@@ -264,6 +289,8 @@ static int plan_module(wctx *w, omod *m, const qk_ck_tensor *t)
         rc = add_part(m, mod, "weight_packed", "U8", 2, n, k / 2);
         rc |= add_part(m, mod, "weight_scale", "F8_E4M3", 2, n, k / 16);
         rc |= add_part(m, mod, "weight_global_scale", "F32", 1, 1, 0);
+        if (tg->astatic)
+            rc |= add_part(m, mod, "input_global_scale", "F32", 1, 1, 0);
         break;
     case K_CT_MXFP4:
         rc = add_part(m, mod, "weight_packed", "U8", 2, n, k / 2);
@@ -273,6 +300,8 @@ static int plan_module(wctx *w, omod *m, const qk_ck_tensor *t)
         rc = add_part(m, mod, "weight", "U8", 2, n, k / 2);
         rc |= add_part(m, mod, "weight_scale", "F8_E4M3", 2, n, k / 16);
         rc |= add_part(m, mod, "weight_scale_2", "F32", 0, 0, 0);
+        if (tg->astatic)
+            rc |= add_part(m, mod, "input_scale", "F32", 0, 0, 0);
         break;
     case K_MLX:
         rc = add_part(m, mod, "weight", "U32", 2, n, k * tg->bits / 32);
@@ -292,7 +321,7 @@ static void scheme_of(const wctx *w, const qk_scheme **s, qk_scheme_opts *so)
     memset(so, 0, sizeof *so);
     so->scale_type = w->model_dtype;
     switch (t->k) {
-    case K_CT_FP8: *s = qk_scheme_by_name("fp8_e4m3"), so->gran = QK_GRAN_ROW; break;
+    case K_CT_FP8: *s = qk_scheme_by_name("fp8_e4m3"), so->gran = t->astatic ? QK_GRAN_TENSOR : QK_GRAN_ROW; break;
     case K_CT_FP8_BLOCK:
         *s = qk_scheme_by_name("fp8_e4m3"), so->gran = QK_GRAN_BLOCK;
         so->block_rows = so->block_cols = t->group;
@@ -369,6 +398,8 @@ static int make_module(wctx *w, const omod *m, uint8_t **bufs, const uint8_t **d
         qk_scheme_opts so;
         qk_scheme_layout l;
         scheme_of(w, &s, &so);
+        if (w->wglob) /* NVFP4: its fusion group's global scale (ckpt_static.c) */
+            so.has_global_scale = true, so.global_scale = w->wglob[m - w->m];
         if ((rc = qk_scheme_layout_of(s, n, k, &so, &l, w->err)))
             goto done;
         if (!(enc = malloc((size_t)l.total))) {
@@ -409,8 +440,10 @@ static int make_module(wctx *w, const omod *m, uint8_t **bufs, const uint8_t **d
         } else {
             memcpy(bufs[0], enc + l.codes_off, (size_t)l.codes_size);
             memcpy(bufs[1], enc + l.scales_off, (size_t)l.scales_size);
-            if (m->np > 2)
+            if (w->tg.k == K_CT_NVFP4 || w->tg.k == K_MO_NVFP4)
                 memcpy(bufs[2], enc + l.global_off, 4);
+            if (w->tg.astatic)
+                qk_ckw_static_part(w, m, bufs[m->np - 1]);
         }
     }
     for (int i = 0; i < m->np; i++)
@@ -610,7 +643,9 @@ int qk_ckpt_quantize(const char *src_dir, const char *out_dir, const char *schem
         rc = plan_module(&w, &w.m[w.nm++], &w.r4_t);
     if (rc)
         goto done;
-    if ((rc = calibrate(&w, src_dir)))
+    if ((rc = calibrate(&w, src_dir)) || (rc = qk_ckw_static_prepare(&w, src_dir)))
+        goto done;
+    if ((w.tg.k == K_CT_NVFP4 || w.tg.k == K_MO_NVFP4) && (rc = qk_ckw_nvfp4_globals(&w)))
         goto done;
     uint64_t max = w.o->shard_size ? w.o->shard_size : DEFAULT_SHARD, cur = 0;
     w.nshards = 1;
@@ -649,6 +684,8 @@ done:
     qk_rot_free(w.rot);
     free(w.m);
     qk_calib_res_free(&w.cres);
+    free(w.act);
+    free(w.wglob);
     if (w.has_ignore)
         regfree(&w.ignore_re);
     qk_ckpt_close(w.ck);
