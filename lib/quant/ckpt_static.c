@@ -132,7 +132,7 @@ int qk_ckpt_act_amax(const char *src_dir, const char *const *modules, size_t n, 
                      "float one", src_dir);
         goto done;
     }
-    if ((rc = qk_calib_dense_check(s.m, src_dir, err)) || (rc = map_modules(&k, s.m, modules, n, err)))
+    if ((rc = qk_calib_dense_check(s.m, src_dir, "--calib (static input scales)", err)) || (rc = map_modules(&k, s.m, modules, n, err)))
         goto done;
     if ((rc = c->tokenizer ? qk_tokenizer_from(c->tokenizer, &tok, err) : qk_hf_tokenizer(src_dir, &tok, err)))
         goto done;
