@@ -590,6 +590,9 @@ static int calibrate(wctx *w, const char *src_dir)
     if (!qk_calib_supports(c->method, scheme))
         return qk_errf(w->err, QK_EINPUT, "--method %s applies to --to %s", qk_calib_method_name(c->method),
                        qk_calib_method_schemes(c->method));
+    if (w->tg.astatic) /* llm-compressor observes the static scales on the layers GPTQ has already quantized */
+        return qk_errf(w->err, QK_EINPUT, "--method %s with a scheme of static input scales (ct-fp8-static, "
+                       "ct-w8a8-static, ct-nvfp4a4): not supported yet", qk_calib_method_name(c->method));
     if (w->rot) /* the calibration runs the source model, not the rotated one */
         return qk_errf(w->err, QK_EINPUT, "--method %s with --rotate: not supported yet (use one or the other)",
                        qk_calib_method_name(c->method));
