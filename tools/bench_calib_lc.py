@@ -39,8 +39,13 @@ def main():
     model = AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32, num_hidden_layers=n)
     t1 = time.perf_counter()
     start = {}
+
+    def stamp(i):
+        def hook(module, args):
+            start.setdefault(i, time.perf_counter())  # returns None: the input is left as it is
+        return hook
     for i, layer in enumerate(model.model.layers):
-        layer.self_attn.q_proj.register_forward_pre_hook(lambda m, a, i=i: start.setdefault(i, time.perf_counter()))
+        layer.self_attn.q_proj.register_forward_pre_hook(stamp(i))
     ds = Dataset.from_dict({"input_ids": rows, "attention_mask": [[1] * len(r) for r in rows]})
     oneshot(model=model, recipe=GPTQModifier(targets="Linear", scheme="W4A16", ignore=["lm_head"]), dataset=ds,
             num_calibration_samples=len(rows), max_seq_length=len(rows[0]),

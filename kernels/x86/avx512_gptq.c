@@ -1,5 +1,6 @@
 /* avx512_gptq.c - GPTQ's loops (kernels/gptq_ops.h) with AVX-512: eight
- * columns of U per register (four registers hold their four partial sums),
+ * columns of U per register, four such groups sharing the broadcasts of a
+ * row of V (four registers per group hold the four partial sums),
  * and one column of the 16-row weight tile per register; the rows of V stay
  * AVX2's (their four partial sums are one AVX2 register).  The reference's
  * operations in its order, so its bits. */
@@ -11,14 +12,14 @@
 
 #ifdef QK_X86
 
-/* Row i (< j0) of the panel, columns [c0, c0 + 8 G). */
+/* Row i (< j0) of the panel, columns [c0, c0 + 8 G), G <= 4. */
 QK_TARGET_AVX512 static inline __attribute__((always_inline)) void inv_groups(const double *v, int64_t n, double *p,
                                                                               int64_t j0, int64_t w, int64_t i,
                                                                               int64_t c0, const int G)
 {
     const double *vi = v + i * n;
     const int64_t nm = (j0 + c0 - i) & ~(int64_t)3;
-    __m512d acc[2][4];
+    __m512d acc[4][4];
     for (int g = 0; g < G; g++)
         for (int k = 0; k < 4; k++)
             acc[g][k] = _mm512_setzero_pd();
@@ -55,6 +56,8 @@ QK_TARGET_AVX512 static void inv_cols(const double *v, int64_t n, double *p, int
             continue;
         }
         int64_t c = 0;
+        for (; c + 32 <= w; c += 32)
+            inv_groups(v, n, p, j0, w, i, c, 4);
         for (; c + 16 <= w; c += 16)
             inv_groups(v, n, p, j0, w, i, c, 2);
         for (; c + 8 <= w; c += 8)
