@@ -4,9 +4,8 @@
  *     s[i][j] += (double)x[t][i] * (double)x[t][j]   for every j >= i,
  * each element adding its rows one after another.  A product of two floats
  * is exact in double, so a fused multiply-add rounds as the separate
- * multiply and add do: every level returns the same bits (the AVX2 and
- * AVX-512 kernels, kernels/x86/avx2_gram.c and avx512_gram.c, keep four rows
- * of s in registers). */
+ * multiply and add do: every level returns the same bits (the AVX2 kernel,
+ * kernels/x86/avx2_gram.c, keeps four rows of s in registers). */
 #ifndef QK_GRAM_H
 #define QK_GRAM_H
 

@@ -28,7 +28,9 @@ void qk_hess_free(qk_hess *h)
     h->s = NULL;
 }
 
-#define HESS_TILE 8 /* rows of S per work item */
+#define HESS_TILE 8   /* rows of S per call of the kernel */
+#define HESS_ITEM 4   /* tiles per work item */
+#define HESS_CHUNK 64 /* activation rows per pass over the item's tiles (they stay in cache) */
 
 typedef struct {
     qk_hess *h;
@@ -37,20 +39,25 @@ typedef struct {
     qk_gram_fn gram;
 } hess_job;
 
+/* Each element adds the rows in order whatever the chunks (kernels/gram.h), so the bits do not
+ * depend on HESS_CHUNK or the items. */
 static void hess_rows(void *ctx, size_t b, size_t e)
 {
     const hess_job *j = ctx;
     const int64_t d = j->h->dim;
-    for (size_t tile = b; tile < e; tile++) {
-        const int64_t i0 = (int64_t)tile * HESS_TILE, i1 = i0 + HESS_TILE < d ? i0 + HESS_TILE : d;
-        j->gram(j->h->s, d, j->x, j->n, i0, i1);
+    for (int64_t t0 = 0; t0 < j->n; t0 += HESS_CHUNK) {
+        const int64_t nt = j->n - t0 < HESS_CHUNK ? j->n - t0 : HESS_CHUNK;
+        for (size_t tile = b; tile < e; tile++) {
+            const int64_t i0 = (int64_t)tile * HESS_TILE, i1 = i0 + HESS_TILE < d ? i0 + HESS_TILE : d;
+            j->gram(j->h->s, d, j->x + t0 * d, nt, i0, i1);
+        }
     }
 }
 
 void qk_hess_add(qk_hess *h, const float *x, int64_t n_rows, int nthreads)
 {
     hess_job j = {h, x, n_rows, qk_gram_kernel()};
-    qk_parallel_for(nthreads, (size_t)((h->dim + HESS_TILE - 1) / HESS_TILE), 1, hess_rows, &j);
+    qk_parallel_for(nthreads, (size_t)((h->dim + HESS_TILE - 1) / HESS_TILE), HESS_ITEM, hess_rows, &j);
     h->n += n_rows;
 }
 
