@@ -17,7 +17,8 @@
 # CALIB_LC_LAYERS ("bench250m:2"): MODEL:N runs llm-compressor on MODEL's first N decoder layers only
 # (tools/bench_calib_lc.py: the model loaded with num_hidden_layers=N, each layer's time taken from
 # the start of its calibration to the next one's) and counts its seconds as that process' wall time
-# plus (layers - N) x its mean full layer, without save_pretrained (an estimate on the low side);
+# plus (layers - N) x the mean of those full intervals (N >= 2: the last interval, to the end of
+# oneshot, also holds the head's pass and the wrap-up), without save_pretrained;
 # "" runs it whole everywhere.  The estimate and the layer times are printed under the table.
 set -eu
 QK=${1:-build/qk}
@@ -76,13 +77,13 @@ for name in ${CALIB_MODELS:-stories4M bench250m}; do
             "$PY" - "$TMP/lc.json" "$w" >>"$TMP/lc" 2>>"$TMP/lcnote" <<'PY'
 import json, sys
 d, wall = json.load(open(sys.argv[1])), float(sys.argv[2])
-ls = d["layer_s"]
-per = sum(ls[:-1]) / (len(ls) - 1) if len(ls) > 1 else ls[0]
-est = wall + (d["total_layers"] - d["layers"]) * per
+ls, more = d["layer_s"], d["total_layers"] - d["layers"]
+full = ls[:-1] or ls  # the last runs to the end of oneshot: it holds the head's pass and the wrap-up
+est, hi = wall + more * sum(full) / len(full), wall + more * sum(ls) / len(ls)
 print(f"{est:.3f}")
 print(f"  llm-compressor, first {d['layers']} of {d['total_layers']} layers: process {wall:.1f} s (load {d['load_s']:.1f} s,"
-      f" oneshot {d['oneshot_s']:.1f} s), layers {', '.join(f'{x:.1f}' for x in ls)} s -> {est:.1f} s estimated",
-      file=sys.stderr)
+      f" oneshot {d['oneshot_s']:.1f} s), layer intervals {', '.join(f'{x:.1f}' for x in ls)} s -> {est:.1f} s"
+      f" estimated ({hi:.1f} s with the last interval counted as a layer)", file=sys.stderr)
 PY
         elif [ $LC = yes ]; then
             timed "$PY" tools/crosscheck_calib.py --lc "$src" "$tok" "$TMP/calib.txt" "$C" "$N" "$T" "$TMP/l" >>"$TMP/lc"

@@ -11,8 +11,8 @@ calibrates and compresses one layer after another; the moment each layer's q_pro
 recorded, so layer i's time (calibration forward, GPTQ of its seven linears, propagation) is
 start[i + 1] - start[i], the last one's the end of oneshot minus its start.  OUT.json gets
 {"layers", "total_layers", "load_s", "oneshot_s", "layer_s": [...]}; bench-calib.sh adds
-(total_layers - LAYERS) x the mean of the layers' full intervals (all but the last, or the last
-when LAYERS is 1) to the process' wall time.
+(total_layers - LAYERS) x the mean of the full intervals (all but the last, which also holds the
+head's pass and oneshot's wrap-up; the last when LAYERS is 1) to the process' wall time.
 """
 import json
 import os
