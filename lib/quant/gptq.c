@@ -71,7 +71,7 @@ void qk_hess_add(qk_hess *h, const float *x, int64_t n_rows, int nthreads)
  * blocks of rows from the bottom up (the block's columns right of it, 8 rows
  * per work item sharing the reads of each row below, then its own triangle),
  * U by panels of columns, each on its own. */
-#define CHOL_BLOCK 16 /* rows of V per block */
+#define CHOL_BLOCK 64 /* rows of V per block (fewer waits for the slowest thread) */
 #define CHOL_ITEM 8   /* of them per work item */
 #define INV_PANEL 32  /* columns of U per work item */
 
