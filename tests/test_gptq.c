@@ -5,13 +5,15 @@
  *   same importance (diag H: what an imatrix holds), with and without
  *   act-order;
  * - the Hessian sums do not depend on how the rows are batched, nor on the
- *   CPU level (kernels/gram.h), and the bytes do not depend on the thread
- *   count;
+ *   CPU level (kernels/gram.h), nor do the factors' and the feedback's loops
+ *   (kernels/gptq_ops.h) on the level or how the work is cut; the bytes do
+ *   not depend on the thread count;
  * - a column whose input is always zero, and a type without a grid. */
 #include <math.h>
 #include <string.h>
 
 #include "kernels/cpu.h"
+#include "kernels/gptq_ops.h"
 #include "kernels/gram.h"
 #include "kernels/scaled.h"
 #include "kernels/types.h"
@@ -253,4 +255,93 @@ Test(gptq, static_int_grid, .timeout = 120)
     qk_hess_free(&h);
     qk_hess_free(&d);
     free(enc);
+}
+
+/* V (rows from the bottom up, each row's diagonal after its columns) with the rows cut into
+ * blocks of `blk` and the block's columns right of it done `item` rows per call */
+static void chol_by(const qk_gptq_ops *ops, double *a, int64_t n, int64_t blk, int64_t item)
+{
+    for (int64_t r1 = n; r1 > 0; r1 -= blk) {
+        const int64_t r0 = r1 > blk ? r1 - blk : 0;
+        for (int64_t r = r0; r < r1 && r1 < n; r += item)
+            ops->chol_rows(a, n, r, r + item < r1 ? r + item : r1, r1, n);
+        for (int64_t r = r1 - 1; r >= r0; r--) {
+            ops->chol_rows(a, n, r, r + 1, r + 1, r1);
+            double *vr = a + r * n;
+            vr[r] = sqrt(vr[r] - qk_gptq_dot4(vr + r + 1, vr + r + 1, n - r - 1));
+        }
+    }
+}
+
+Test(gptq, factor_and_feedback_loops_equal_at_every_level)
+{
+    enum { n = 75, T = 200 };
+    uint64_t sd = 9;
+    static float x[T * n];
+    static double h[n * n], ref[n * n], got[n * n], uref[n * n], p[n * 32];
+    for (int i = 0; i < T * n; i++)
+        x[i] = tu_gauss(&sd) + (i % n == 3 ? 2.0f * x[i - 3] : 0.0f);
+    memset(h, 0, sizeof h);
+    qk_gram_kernel_at(QK_CPU_SCALAR)(h, n, x, T, 0, n);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < i; j++)
+            h[i * n + j] = h[j * n + i];
+    for (int i = 0; i < n; i++)
+        h[i * n + i] += 1.0;
+    const qk_gptq_ops *r = qk_gptq_ops_at(QK_CPU_SCALAR);
+    memcpy(ref, h, sizeof h);
+    chol_by(r, ref, n, 1, 1);
+    /* V V^T = H: the loops make a Cholesky factor */
+    for (int i = 0; i < n; i += 7)
+        for (int j = i; j < n; j += 5) {
+            double s = 0;
+            for (int m = j; m < n; m++)
+                s += ref[i * n + m] * ref[j * n + m];
+            cr_assert(fabs(s - h[i * n + j]) < 1e-9 * h[j * n + j], "V V^T at %d %d", i, j);
+        }
+    r->inv_cols(ref, n, uref, 0, n);
+    for (int i = 0; i < n; i += 3) /* U V = I */
+        for (int j = i; j < n; j++) {
+            double s = 0;
+            for (int m = i; m <= j; m++)
+                s += uref[i * n + m] * ref[m * n + j];
+            cr_assert(fabs(s - (i == j)) < 1e-9, "U V at %d %d: %g", i, j, s);
+        }
+    static float w[40 * 16], wref[40 * 16], u[50 * 60], e[37 * 16];
+    for (int i = 0; i < 50 * 60; i++)
+        u[i] = tu_gauss(&sd);
+    for (int i = 0; i < 37 * 16; i++)
+        e[i] = tu_gauss(&sd);
+    for (int i = 0; i < 40 * 16; i++)
+        wref[i] = tu_gauss(&sd);
+    memcpy(w, wref, sizeof w);
+    r->sub16(wref, u + 3, 60, e, 37, 29);
+    for (int level = 1; level <= (int)qk_cpu_supported(); level++) {
+        const qk_gptq_ops *o = qk_gptq_ops_at(level);
+        const char *name = qk_cpu_level_name(level);
+        static const int64_t cuts[][2] = {{16, 8}, {16, 5}, {75, 13}, {4, 4}};
+        for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
+            memcpy(got, h, sizeof h);
+            chol_by(o, got, n, cuts[c][0], cuts[c][1]);
+            for (int i = 0; i < n; i++)
+                cr_assert(!memcmp(ref + i * n + i, got + i * n + i, (size_t)(n - i) * sizeof *ref),
+                          "V, level %s, blocks %lld of %lld, row %d", name, (long long)cuts[c][0],
+                          (long long)cuts[c][1], i);
+        }
+        static const int64_t widths[] = {32, 13, 8, 4, 1};
+        for (size_t k = 0; k < sizeof widths / sizeof widths[0]; k++)
+            for (int64_t j0 = 0; j0 < n; j0 += widths[k]) {
+                const int64_t wd = n - j0 < widths[k] ? n - j0 : widths[k];
+                o->inv_cols(ref, n, p, j0, wd);
+                for (int64_t i = 0; i < n; i++)
+                    for (int64_t c = 0; c < wd; c++)
+                        cr_assert(!memcmp(&p[i * wd + c], &uref[i * n + j0 + c], sizeof *p),
+                                  "U, level %s, panel %lld + %lld, element %lld %lld", name, (long long)j0,
+                                  (long long)wd, (long long)i, (long long)(j0 + c));
+            }
+        static float wg[40 * 16];
+        memcpy(wg, w, sizeof w);
+        o->sub16(wg, u + 3, 60, e, 37, 29);
+        cr_assert(!memcmp(wg, wref, sizeof w), "feedback, level %s", name);
+    }
 }

@@ -70,6 +70,15 @@ void qk_x86_avx2_fdot_tile(const qk_kernels *k, int64_t n, const void *x, size_t
 /* Outer-product sums (avx2_gram.c; see kernels/gram.h). */
 void qk_x86_avx2_gram(double *s, int64_t d, const float *x, int64_t n, int64_t i0, int64_t i1);
 
+/* GPTQ's loops (avx2_gptq.c, avx512_gptq.c; see kernels/gptq_ops.h); the AVX-512 table keeps
+ * AVX2's rows of V; inv_finish: the scalar rest of an element of U from term m0 of its dot on. */
+struct qk_gptq_ops;
+extern const struct qk_gptq_ops qk_x86_avx2_gptq;
+extern const struct qk_gptq_ops qk_x86_avx512_gptq;
+void qk_x86_avx2_chol_rows(double *a, int64_t n, int64_t r0, int64_t r1, int64_t jlo, int64_t jhi);
+double qk_x86_gptq_inv_finish(const double *vi, const double *p, int64_t w, int64_t c, int64_t i, int64_t len,
+                              int64_t m0, double s[4]);
+
 /* Attention inner loops (avx2_attn.c; see attn.h). */
 struct qk_attn_kernels;
 extern const struct qk_attn_kernels qk_x86_avx2_attn;

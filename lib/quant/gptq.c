@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/gptq_ops.h"
 #include "kernels/gram.h"
 #include "kernels/grid.h"
 #include "kernels/types.h"
@@ -27,7 +28,9 @@ void qk_hess_free(qk_hess *h)
     h->s = NULL;
 }
 
-#define HESS_TILE 8 /* rows of S per work item */
+#define HESS_TILE 8   /* rows of S per call of the kernel */
+#define HESS_ITEM 4   /* tiles per work item */
+#define HESS_CHUNK 64 /* activation rows per pass over the item's tiles (they stay in cache) */
 
 typedef struct {
     qk_hess *h;
@@ -36,20 +39,25 @@ typedef struct {
     qk_gram_fn gram;
 } hess_job;
 
+/* Each element adds the rows in order whatever the chunks (kernels/gram.h), so the bits do not
+ * depend on HESS_CHUNK or the items. */
 static void hess_rows(void *ctx, size_t b, size_t e)
 {
     const hess_job *j = ctx;
     const int64_t d = j->h->dim;
-    for (size_t tile = b; tile < e; tile++) {
-        const int64_t i0 = (int64_t)tile * HESS_TILE, i1 = i0 + HESS_TILE < d ? i0 + HESS_TILE : d;
-        j->gram(j->h->s, d, j->x, j->n, i0, i1);
+    for (int64_t t0 = 0; t0 < j->n; t0 += HESS_CHUNK) {
+        const int64_t nt = j->n - t0 < HESS_CHUNK ? j->n - t0 : HESS_CHUNK;
+        for (size_t tile = b; tile < e; tile++) {
+            const int64_t i0 = (int64_t)tile * HESS_TILE, i1 = i0 + HESS_TILE < d ? i0 + HESS_TILE : d;
+            j->gram(j->h->s, d, j->x + t0 * d, nt, i0, i1);
+        }
     }
 }
 
 void qk_hess_add(qk_hess *h, const float *x, int64_t n_rows, int nthreads)
 {
     hess_job j = {h, x, n_rows, qk_gram_kernel()};
-    qk_parallel_for(nthreads, (size_t)((h->dim + HESS_TILE - 1) / HESS_TILE), 1, hess_rows, &j);
+    qk_parallel_for(nthreads, (size_t)((h->dim + HESS_TILE - 1) / HESS_TILE), HESS_ITEM, hess_rows, &j);
     h->n += n_rows;
 }
 
@@ -57,81 +65,80 @@ void qk_hess_add(qk_hess *h, const float *x, int64_t n_rows, int nthreads)
 
 /* With H = V V^T for an upper triangular V (the Cholesky factorization of H
  * with its index order reversed), H^-1 = V^-T V^-1, so U = V^-1 is the
- * upper triangular factor with H^-1 = U^T U that GPTQ needs. */
+ * upper triangular factor with H^-1 = U^T U that GPTQ needs.  Each element of
+ * V and U is one formula of kernels/gptq_ops.h (a dot product in a fixed
+ * order), so the blocking below and the threads change no bit: V is made by
+ * blocks of rows from the bottom up (the block's columns right of it, 8 rows
+ * per work item sharing the reads of each row below, then its own triangle),
+ * U by panels of columns, each on its own. */
+#define CHOL_BLOCK 64 /* rows of V per block (fewer waits for the slowest thread) */
+#define CHOL_ITEM 8   /* of them per work item */
+#define INV_PANEL 32  /* columns of U per work item */
+
 typedef struct {
-    double *a;   /* n x n: H in, V out (upper triangle) */
-    double *uc;  /* n x n: U by columns, uc[j * n + i] = U[i][j] */
-    int64_t n, j;
-    atomic_int bad;
+    const qk_gptq_ops *ops;
+    double *a;  /* n x n: H in, V out (upper triangle) */
+    float *u;   /* n x n: U (upper triangle) */
+    int64_t n, r0, r1, panels;
+    atomic_int oom;
 } chol_job;
 
-/* sum a[m] * b[m] over m in [0, n), in four fixed interleaved partial sums */
-static double dot4(const double *a, const double *b, int64_t n)
+static void v_rows(void *ctx, size_t b, size_t e)
 {
-    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    int64_t m = 0;
-    for (; m + 4 <= n; m += 4) {
-        s0 += a[m] * b[m];
-        s1 += a[m + 1] * b[m + 1];
-        s2 += a[m + 2] * b[m + 2];
-        s3 += a[m + 3] * b[m + 3];
-    }
-    for (; m < n; m++)
-        s0 += a[m] * b[m];
-    return (s0 + s1) + (s2 + s3);
-}
-
-static void v_column(void *ctx, size_t b, size_t e)
-{
-    chol_job *c = ctx;
-    const int64_t n = c->n, j = c->j;
-    const double *vj = c->a + j * n, djj = vj[j];
-    for (size_t ii = b; ii < e; ii++) {
-        const int64_t i = (int64_t)ii;
-        double *vi = c->a + i * n;
-        vi[j] = (vi[j] - dot4(vi + j + 1, vj + j + 1, n - j - 1)) / djj;
+    const chol_job *c = ctx;
+    for (size_t it = b; it < e; it++) {
+        const int64_t r = c->r0 + (int64_t)it * CHOL_ITEM, re = r + CHOL_ITEM < c->r1 ? r + CHOL_ITEM : c->r1;
+        c->ops->chol_rows(c->a, c->n, r, re, c->r1, c->n);
     }
 }
 
-static void u_columns(void *ctx, size_t b, size_t e)
+static void u_panels(void *ctx, size_t b, size_t e)
 {
     chol_job *c = ctx;
     const int64_t n = c->n;
-    for (size_t jj = b; jj < e; jj++) {
-        const int64_t j = (int64_t)jj;
-        double *u = c->uc + j * n;
-        u[j] = 1.0 / c->a[j * n + j];
-        for (int64_t i = j - 1; i >= 0; i--) {
-            const double *vi = c->a + i * n;
-            u[i] = -dot4(vi + i + 1, u + i + 1, j - i) / vi[i];
-        }
+    double *p = malloc((size_t)n * INV_PANEL * sizeof *p);
+    if (!p) {
+        atomic_store(&c->oom, 1);
+        return;
     }
+    for (size_t it = b; it < e; it++) { /* the widest panels first */
+        const int64_t j0 = (c->panels - 1 - (int64_t)it) * INV_PANEL, w = n - j0 < INV_PANEL ? n - j0 : INV_PANEL;
+        c->ops->inv_cols(c->a, n, p, j0, w);
+        for (int64_t i = 0; i < j0 + w; i++)
+            for (int64_t k = i > j0 ? i - j0 : 0; k < w; k++)
+                c->u[i * n + j0 + k] = (float)p[i * w + k];
+    }
+    free(p);
 }
 
 /* a (n x n, symmetric, full) -> U row-major in float (upper triangle).
- * Returns false when a is not positive definite. */
-static bool factor(double *a, double *uc, float *u, int64_t n, int nthreads)
+ * Returns 0, 1 when a is not positive definite, -1 out of memory. */
+static int factor(double *a, float *u, int64_t n, int nthreads)
 {
-    chol_job c = {.a = a, .uc = uc, .n = n};
-    for (int64_t j = n - 1; j >= 0; j--) {
-        double *vj = a + j * n;
-        const double d = vj[j] - dot4(vj + j + 1, vj + j + 1, n - j - 1);
-        if (!(d > 0) || !isfinite(d))
-            return false;
-        vj[j] = sqrt(d);
-        c.j = j;
-        qk_parallel_for(nthreads, (size_t)j, 64, v_column, &c);
+    chol_job c = {.ops = qk_gptq_ops_active(), .a = a, .u = u, .n = n};
+    for (int64_t r1 = n; r1 > 0; r1 -= CHOL_BLOCK) {
+        c.r1 = r1;
+        c.r0 = r1 > CHOL_BLOCK ? r1 - CHOL_BLOCK : 0;
+        if (r1 < n)
+            qk_parallel_for(nthreads, (size_t)((r1 - c.r0 + CHOL_ITEM - 1) / CHOL_ITEM), 1, v_rows, &c);
+        for (int64_t r = r1 - 1; r >= c.r0; r--) {
+            c.ops->chol_rows(a, n, r, r + 1, r + 1, r1);
+            double *vr = a + r * n;
+            const double d = vr[r] - qk_gptq_dot4(vr + r + 1, vr + r + 1, n - r - 1);
+            if (!(d > 0) || !isfinite(d))
+                return 1;
+            vr[r] = sqrt(d);
+        }
     }
-    qk_parallel_for(nthreads, (size_t)n, 8, u_columns, &c);
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t j = i; j < n; j++)
-            u[i * n + j] = (float)uc[j * n + i];
-    return true;
+    c.panels = (n + INV_PANEL - 1) / INV_PANEL;
+    atomic_init(&c.oom, 0);
+    qk_parallel_for(nthreads, (size_t)c.panels, 1, u_panels, &c);
+    return atomic_load(&c.oom) ? -1 : 0;
 }
 
 /* ---- the column loop ---------------------------------------------------------------------- */
 
-#define ROW_TILE 16 /* rows per work item */
+#define ROW_TILE 16 /* rows per work item: the 16 lanes of gptq_ops.h's sub16 */
 
 typedef struct {
     const float *w;
@@ -146,6 +153,7 @@ typedef struct {
     size_t rs;
     double *loss;       /* per tile */
     atomic_int oom;
+    const qk_gptq_ops *ops;
     const qk_gptq_igrid *ig; /* a static integer grid instead of the type's blocks (g, tt unused) */
     int8_t *q;          /* ig: the levels, rows x cols */
     float *deq;         /* ig: their values, rows x cols (may be NULL) */
@@ -158,18 +166,11 @@ typedef struct {
     uint8_t *lv, *enc;         /* lv: ROW_TILE x cols; enc: per block */
 } gq_tile;
 
-/* Pending feedback of batch positions [k1, k) onto positions [from, cols). */
-static void feedback(const gq_job *j, gq_tile *t, int64_t k1, int64_t k, int64_t from, int nr)
+/* Pending feedback of batch positions [k1, k) onto positions [from, cols)
+ * (every lane of the tile: those past its rows hold zeros). */
+static void feedback(const gq_job *j, gq_tile *t, int64_t k1, int64_t k, int64_t from)
 {
-    for (int64_t kp = from; kp < j->cols; kp++) {
-        float *wk = t->wt + kp * ROW_TILE;
-        for (int64_t kk = k1; kk < k; kk++) {
-            const float uu = j->u[kk * j->cols + kp];
-            const float *ek = t->e + (kk - k1) * ROW_TILE;
-            for (int r = 0; r < nr; r++)
-                wk[r] -= uu * ek[r];
-        }
-    }
+    j->ops->sub16(t->wt + from * ROW_TILE, j->u + k1 * j->cols + from, j->cols, t->e, k - k1, j->cols - from);
 }
 
 /* Fix block b's scales for the tile's rows: the encoder on its current weights. */
@@ -241,7 +242,7 @@ static void run_tile(const gq_job *j, gq_tile *t, int64_t r0, int nr, double *lo
         if (!t->enc[blk]) {
             /* every pending feedback in first when the block reaches past the batch */
             if (k > k1 && (j->g->row_context || j->maxpos[blk] >= k2)) {
-                feedback(j, t, k1, k, k2, nr);
+                feedback(j, t, k1, k, k2);
                 k1 = k;
                 k2 = k1 + QK_GPTQ_BATCH < C ? k1 + QK_GPTQ_BATCH : C;
             }
@@ -265,14 +266,11 @@ static void run_tile(const gq_job *j, gq_tile *t, int64_t r0, int nr, double *lo
             ek[r] = err;
             *loss += (double)err * err / 2;
         }
-        for (int64_t kp = k + 1; kp < k2; kp++) {
-            const float uu = j->u[k * C + kp];
-            float *wp = t->wt + kp * ROW_TILE;
-            for (int r = 0; r < nr; r++)
-                wp[r] -= uu * ek[r];
-        }
+        for (int r = nr; r < ROW_TILE; r++)
+            ek[r] = 0;
+        j->ops->sub16(wk + ROW_TILE, j->u + k * C + k + 1, C, ek, 1, k2 - k - 1);
         if (k + 1 == k2) { /* the batch is done: its feedback onto the rest */
-            feedback(j, t, k1, k2, k2, nr);
+            feedback(j, t, k1, k2, k2);
             k1 = k2;
             k2 = k1 + QK_GPTQ_BATCH < C ? k1 + QK_GPTQ_BATCH : C;
         }
@@ -328,11 +326,11 @@ int qk_gptq_factor_make(qk_gptq_factor *f, const qk_hess *h, const qk_gptq_opts 
         return qk_errf(err, QK_EINPUT, "GPTQ: no calibration rows reached this input");
     const size_t C = (size_t)h->dim;
     f->cols = h->dim;
-    double *diag = malloc(C * sizeof *diag), *a = malloc(C * C * sizeof *a), *uc = malloc(C * C * sizeof *uc);
+    double *diag = malloc(C * sizeof *diag), *a = malloc(C * C * sizeof *a);
     f->u = malloc(C * C * sizeof *f->u), f->imp = malloc(C * sizeof *f->imp);
     f->perm = malloc(C * sizeof *f->perm), f->pos = malloc(C * sizeof *f->pos), f->dead = malloc(C);
     int rc = 0;
-    if (!diag || !a || !uc || !f->u || !f->imp || !f->perm || !f->pos || !f->dead) {
+    if (!diag || !a || !f->u || !f->imp || !f->perm || !f->pos || !f->dead) {
         rc = qk_errf(err, QK_EIO, "GPTQ: out of memory (%zu columns)", C);
         goto done;
     }
@@ -353,8 +351,8 @@ int qk_gptq_factor_make(qk_gptq_factor *f, const qk_hess *h, const qk_gptq_opts 
     for (size_t k = 0; k < C; k++)
         f->pos[f->perm[k]] = (int)k;
     double damp = o->damp;
-    bool ok = false;
-    for (int attempt = 0; attempt < 4 && !ok; attempt++) {
+    int bad = 1;
+    for (int attempt = 0; attempt < 4 && bad > 0; attempt++) {
         if (attempt)
             damp *= 10;
         for (size_t k = 0; k < C; k++)
@@ -367,13 +365,15 @@ int qk_gptq_factor_make(qk_gptq_factor *f, const qk_hess *h, const qk_gptq_opts 
                 a[k * C + kp] = i == jj ? diag[i] + damp * mean
                                 : f->dead[i] || f->dead[jj] ? 0 : h->s[i * C + jj] * inv_n;
             }
-        ok = factor(a, uc, f->u, f->cols, o->nthreads);
+        bad = factor(a, f->u, f->cols, o->nthreads);
     }
     f->damp = damp;
-    if (!ok)
+    if (bad < 0)
+        rc = qk_errf(err, QK_EIO, "GPTQ: out of memory (%zu columns)", C);
+    else if (bad)
         rc = qk_errf(err, QK_EINPUT, "GPTQ: the Hessian is not positive definite even with dampening %g", damp);
 done:
-    free(diag), free(a), free(uc);
+    free(diag), free(a);
     if (rc)
         qk_gptq_factor_free(f);
     return rc;
@@ -422,7 +422,7 @@ int qk_gptq_quantize(const float *w, int64_t rows, int64_t cols, int type, const
                 maxpos[b] = f->pos[b * (size_t)g->block + (size_t)i];
     }
     gq_job j = {.w = w, .rows = rows, .cols = cols, .tt = tt, .g = g, .u = f->u, .imp = f->imp, .perm = f->perm,
-                .pos = f->pos, .maxpos = maxpos, .dead = f->dead, .out = out, .rs = qk_row_size(type, cols)};
+                .pos = f->pos, .maxpos = maxpos, .dead = f->dead, .ops = qk_gptq_ops_active(), .out = out, .rs = qk_row_size(type, cols)};
     int rc = run_job(&j, nthreads, loss, err);
     free(maxpos);
     return rc;
@@ -435,6 +435,6 @@ int qk_gptq_quantize_int(const float *w, int64_t rows, int64_t cols, const qk_gp
         return qk_errf(err, QK_EINPUT, "GPTQ: %lld columns, a Hessian of %lld, groups of %d", (long long)cols,
                        (long long)f->cols, g->group);
     gq_job j = {.w = w, .rows = rows, .cols = cols, .u = f->u, .imp = f->imp, .perm = f->perm, .pos = f->pos,
-                .dead = f->dead, .ig = g, .q = q, .deq = deq};
+                .dead = f->dead, .ops = qk_gptq_ops_active(), .ig = g, .q = q, .deq = deq};
     return run_job(&j, nthreads, loss, err);
 }
