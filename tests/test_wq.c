@@ -481,7 +481,7 @@ Test(wq, nvfp4_w4a4_products)
         float want[NT * 32];
         for (int t = 0; t < NT; t++) {
             const uint8_t *row = y + (size_t)t * ys;
-            const int8_t *a = (const int8_t *)(row + nb * 4);
+            const int8_t *a = (const int8_t *)(row + nb * 8);
             for (int r = 0; r < w->rows; r++) {
                 float l[8] = {0}, s = 0.0f;
                 for (int64_t b = 0; b < nb; b++) {
@@ -705,13 +705,16 @@ Test(wq, nvfp4_encoder_rules)
 {
     /* global 1, block amax 6: SF = 1 (exact in E4M3), codes e2m1(x) */
     float x[16] = {6.0f, -6.0f, 0.25f, 0.75f, 1.25f, 2.5f, 5.0f, 0.1f, 3.0f, 0, 0, 0, 0, 0, 0, 0};
-    uint8_t buf[20];
+    uint8_t buf[24];
     const qk_wq w = {.a_global = 1.0f};
     enc(QK_A_NV4, &w, x, buf, 16);
     float m;
     memcpy(&m, buf, 4);
     cr_assert_eq(m, 1.0f);
-    const int8_t *q = (const int8_t *)(buf + 4);
+    int32_t sum;
+    memcpy(&sum, buf + 4, 4);
+    cr_assert_eq(sum, 12 - 12 + 0 + 2 + 2 + 4 + 8 + 0 + 6, "the block's code sum follows its multiplier");
+    const int8_t *q = (const int8_t *)(buf + 8);
     /* doubled E2M1: ties to even (0.25 -> 0, 0.75 -> 1, 1.25 -> 1, 2.5 -> 2, 5 -> 4) */
     const int8_t want[9] = {12, -12, 0, 2, 2, 4, 8, 0, 6};
     for (int i = 0; i < 9; i++)
