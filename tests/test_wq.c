@@ -643,6 +643,74 @@ Test(wq, int8_packed_blocks)
     free(q), free(x);
 }
 
+/* NVFP4 W4A4 over several 16-row blocks and pieces (avx512_wq_nv4.c decodes
+ * 64 blocks at a time and takes tokens two at a time): every level's packed
+ * products against the scalar tile, with a tail of 5 blocks, a row of zero
+ * codes, a row of NaN scales (0x7F, and 0xFF: -NaN), a zero scale, and
+ * activation rows of zeros, infinities and NaNs. */
+Test(wq, nvfp4_packed_blocks)
+{
+    enum { R = 48, NB = 64 + 8 + 5, C = 16 * NB, T = 11 };
+    uint64_t rng = 0x4B4Aull;
+    uint8_t *q = malloc(R * C / 2), *sc = malloc(R * NB);
+    float *x = malloc(sizeof(float) * C * T);
+    cr_assert(q && sc && x);
+    for (int i = 0; i < R * C / 2; i++)
+        q[i] = (uint8_t)(tu_rand(&rng) >> 56);
+    for (int i = 0; i < R * NB; i++) /* E4M3 scales 2^-6 .. 2^3 or so, positive */
+        sc[i] = (uint8_t)(0x18 + (tu_rand(&rng) >> 59));
+    memset(q + 7 * C / 2, 0, C / 2);
+    sc[20 * NB + 3] = 0x7F, sc[20 * NB + 70] = 0xFF, sc[33 * NB + 75] = 0x00, sc[34 * NB] = 0x01;
+    for (int i = 0; i < C * T; i++)
+        x[i] = tu_gauss(&rng) * (i % 29 == 0 ? 30.0f : 1.0f);
+    for (int i = 0; i < C; i++)
+        x[2 * C + i] = 0.0f;
+    x[4 * C + 17] = INFINITY, x[4 * C + 300] = -INFINITY, x[5 * C + 40] = NAN, x[6 * C + C - 1] = NAN;
+    for (int mode = 0; mode < 2; mode++) {
+        qk_wq w = {.type = QK_W_NVFP4, .act = QK_A_NV4, .rows = R, .cols = C, .q = q, .q_rs = C / 2,
+                   .g = mode ? 3.7f / 2688.0f : 2688.0f / 3.7f, .g_div = mode == 0, .a_group = 16,
+                   .a_global = 2688.0f / 5.1f,
+                   .s = {.p = sc, .type = QK_F8_E4M3, .rdiv = 1, .cdiv = 16, .rs = NB, .cs = 1}};
+        size_t ys;
+        uint8_t *y = encode(&w, x, T, &ys);
+        float want[R * T], got[R * T];
+        qk_kernels_at(QK_W_NVFP4, QK_CPU_SCALAR)->wq_tile(&w, 0, R, y, ys, T, want, R);
+        cr_assert(isnan(want[20]) && !isnan(want[19]) && want[7] == 0.0f, "the NaN and zero rows are there");
+        int packed = 0;
+        for (int level = 1; level <= (int)qk_cpu_supported(); level++) {
+            const qk_kernels *k = qk_kernels_at(QK_W_NVFP4, level);
+            const size_t bytes = k->wq_pack ? k->wq_pack(&w, NULL, 0, 0) : 0;
+            if (!bytes)
+                continue;
+            packed++;
+            uint8_t *pk = malloc(bytes);
+            cr_assert(pk);
+            k->wq_pack(&w, pk, 0, 1);
+            k->wq_pack(&w, pk, 1, R / 8);
+            qk_wq wp = w;
+            wp.packed = pk;
+            static const int shapes[][2] = {{48, T}, {16, 2}, {16, 1}, {20, 3}, {5, 7}, {3, 1}};
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+                memset(got, 0, sizeof got);
+                for (int r0 = 0; r0 < R; r0 += shapes[s][0])
+                    for (int t0 = 0; t0 < T; t0 += shapes[s][1]) {
+                        const int mr = R - r0 < shapes[s][0] ? R - r0 : shapes[s][0];
+                        const int mt = T - t0 < shapes[s][1] ? T - t0 : shapes[s][1];
+                        k->wq_tile(&wp, r0, mr, y + (size_t)t0 * ys, ys, mt, got + t0 * R + r0, R);
+                    }
+                for (int i = 0; i < R * T; i++)
+                    cr_assert(memcmp(&got[i], &want[i], 4) == 0, "mode %d %s: packed tiles %dx%d differ at (%d, %d): %a, want %a",
+                              mode, qk_cpu_level_name(level), shapes[s][0], shapes[s][1], i / R, i % R,
+                              (double)got[i], (double)want[i]);
+            }
+            free(pk);
+        }
+        cr_assert(packed > 0 || qk_cpu_supported() < QK_CPU_AVX512 || !qk_cpu_has_vnni(), "the VNNI level packs NVFP4 W4A4");
+        free(y);
+    }
+    free(q), free(sc), free(x);
+}
+
 /* Every level's INT8 activation encoder gives the reference's bytes: rows
  * with ties, zeros, an all-zero row, infinities and NaNs, lengths with tails. */
 Test(wq, int8_encoder_levels)

@@ -39,7 +39,8 @@
  * by up to 8 tokens.  (A NaN E4M3 code decodes to a finite value here and to
  * NaN in the reference, as at the AVX2 level; no producer writes one.)
  *
- * INT8 W8A8 packs and multiplies with VNNI in avx512_wq_i8.c.  Weights that
+ * INT8 W8A8 packs and multiplies with VNNI in avx512_wq_i8.c, NVFP4 W4A4 in
+ * avx512_wq_nv4.c.  Weights that
  * are not packed (act order, other layouts, shapes the packing does not take)
  * and the other integer products go to the AVX2 level's kernels. */
 #include "kernels/x86/simd_common.h"
@@ -148,6 +149,8 @@ static size_t avx512_wq_pack(const qk_wq *w, uint8_t *dst, int64_t g0, int64_t g
 {
     if (w->act == QK_A_I8)
         return qk_x86_avx512_i8_pack(w, dst, g0, g1);
+    if (w->act == QK_A_NV4)
+        return qk_x86_avx512_nv4_pack(w, dst, g0, g1);
     pk_geo p;
     if (!qk_wq_act_float(w->act) || !pk_geo_of(w, pk_kind(w), &p)) /* the other integer products read the codes as stored */
         return 0;
@@ -478,6 +481,8 @@ static void avx512_wq_tile(const qk_wq *w, int64_t r0, int nr, const void *y, si
 {
     pk_ctx c;
     if (w->act == QK_A_I8 && qk_x86_avx512_i8_tile(w, r0, nr, y, ys, nt, out, ldo))
+        return;
+    if (w->act == QK_A_NV4 && qk_x86_avx512_nv4_tile(w, r0, nr, y, ys, nt, out, ldo))
         return;
     if (pk_ready(w, &c)) {
         pk_tile(&c, r0, nr, y, ys, nt, out, ldo);

@@ -1,0 +1,238 @@
+/* avx512_wq_nv4.c - AVX-512 VNNI integer products of NVFP4 W4A4
+ * (compressed-tensors nvfp4-pack-quantized with input_activations, ModelOpt
+ * NVFP4: kernels/wq.h W_NVFP4 weights with one E4M3 scale per 16 columns,
+ * QK_A_NV4 activations) on rows repacked at load, bitwise equal to the
+ * scalar reference qk_wq_tile_nv4 (kernels/wq_int.c); and the QK_A_NV4
+ * activation encoder, bitwise equal to qk_wq_act_nv4 (kernels/wq_act.c).
+ *
+ * THE PACKING: blocks of 16 rows; per 16 columns (one NVFP4 block) 144
+ * bytes: the 16 rows' scale bytes, then two 64-byte vectors V0, V1 whose
+ * byte 4l + i holds row l's codes of columns 8h + i (low nibble) and 8h + 4
+ * + i (high nibble) for V_h.  The codes keep their 4 bits, the scales their
+ * byte (the packed matrix is the stored one, reordered).
+ *
+ * THE PRODUCT: a 16-row block's codes are decoded a piece (NV4_PIECE
+ * blocks) at a time into bytes, twice the E2M1 value + 12 (0..24, unsigned:
+ * vpshufb on the nibbles), four vectors a block (lane l: row l's four codes
+ * of columns 4k .. 4k+3), and its multipliers dw into floats as
+ * qk_wq_fp4_mult computes them (E4M3 / g or * g); the piece is then shared
+ * by every token.  Per token and block four vpdpbusd against the
+ * activation's codes (4 bytes broadcast, signed) add (2w + 12) * 2a over the
+ * 16 columns into lanes started at -12 * the block's code sum (the row
+ * carries it), which leaves the exact isum of the reference (|isum| <= 16 *
+ * 144).  Then the reference's float steps, lane by lane: lane[b % 8] =
+ * fma((float)isum, dw * da, lane[b % 8]) over the first multiple of 8
+ * blocks, the eight lanes summed as qk_fdot_hsum8, the rest added in order
+ * as s + (float)isum * (dw * da), out = s * 0.25. */
+#include "kernels/x86/packed512.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "kernels/fp4.h"
+#include "kernels/wq_impl.h"
+
+#ifdef QK_X86
+
+#define NV4_MAGIC 0x3456514Eu /* "NQV4" */
+#define NV4_HEAD 64
+#define NV4_BLK 144   /* bytes per 16 rows x 16 columns */
+#define NV4_PIECE 64  /* blocks decoded at a time (a multiple of 8) */
+#define NV4_OFFSET 12 /* added to the doubled weight values: unsigned bytes */
+
+typedef struct {
+    uint32_t magic;
+    int32_t pad;
+    int64_t rows, cols;
+} nv4_head;
+
+static bool nv4_takes(const qk_wq *w)
+{
+    return w->type == QK_W_NVFP4 && w->act == QK_A_NV4 && !w->gidx && w->s.p && w->s.type == QK_F8_E4M3 &&
+           w->s.cdiv == QK_A_NV4_BLOCK && w->s.rdiv > 0 && w->rows > 0 && w->rows % 16 == 0 && w->cols > 0 &&
+           w->cols % QK_A_NV4_BLOCK == 0;
+}
+
+static inline uint8_t code_at(const uint8_t *q, int64_t k) { return q[k / 2] >> (k % 2 * 4) & 15; }
+
+size_t qk_x86_avx512_nv4_pack(const qk_wq *w, uint8_t *dst, int64_t g0, int64_t g1)
+{
+    if (!qk_cpu_has_vnni() || !nv4_takes(w))
+        return 0;
+    const int64_t nb = w->cols / QK_A_NV4_BLOCK;
+    const size_t bytes = NV4_HEAD + (size_t)(w->rows / 16) * (size_t)nb * NV4_BLK;
+    if (!dst)
+        return bytes;
+    if (g0 == 0) {
+        const nv4_head h = {.magic = NV4_MAGIC, .rows = w->rows, .cols = w->cols};
+        memset(dst, 0, NV4_HEAD);
+        memcpy(dst, &h, sizeof h);
+    }
+    for (int64_t r = g0 * 8; r < g1 * 8; r++) { /* 8-row groups: each row fills its own lane */
+        const uint8_t *q = w->q + r * w->q_rs, *srow = w->s.p + r / w->s.rdiv * w->s.rs;
+        const int l = (int)(r % 16);
+        uint8_t *o = dst + NV4_HEAD + (size_t)(r / 16) * (size_t)nb * NV4_BLK;
+        for (int64_t b = 0; b < nb; b++, o += NV4_BLK) {
+            o[l] = srow[b * w->s.cs];
+            for (int h = 0; h < 2; h++)
+                for (int i = 0; i < 4; i++) {
+                    const int64_t k = b * QK_A_NV4_BLOCK + 8 * h + i;
+                    o[16 + 64 * h + 4 * l + i] = (uint8_t)(code_at(q, k) | code_at(q, k + 4) << 4);
+                }
+        }
+    }
+    return bytes;
+}
+
+/* A piece of a 16-row block, decoded: per block the four code vectors and
+ * the 16 rows' multipliers. */
+typedef struct {
+    __m512i wv[NV4_PIECE][4];
+    __m512 dw[NV4_PIECE];
+} nv4_piece;
+
+/* The 16 rows' block multipliers from their E4M3 scale bytes at sp, as
+ * qk_wq_fp4_mult: the E4M3 bits placed as an F16's (value / 2^8, exact,
+ * subnormals too) times 2^8, NaN for 0x7F / 0xFF as qk_elem_decode, then
+ * / g or * g. */
+QK_TARGET_AVX512VNNI static inline __m512 nv4_mult16(const uint8_t *sp, __m512 g, bool g_div)
+{
+    const __m256i b16 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)sp));
+    const __m256i h = _mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(b16, 8), 1), _mm256_set1_epi16((short)0xBFFF));
+    __m512 v = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f));
+    const __mmask16 nan = _mm256_cmpeq_epi16_mask(_mm256_and_si256(b16, _mm256_set1_epi16(0x7F)), _mm256_set1_epi16(0x7F));
+    v = _mm512_mask_mov_ps(v, nan, _mm512_or_ps(_mm512_and_ps(v, _mm512_set1_ps(-0.0f)), _mm512_set1_ps(NAN)));
+    return g_div ? _mm512_div_ps(v, g) : _mm512_mul_ps(v, g);
+}
+
+/* Blocks [0, np) of the packed 16-row block stream at bp into p. */
+QK_TARGET_AVX512VNNI static void nv4_decode(const uint8_t *bp, int np, float gs, bool g_div, nv4_piece *p)
+{
+    int8_t t[16];
+    for (int i = 0; i < 16; i++)
+        t[i] = (int8_t)(qk_e2m1_x2[i] + NV4_OFFSET);
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)t)), m4 = _mm512_set1_epi8(15);
+    const __m512 g = _mm512_set1_ps(gs);
+    for (int j = 0; j < np; j++, bp += NV4_BLK) {
+        const __m512i v0 = _mm512_loadu_si512((const void *)(bp + 16)), v1 = _mm512_loadu_si512((const void *)(bp + 80));
+        p->wv[j][0] = _mm512_shuffle_epi8(lut, _mm512_and_si512(v0, m4));
+        p->wv[j][1] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(v0, 4), m4));
+        p->wv[j][2] = _mm512_shuffle_epi8(lut, _mm512_and_si512(v1, m4));
+        p->wv[j][3] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(v1, 4), m4));
+        p->dw[j] = nv4_mult16(bp, g, g_div);
+    }
+}
+
+/* The exact sums of block j of p against the 16 codes at a, the lanes
+ * started at cs (-12 * the codes' sum). */
+QK_TARGET_AVX512VNNI __attribute__((always_inline)) static inline __m512i nv4_isum(const nv4_piece *p, int j,
+                                                                                 const int8_t *a, int32_t cs)
+{
+    __m512i i = _mm512_set1_epi32(cs);
+    i = _mm512_dpbusd_epi32(i, p->wv[j][0], _mm512_set1_epi32((int)qk_ld_u32((const uint8_t *)a)));
+    i = _mm512_dpbusd_epi32(i, p->wv[j][1], _mm512_set1_epi32((int)qk_ld_u32((const uint8_t *)a + 4)));
+    i = _mm512_dpbusd_epi32(i, p->wv[j][2], _mm512_set1_epi32((int)qk_ld_u32((const uint8_t *)a + 8)));
+    return _mm512_dpbusd_epi32(i, p->wv[j][3], _mm512_set1_epi32((int)qk_ld_u32((const uint8_t *)a + 12)));
+}
+
+/* -12 times the code sums of blocks [b0, b0 + np) of the row (np a multiple of 8). */
+QK_TARGET_AVX512VNNI static inline void nv4_corr(const uint8_t *row, int64_t nb, int64_t b0, int np, int32_t *cs)
+{
+    const int32_t *s = (const int32_t *)(const void *)(row + nb * 4) + b0;
+    for (int j = 0; j < np; j += 16) {
+        const __mmask16 m = np - j >= 16 ? 0xFFFF : 0xFF;
+        _mm512_mask_storeu_epi32(cs + j, m, _mm512_mullo_epi32(_mm512_maskz_loadu_epi32(m, s + j), _mm512_set1_epi32(-NV4_OFFSET)));
+    }
+}
+
+/* T (1 or 2) tokens' lanes st over the piece's np blocks (b0 the piece's first). */
+QK_TARGET_AVX512VNNI __attribute__((always_inline)) static inline void
+nv4_span(const nv4_piece *p, int np, const uint8_t *const row[2], int64_t nb, int64_t b0, const int T, __m512 (*st)[8])
+{
+    __m512 acc[2][8];
+    const int8_t *a[2];
+    const float *da[2];
+    int32_t cs[2][NV4_PIECE];
+    _Pragma("GCC unroll 2") for (int t = 0; t < T; t++) {
+        a[t] = (const int8_t *)(row[t] + nb * 8) + b0 * QK_A_NV4_BLOCK;
+        da[t] = (const float *)(const void *)row[t] + b0;
+        nv4_corr(row[t], nb, b0, np, cs[t]);
+        _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++)
+            acc[t][l] = st[t][l];
+    }
+    for (int j = 0; j < np; j += 8)
+        _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++) {
+            const __m512 dw = p->dw[j + l];
+            _Pragma("GCC unroll 2") for (int t = 0; t < T; t++) {
+                const __m512i i = nv4_isum(p, j + l, a[t] + (j + l) * QK_A_NV4_BLOCK, cs[t][j + l]);
+                const __m512 m = _mm512_mul_ps(dw, _mm512_set1_ps(da[t][j + l]));
+                acc[t][l] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), m, acc[t][l]);
+            }
+        }
+    _Pragma("GCC unroll 2") for (int t = 0; t < T; t++)
+        _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++)
+            st[t][l] = acc[t][l];
+}
+
+QK_TARGET_AVX512VNNI bool qk_x86_avx512_nv4_tile(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt,
+                                                 float *out, size_t ldo)
+{
+    if (!w->packed || !nv4_takes(w))
+        return false;
+    nv4_head h;
+    memcpy(&h, w->packed, sizeof h);
+    if (h.magic != NV4_MAGIC || h.rows != w->rows || h.cols != w->cols)
+        return false;
+    const int64_t nb = w->cols / QK_A_NV4_BLOCK, nb8 = nb - nb % 8;
+    nv4_piece p;
+    __m512 st[QK_WQ_MAX_NT][8];
+    for (int64_t rb = r0 / 16; rb * 16 < r0 + nr; rb++) {
+        const uint8_t *bp = w->packed + NV4_HEAD + (size_t)rb * (size_t)nb * NV4_BLK;
+        const int64_t ra = rb * 16 > r0 ? rb * 16 : r0, re = rb * 16 + 16 < r0 + nr ? rb * 16 + 16 : r0 + nr;
+        for (int u0 = 0; u0 < nt; u0 += QK_WQ_MAX_NT) {
+            const int nu = nt - u0 < QK_WQ_MAX_NT ? nt - u0 : QK_WQ_MAX_NT;
+            const uint8_t *yu = (const uint8_t *)y + (size_t)u0 * ys;
+            for (int t = 0; t < nu; t++)
+                for (int l = 0; l < 8; l++)
+                    st[t][l] = _mm512_setzero_ps();
+            for (int64_t b0 = 0; b0 < nb8; b0 += NV4_PIECE) {
+                const int np = (int)(nb8 - b0 < NV4_PIECE ? nb8 - b0 : NV4_PIECE);
+                nv4_decode(bp + (size_t)b0 * NV4_BLK, np, w->g, w->g_div, &p);
+                int t = 0;
+                for (; t + 2 <= nu; t += 2) { /* two tokens: each decoded block serves both */
+                    const uint8_t *row[2] = {yu + (size_t)t * ys, yu + (size_t)(t + 1) * ys};
+                    nv4_span(&p, np, row, nb, b0, 2, &st[t]);
+                }
+                if (t < nu) {
+                    const uint8_t *row[2] = {yu + (size_t)t * ys, NULL};
+                    nv4_span(&p, np, row, nb, b0, 1, &st[t]);
+                }
+            }
+            const int nt8 = (int)(nb - nb8); /* the tail: after the eight lanes' sum, in order */
+            if (nt8)
+                nv4_decode(bp + (size_t)nb8 * NV4_BLK, nt8, w->g, w->g_div, &p);
+            for (int t = 0; t < nu; t++) {
+                const uint8_t *row = yu + (size_t)t * ys;
+                const __m512 *l = st[t];
+                __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(l[0], l[4]), _mm512_add_ps(l[2], l[6])),
+                                         _mm512_add_ps(_mm512_add_ps(l[1], l[5]), _mm512_add_ps(l[3], l[7])));
+                for (int j = 0; j < nt8; j++) {
+                    const int64_t b = nb8 + j;
+                    int32_t sum;
+                    float da;
+                    memcpy(&sum, row + nb * 4 + b * 4, 4);
+                    memcpy(&da, row + b * 4, 4);
+                    const __m512i i = nv4_isum(&p, j, (const int8_t *)(row + nb * 8) + b * QK_A_NV4_BLOCK, -NV4_OFFSET * sum);
+                    s = _mm512_add_ps(s, _mm512_mul_ps(_mm512_cvtepi32_ps(i), _mm512_mul_ps(p.dw[j], _mm512_set1_ps(da))));
+                }
+                float o[16];
+                _mm512_storeu_ps(o, _mm512_mul_ps(s, _mm512_set1_ps(0.25f)));
+                for (int64_t r = ra; r < re; r++)
+                    out[(size_t)(u0 + t) * ldo + (size_t)(r - r0)] = o[r - rb * 16];
+            }
+        }
+    }
+    return true;
+}
+
+#endif
