@@ -742,6 +742,51 @@ Test(wq, int8_encoder_levels)
     }
 }
 
+/* Every level's NVFP4 activation encoder gives the reference's bytes (the
+ * multipliers, sums and codes): gaussian rows, E2M1 and E4M3 ties (values on
+ * the midpoints of both grids), zero blocks, infinities and NaNs, tiny
+ * blocks (subnormal E4M3 scales), a block count not a multiple of 16, and
+ * global scales from the producers' range. */
+Test(wq, nvfp4_encoder_levels)
+{
+    uint64_t rng = 0xE2A1ull;
+    enum { N = 16 * 37 };
+    static const float gs[] = {2688.0f / 5.1f, 1.0f, 448.0f * 6.0f / 1e-3f, 3.0f};
+    float *x = malloc(sizeof(float) * N);
+    cr_assert(x);
+    for (int c = 0; c < 7; c++)
+        for (size_t gi = 0; gi < sizeof gs / sizeof gs[0]; gi++) {
+            const int64_t n = c % 2 ? 16 * 21 : N;
+            for (int64_t i = 0; i < n; i++) {
+                float v = tu_gauss(&rng) * (i % 7 == 0 ? 20.0f : 1.0f);
+                if (c == 2) /* the E2M1 midpoints of a block whose amax is 6 (SF = g): ties */
+                    v = i % 16 == 0 ? 6.0f : 0.25f * (float)(i % 29) - 3.5f;
+                if (c == 3)
+                    v *= 1e-7f;
+                if (c == 4 && i % 16 == 5)
+                    v = i % 3 ? NAN : (i % 2 ? INFINITY : -INFINITY);
+                if (c == 5 && i / 16 % 3 == 0)
+                    v = 0.0f;
+                if (c == 6) /* block amax on E4M3 midpoints: SF ties when g = 1 or 3 */
+                    v = i % 16 == 3 ? (float)(6.0 * (1.0 + (double)(i / 16 % 8) / 8.0 + 1.0 / 16.0) * ldexp(1.0, (int)(i / 16 % 13) - 9)) : 0.5f;
+                x[i] = v;
+            }
+            const qk_wq w = {.a_global = gs[gi]};
+            const size_t bytes = qk_row_size(QK_A_NV4, n);
+            uint8_t want[24 * N / 16], got[24 * N / 16];
+            memset(want, 0xA5, sizeof want);
+            qk_kernels_at(QK_A_NV4, QK_CPU_SCALAR)->wq_act(&w, x, want, n);
+            for (int level = 1; level <= (int)qk_cpu_supported(); level++) {
+                memset(got, 0x5A, sizeof got);
+                qk_kernels_at(QK_A_NV4, level)->wq_act(&w, x, got, n);
+                for (size_t i = 0; i < bytes; i++)
+                    cr_assert_eq(got[i], want[i], "case %d g %g: %s differs at byte %zu of %zu", c, (double)gs[gi],
+                                 qk_cpu_level_name(level), i, bytes);
+            }
+        }
+    free(x);
+}
+
 Test(wq, int8_encoder_rules)
 {
     uint8_t buf[QK_A_I8_HEAD + 8];

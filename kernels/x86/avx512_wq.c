@@ -496,6 +496,7 @@ static void avx512_wq_tile(const qk_wq *w, int64_t r0, int nr, const void *y, si
 const qk_wq_ops qk_x86_avx512_wq[] = {
     PK_ROW(QK_W_FP8),  PK_ROW(QK_W_INT8), PK_ROW(QK_W_PACK), PK_ROW(QK_W_NVFP4), PK_ROW(QK_W_MXFP4),
     PK_ROW(QK_W_AWQ),  PK_ROW(QK_W_GPTQ), PK_ROW(QK_W_MLX),  {.id = QK_A_I8, .wq_act = qk_x86_avx512_act_i8},
+    {.id = QK_A_NV4, .wq_act = qk_x86_avx512_act_nv4},
     {.id = -1},
 };
 #endif

@@ -26,6 +26,7 @@
  * as s + (float)isum * (dw * da), out = s * 0.25. */
 #include "kernels/x86/packed512.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -233,6 +234,91 @@ QK_TARGET_AVX512VNNI bool qk_x86_avx512_nv4_tile(const qk_wq *w, int64_t r0, int
         }
     }
     return true;
+}
+
+/* ---- the activation encoder ------------------------------------------------- */
+
+/* E4M3 quantize-dequantize of v >= 0 (no NaN), saturated: min(v, 448)
+ * rounded to 3 mantissa bits, ties to even (the float's bits: add half an
+ * ulp less one, plus the kept lsb, then clear; a carry moves to the next
+ * binade), below 2^-6 to a multiple of 2^-9 (rint(v * 512) / 512, exact);
+ * mf_encode and mf_decode's values for every such input. */
+QK_TARGET_AVX512VNNI static inline __m512 nv4_e4m3_qdq(__m512 v)
+{
+    const __m512 c = _mm512_min_ps(v, _mm512_set1_ps(448.0f));
+    const __m512i b = _mm512_castps_si512(c);
+    const __m512i rb = _mm512_add_epi32(b, _mm512_add_epi32(_mm512_set1_epi32(0x7FFFF), _mm512_and_si512(_mm512_srli_epi32(b, 20), _mm512_set1_epi32(1))));
+    const __m512 nrm = _mm512_castsi512_ps(_mm512_and_si512(rb, _mm512_set1_epi32((int)0xFFF00000u)));
+    const __m512 sub = _mm512_mul_ps(_mm512_roundscale_ps(_mm512_mul_ps(c, _mm512_set1_ps(512.0f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                                     _mm512_set1_ps(1.0f / 512.0f));
+    return _mm512_mask_mov_ps(nrm, _mm512_cmp_ps_mask(c, _mm512_set1_ps(0x1p-6f), _CMP_LT_OQ), sub);
+}
+
+/* Twice the E2M1 value nearest y (ties to even, saturated to +-6; 0 for a
+ * NaN), as qk_e2m1_x2[mf_encode(y)]: with a = |y|, rint(2a) below 2,
+ * 2 rint(a) below 4, else min(4 rint(a / 2), 12) (the scalings exact). */
+QK_TARGET_AVX512VNNI static inline __m128i nv4_e2m1x2(__m512 y)
+{
+    const __m512 sign = _mm512_set1_ps(-0.0f), a = _mm512_andnot_ps(sign, y);
+    const __mmask16 lt2 = _mm512_cmp_ps_mask(a, _mm512_set1_ps(2.0f), _CMP_LT_OQ);
+    const __mmask16 lt4 = _mm512_cmp_ps_mask(a, _mm512_set1_ps(4.0f), _CMP_LT_OQ);
+    __m512 s = _mm512_mask_mov_ps(_mm512_set1_ps(0.5f), lt4, _mm512_set1_ps(1.0f));
+    __m512 u = _mm512_mask_mov_ps(_mm512_set1_ps(4.0f), lt4, _mm512_set1_ps(2.0f));
+    s = _mm512_mask_mov_ps(s, lt2, _mm512_set1_ps(2.0f));
+    u = _mm512_mask_mov_ps(u, lt2, _mm512_set1_ps(1.0f));
+    const __m512 r = _mm512_roundscale_ps(_mm512_mul_ps(a, s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 d = _mm512_min_ps(_mm512_mul_ps(r, u), _mm512_set1_ps(12.0f)); /* NaN -> 12 here, masked below */
+    const __mmask16 ok = _mm512_cmp_ps_mask(y, y, _CMP_ORD_Q);
+    const __m512 sd = _mm512_maskz_mov_ps(ok, _mm512_or_ps(d, _mm512_and_ps(y, sign)));
+    return _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(sd));
+}
+
+/* QK_A_NV4 as qk_wq_act_nv4 computes it, 16 blocks at a time: each block's
+ * amax (max of |x|, a NaN skipped as fmaxf skips it), then for the 16
+ * blocks at once SF = g * (amax * (1/6)), sf = E4M3(SF), out_scale = 1 /
+ * (sf * (1/g)) (0 where sf is 0), the multiplier sf / g; the codes of
+ * x * out_scale and their sums (vpsadbw on the codes + 128).  A global
+ * scale that is not positive and finite, or a noise-floor variant, takes
+ * the reference. */
+QK_TARGET_AVX512VNNI void qk_x86_avx512_act_nv4(const qk_wq *w, const float *x, void *dst, int64_t n)
+{
+    const float g = w->a_global;
+    if (w->a_variant || !(g > 0.0f) || !(g <= FLT_MAX)) {
+        qk_wq_act_nv4(w, x, dst, n);
+        return;
+    }
+    const int64_t nb = n / QK_A_NV4_BLOCK;
+    uint8_t *mult = dst, *sums = (uint8_t *)dst + nb * 4;
+    int8_t *q = (int8_t *)dst + nb * 8;
+    const float rg = 1.0f / g;
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    for (int64_t b0 = 0; b0 < nb; b0 += 16) {
+        const int m = nb - b0 < 16 ? (int)(nb - b0) : 16;
+        const __mmask16 mm = (__mmask16)((1u << m) - 1);
+        float amax[16] = {0}, os[16];
+        for (int j = 0; j < m; j++) /* max_ps returns its second operand where the first is NaN */
+            amax[j] = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, _mm512_loadu_ps(x + (b0 + j) * 16)), _mm512_setzero_ps()));
+        const __m512 am = _mm512_loadu_ps(amax);
+        const __m512 sf = nv4_e4m3_qdq(_mm512_mul_ps(_mm512_set1_ps(g), _mm512_mul_ps(am, _mm512_set1_ps(1.0f / 6.0f))));
+        const __mmask16 nz = _mm512_cmp_ps_mask(sf, _mm512_setzero_ps(), _CMP_NEQ_OQ);
+        _mm512_storeu_ps(os, _mm512_maskz_div_ps(nz, _mm512_set1_ps(1.0f), _mm512_mul_ps(sf, _mm512_set1_ps(rg))));
+        _mm512_mask_storeu_ps(mult + b0 * 4, mm, _mm512_div_ps(sf, _mm512_set1_ps(g)));
+        for (int j0 = 0; j0 < m; j0 += 4) {
+            const int mj = m - j0 < 4 ? m - j0 : 4;
+            __m512i c4 = _mm512_setzero_si512();
+            for (int j = j0; j < j0 + mj; j++) {
+                const __m128i c = nv4_e2m1x2(_mm512_mul_ps(_mm512_loadu_ps(x + (b0 + j) * 16), _mm512_set1_ps(os[j])));
+                _mm_storeu_si128((__m128i *)(q + (b0 + j) * 16), c);
+                c4 = _mm512_mask_broadcast_i32x4(c4, (__mmask16)(0xF << 4 * (j - j0)), c);
+            }
+            /* the 16 codes + 128 of block j summed by 8s in qwords 2j, 2j+1 */
+            const __m512i s8 = _mm512_sad_epu8(_mm512_xor_si512(c4, _mm512_set1_epi8(-128)), _mm512_setzero_si512());
+            const __m512i s16 = _mm512_add_epi64(s8, _mm512_shuffle_epi32(s8, _MM_PERM_BADC));
+            const __m256i s32 = _mm512_cvtepi64_epi32(_mm512_sub_epi64(s16, _mm512_set1_epi64(16 * 128)));
+            const __m128i s4 = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(s32, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
+            _mm_mask_storeu_epi32(sums + (b0 + j0) * 4, (__mmask8)((1u << mj) - 1), s4);
+        }
+    }
 }
 
 #endif
