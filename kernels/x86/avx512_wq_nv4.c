@@ -36,7 +36,7 @@
 #ifdef QK_X86
 
 #define NV4_MAGIC 0x3456514Eu /* "NQV4" */
-#define NV4_HEAD 64
+#define NV4_HEAD (64 + 256 * 4) /* the header, then the multiplier of each scale byte */
 #define NV4_BLK 144   /* bytes per 16 rows x 16 columns */
 #define NV4_PIECE 64  /* blocks decoded at a time (a multiple of 8) */
 #define NV4_OFFSET 12 /* added to the doubled weight values: unsigned bytes */
@@ -66,8 +66,12 @@ size_t qk_x86_avx512_nv4_pack(const qk_wq *w, uint8_t *dst, int64_t g0, int64_t 
         return bytes;
     if (g0 == 0) {
         const nv4_head h = {.magic = NV4_MAGIC, .rows = w->rows, .cols = w->cols};
-        memset(dst, 0, NV4_HEAD);
+        memset(dst, 0, 64);
         memcpy(dst, &h, sizeof h);
+        for (int b = 0; b < 256; b++) { /* the reference's own multipliers (E4M3 / g or * g, NaN for 0x7F / 0xFF) */
+            const float m = qk_wq_fp4_mult(w, (uint8_t)b);
+            memcpy(dst + 64 + 4 * b, &m, 4);
+        }
     }
     for (int64_t r = g0 * 8; r < g1 * 8; r++) { /* 8-row groups: each row fills its own lane */
         const uint8_t *q = w->q + r * w->q_rs, *srow = w->s.p + r / w->s.rdiv * w->s.rs;
@@ -92,35 +96,24 @@ typedef struct {
     __m512 dw[NV4_PIECE];
 } nv4_piece;
 
-/* The 16 rows' block multipliers from their E4M3 scale bytes at sp, as
- * qk_wq_fp4_mult: the E4M3 bits placed as an F16's (value / 2^8, exact,
- * subnormals too) times 2^8, NaN for 0x7F / 0xFF as qk_elem_decode, then
- * / g or * g. */
-QK_TARGET_AVX512VNNI static inline __m512 nv4_mult16(const uint8_t *sp, __m512 g, bool g_div)
-{
-    const __m256i b16 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)sp));
-    const __m256i h = _mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(b16, 8), 1), _mm256_set1_epi16((short)0xBFFF));
-    __m512 v = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f));
-    const __mmask16 nan = _mm256_cmpeq_epi16_mask(_mm256_and_si256(b16, _mm256_set1_epi16(0x7F)), _mm256_set1_epi16(0x7F));
-    v = _mm512_mask_mov_ps(v, nan, _mm512_or_ps(_mm512_and_ps(v, _mm512_set1_ps(-0.0f)), _mm512_set1_ps(NAN)));
-    return g_div ? _mm512_div_ps(v, g) : _mm512_mul_ps(v, g);
-}
-
-/* Blocks [0, np) of the packed 16-row block stream at bp into p. */
-QK_TARGET_AVX512VNNI static void nv4_decode(const uint8_t *bp, int np, float gs, bool g_div, nv4_piece *p)
+/* Blocks [0, np) of the packed 16-row block stream at bp into p (tab: the
+ * multiplier of each scale byte). */
+QK_TARGET_AVX512VNNI static void nv4_decode(const uint8_t *bp, int np, const float *tab, nv4_piece *p)
 {
     int8_t t[16];
     for (int i = 0; i < 16; i++)
         t[i] = (int8_t)(qk_e2m1_x2[i] + NV4_OFFSET);
     const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)t)), m4 = _mm512_set1_epi8(15);
-    const __m512 g = _mm512_set1_ps(gs);
     for (int j = 0; j < np; j++, bp += NV4_BLK) {
+        _mm_prefetch((const char *)(bp + 8 * NV4_BLK), _MM_HINT_T0);
+        _mm_prefetch((const char *)(bp + 8 * NV4_BLK + 64), _MM_HINT_T0);
+        _mm_prefetch((const char *)(bp + 8 * NV4_BLK + 128), _MM_HINT_T0);
         const __m512i v0 = _mm512_loadu_si512((const void *)(bp + 16)), v1 = _mm512_loadu_si512((const void *)(bp + 80));
         p->wv[j][0] = _mm512_shuffle_epi8(lut, _mm512_and_si512(v0, m4));
         p->wv[j][1] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(v0, 4), m4));
         p->wv[j][2] = _mm512_shuffle_epi8(lut, _mm512_and_si512(v1, m4));
         p->wv[j][3] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(v1, 4), m4));
-        p->dw[j] = nv4_mult16(bp, g, g_div);
+        p->dw[j] = _mm512_i32gather_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)bp)), tab, 4);
     }
 }
 
@@ -185,6 +178,7 @@ QK_TARGET_AVX512VNNI bool qk_x86_avx512_nv4_tile(const qk_wq *w, int64_t r0, int
     if (h.magic != NV4_MAGIC || h.rows != w->rows || h.cols != w->cols)
         return false;
     const int64_t nb = w->cols / QK_A_NV4_BLOCK, nb8 = nb - nb % 8;
+    const float *tab = (const float *)(const void *)(w->packed + 64);
     nv4_piece p;
     __m512 st[QK_WQ_MAX_NT][8];
     for (int64_t rb = r0 / 16; rb * 16 < r0 + nr; rb++) {
@@ -198,7 +192,7 @@ QK_TARGET_AVX512VNNI bool qk_x86_avx512_nv4_tile(const qk_wq *w, int64_t r0, int
                     st[t][l] = _mm512_setzero_ps();
             for (int64_t b0 = 0; b0 < nb8; b0 += NV4_PIECE) {
                 const int np = (int)(nb8 - b0 < NV4_PIECE ? nb8 - b0 : NV4_PIECE);
-                nv4_decode(bp + (size_t)b0 * NV4_BLK, np, w->g, w->g_div, &p);
+                nv4_decode(bp + (size_t)b0 * NV4_BLK, np, tab, &p);
                 int t = 0;
                 for (; t + 2 <= nu; t += 2) { /* two tokens: each decoded block serves both */
                     const uint8_t *row[2] = {yu + (size_t)t * ys, yu + (size_t)(t + 1) * ys};
@@ -211,7 +205,7 @@ QK_TARGET_AVX512VNNI bool qk_x86_avx512_nv4_tile(const qk_wq *w, int64_t r0, int
             }
             const int nt8 = (int)(nb - nb8); /* the tail: after the eight lanes' sum, in order */
             if (nt8)
-                nv4_decode(bp + (size_t)nb8 * NV4_BLK, nt8, w->g, w->g_div, &p);
+                nv4_decode(bp + (size_t)nb8 * NV4_BLK, nt8, tab, &p);
             for (int t = 0; t < nu; t++) {
                 const uint8_t *row = yu + (size_t)t * ys;
                 const __m512 *l = st[t];
