@@ -368,11 +368,14 @@ toks(const pk_ctx *c, const int kind, const bool has_z, int64_t rg, int r, const
     __m256 acc[8];
     _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
         acc[t] = _mm256_setzero_ps();
-    __m256 snext = scales8(c, gp); /* a group ahead */
+    __m256 snext = kind == PK_FP4 ? _mm256_setzero_ps() : scales8(c, gp); /* a group ahead */
     for (int64_t j = 0; j < c->p.ng; j++, gp += c->p.gblk) {
         const int64_t k0 = j * c->p.g;
         float sv[8], zv[8];
-        group_params(c, gp, j, &snext, sv, zv);
+        if (kind == PK_FP4) /* one row: its multiplier looked up */
+            sv[r] = c->ftab[gp[r]], zv[r] = 0.0f;
+        else
+            group_params(c, gp, j, &snext, sv, zv);
         if (four) {
             __m256 tl, th;
             table16(c, sv[r], zv[r], &tl, &th);
