@@ -42,9 +42,9 @@
  * NaN in the reference, as at the AVX2 level; no producer writes one.)
  *
  * INT8 W8A8 packs and multiplies with VNNI in avx512_wq_i8.c, NVFP4 W4A4 in
- * avx512_wq_nv4.c.  Weights that
- * are not packed (act order, other layouts, shapes the packing does not take)
- * and the other integer products go to the AVX2 level's kernels. */
+ * avx512_wq_nv4.c.  Weights that are not packed (act order, other layouts,
+ * shapes the packing does not take) and the other integer products go to
+ * the AVX2 level's kernels. */
 #include "kernels/x86/simd_common.h"
 
 #include <math.h>
