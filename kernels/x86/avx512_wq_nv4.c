@@ -139,7 +139,8 @@ QK_TARGET_AVX512VNNI static inline void nv4_corr(const uint8_t *row, int64_t nb,
     }
 }
 
-/* T (1 or 2) tokens' lanes st over the piece's np blocks (b0 the piece's first). */
+/* T (1 or 2) tokens' lanes st over the piece's np blocks (b0 the piece's
+ * first; the lanes start at zero when it is block 0). */
 QK_TARGET_AVX512VNNI __attribute__((always_inline)) static inline void
 nv4_span(const nv4_piece *p, int np, const uint8_t *const row[2], int64_t nb, int64_t b0, const int T, __m512 (*st)[8])
 {
@@ -152,7 +153,7 @@ nv4_span(const nv4_piece *p, int np, const uint8_t *const row[2], int64_t nb, in
         da[t] = (const float *)(const void *)row[t] + b0;
         nv4_corr(row[t], nb, b0, np, cs[t]);
         _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++)
-            acc[t][l] = st[t][l];
+            acc[t][l] = b0 ? st[t][l] : _mm512_setzero_ps();
     }
     for (int j = 0; j < np; j += 8)
         _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++) {
@@ -187,9 +188,10 @@ QK_TARGET_AVX512VNNI bool qk_x86_avx512_nv4_tile(const qk_wq *w, int64_t r0, int
         for (int u0 = 0; u0 < nt; u0 += QK_WQ_MAX_NT) {
             const int nu = nt - u0 < QK_WQ_MAX_NT ? nt - u0 : QK_WQ_MAX_NT;
             const uint8_t *yu = (const uint8_t *)y + (size_t)u0 * ys;
-            for (int t = 0; t < nu; t++)
-                for (int l = 0; l < 8; l++)
-                    st[t][l] = _mm512_setzero_ps();
+            if (nb8 == 0) /* no span runs: the lanes' sum is +0 */
+                for (int t = 0; t < nu; t++)
+                    for (int l = 0; l < 8; l++)
+                        st[t][l] = _mm512_setzero_ps();
             for (int64_t b0 = 0; b0 < nb8; b0 += NV4_PIECE) {
                 const int np = (int)(nb8 - b0 < NV4_PIECE ? nb8 - b0 : NV4_PIECE);
                 nv4_decode(bp + (size_t)b0 * NV4_BLK, np, tab, &p);
@@ -220,10 +222,11 @@ QK_TARGET_AVX512VNNI bool qk_x86_avx512_nv4_tile(const qk_wq *w, int64_t r0, int
                     const __m512i i = nv4_isum(&p, j, (const int8_t *)(row + nb * 8) + b * QK_A_NV4_BLOCK, -NV4_OFFSET * sum);
                     s = _mm512_add_ps(s, _mm512_mul_ps(_mm512_cvtepi32_ps(i), _mm512_mul_ps(p.dw[j], _mm512_set1_ps(da))));
                 }
-                float o[16];
-                _mm512_storeu_ps(o, _mm512_mul_ps(s, _mm512_set1_ps(0.25f)));
-                for (int64_t r = ra; r < re; r++)
-                    out[(size_t)(u0 + t) * ldo + (size_t)(r - r0)] = o[r - rb * 16];
+                /* lanes [ra, re) of the block to rows ra - r0 ..: compressed down, a masked store (no
+                 * copy loop, which GCC makes a memcpy call per token) */
+                const __mmask16 in = (__mmask16)(((1u << (re - ra)) - 1) << (ra - rb * 16));
+                _mm512_mask_storeu_ps(out + (size_t)(u0 + t) * ldo + (size_t)(ra - r0), (__mmask16)((1u << (re - ra)) - 1),
+                                      _mm512_maskz_compress_ps(in, _mm512_mul_ps(s, _mm512_set1_ps(0.25f))));
             }
         }
     }
