@@ -12,7 +12,7 @@
  * byte (the packed matrix is the stored one, reordered).
  *
  * THE PRODUCT: a 16-row block's codes are decoded a piece (NV4_PIECE
- * blocks) at a time into bytes, twice the E2M1 value + 12 (0..24, unsigned:
+ * blocks; a row of at most that many and its tail once a call) at a time into bytes, twice the E2M1 value + 12 (0..24, unsigned:
  * vpshufb on the nibbles), four vectors a block (lane l: row l's four codes
  * of columns 4k .. 4k+3), and its multipliers dw into floats as
  * qk_wq_fp4_mult computes them (E4M3 / g or * g); the piece is then shared
@@ -92,8 +92,8 @@ size_t qk_x86_avx512_nv4_pack(const qk_wq *w, uint8_t *dst, int64_t g0, int64_t 
 /* A piece of a 16-row block, decoded: per block the four code vectors and
  * the 16 rows' multipliers. */
 typedef struct {
-    __m512i wv[NV4_PIECE][4];
-    __m512 dw[NV4_PIECE];
+    __m512i wv[NV4_PIECE + 8][4]; /* room for a row's tail after a whole piece */
+    __m512 dw[NV4_PIECE + 8];
 } nv4_piece;
 
 /* Blocks [0, np) of the packed 16-row block stream at bp into p (tab: the
@@ -185,6 +185,10 @@ QK_TARGET_AVX512VNNI bool qk_x86_avx512_nv4_tile(const qk_wq *w, int64_t r0, int
     for (int64_t rb = r0 / 16; rb * 16 < r0 + nr; rb++) {
         const uint8_t *bp = w->packed + NV4_HEAD + (size_t)rb * (size_t)nb * NV4_BLK;
         const int64_t ra = rb * 16 > r0 ? rb * 16 : r0, re = rb * 16 + 16 < r0 + nr ? rb * 16 + 16 : r0 + nr;
+        const bool once = nb8 <= NV4_PIECE; /* every block in one piece: decoded once for all the tokens */
+        const int nt8 = (int)(nb - nb8), tail = once ? (int)nb8 : 0; /* the tail blocks' first slot */
+        if (once)
+            nv4_decode(bp, (int)nb, tab, &p);
         for (int u0 = 0; u0 < nt; u0 += QK_WQ_MAX_NT) {
             const int nu = nt - u0 < QK_WQ_MAX_NT ? nt - u0 : QK_WQ_MAX_NT;
             const uint8_t *yu = (const uint8_t *)y + (size_t)u0 * ys;
@@ -194,7 +198,8 @@ QK_TARGET_AVX512VNNI bool qk_x86_avx512_nv4_tile(const qk_wq *w, int64_t r0, int
                         st[t][l] = _mm512_setzero_ps();
             for (int64_t b0 = 0; b0 < nb8; b0 += NV4_PIECE) {
                 const int np = (int)(nb8 - b0 < NV4_PIECE ? nb8 - b0 : NV4_PIECE);
-                nv4_decode(bp + (size_t)b0 * NV4_BLK, np, tab, &p);
+                if (!once)
+                    nv4_decode(bp + (size_t)b0 * NV4_BLK, np, tab, &p);
                 int t = 0;
                 for (; t + 2 <= nu; t += 2) { /* two tokens: each decoded block serves both */
                     const uint8_t *row[2] = {yu + (size_t)t * ys, yu + (size_t)(t + 1) * ys};
@@ -205,8 +210,7 @@ QK_TARGET_AVX512VNNI bool qk_x86_avx512_nv4_tile(const qk_wq *w, int64_t r0, int
                     nv4_span(&p, np, row, nb, b0, 1, &st[t]);
                 }
             }
-            const int nt8 = (int)(nb - nb8); /* the tail: after the eight lanes' sum, in order */
-            if (nt8)
+            if (nt8 && !once) /* the tail: after the eight lanes' sum, in order */
                 nv4_decode(bp + (size_t)nb8 * NV4_BLK, nt8, tab, &p);
             for (int t = 0; t < nu; t++) {
                 const uint8_t *row = yu + (size_t)t * ys;
@@ -219,8 +223,8 @@ QK_TARGET_AVX512VNNI bool qk_x86_avx512_nv4_tile(const qk_wq *w, int64_t r0, int
                     float da;
                     memcpy(&sum, row + nb * 4 + b * 4, 4);
                     memcpy(&da, row + b * 4, 4);
-                    const __m512i i = nv4_isum(&p, j, (const int8_t *)(row + nb * 8) + b * QK_A_NV4_BLOCK, -NV4_OFFSET * sum);
-                    s = _mm512_add_ps(s, _mm512_mul_ps(_mm512_cvtepi32_ps(i), _mm512_mul_ps(p.dw[j], _mm512_set1_ps(da))));
+                    const __m512i i = nv4_isum(&p, tail + j, (const int8_t *)(row + nb * 8) + b * QK_A_NV4_BLOCK, -NV4_OFFSET * sum);
+                    s = _mm512_add_ps(s, _mm512_mul_ps(_mm512_cvtepi32_ps(i), _mm512_mul_ps(p.dw[tail + j], _mm512_set1_ps(da))));
                 }
                 /* lanes [ra, re) of the block to rows ra - r0 ..: compressed down, a masked store (no
                  * copy loop, which GCC makes a memcpy call per token) */
