@@ -325,7 +325,9 @@ rows8(const pk_ctx *c, const int kind, const bool has_z, int64_t rg, const float
         const int64_t k0 = j * c->p.g;
         float sv[8], zv[8];
         group_params(c, gp, j, &snext, sv, zv);
-        for (size_t l = 0; l < c->p.gblk; l += 64) /* as the packed GGUF kernels: faster from memory */
+        /* prefetched as the packed GGUF kernels mean to (qk_prefetch_span's _mm_prefetch inlined into
+         * this always_inline function of another target compiles to nothing with GCC 12) */
+        for (size_t l = 0; l < c->p.gblk; l += 64)
             __builtin_prefetch(gp + QK_PREFETCH_AHEAD + l, 0, 3);
         const uint8_t *cp = gp + c->p.sbytes + c->p.zbytes;
         if (kind == PK_T4 || kind == PK_FP4) {
