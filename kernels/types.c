@@ -75,7 +75,7 @@ static qk_type_traits table[QK_TYPE_MAX] = {
     AROW("a_mxfp8", QK_A_MX8, 1, 4, 0),
     AROW("a_mxfp4", QK_A_MX4, 1, 4, 0),
     AROW("a_int8", QK_A_I8, 1, 1, QK_A_I8_HEAD),  /* header, int8 codes */
-    AROW("a_nvfp4", QK_A_NV4, 16, 20, 0),          /* 16 int8 codes and a float multiplier a block */
+    AROW("a_nvfp4", QK_A_NV4, 16, 24, 0),          /* 16 int8 codes, a float multiplier and their int32 sum a block */
     AROW("a_llm_int8", QK_A_I8O, 1, 5, QK_A_I8_HEAD), /* header, int8 codes, float outliers */
 };
 

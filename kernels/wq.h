@@ -183,8 +183,10 @@ typedef struct qk_a_i8_head {
  * e4m3(clamp(x[i] / scale, -448, 448)) * scale in place (kernels/wq_act.c). */
 void qk_wq_kv_fp8(float *x, int64_t n, float scale);
 
-/* QK_A_NV4: n/16 float block multipliers (float(scale) / global), then n
- * int8 codes holding twice the E2M1 value (-12..12). */
+/* QK_A_NV4: n/16 float block multipliers (float(scale) / global), n/16
+ * int32 sums of each block's codes (the offset term of the unsigned x signed
+ * byte products, kernels/x86/avx512_wq_nv4.c), then n int8 codes holding
+ * twice the E2M1 value (-12..12). */
 #define QK_A_NV4_BLOCK 16
 
 #endif

@@ -195,13 +195,15 @@ void qk_wq_act_i8(const qk_wq *w, const float *x, void *dst, int64_t n)
  * e2m1(x * out_scale) (cvt.rn.satfinite).  vLLM's reciprocals are the
  * approximate rcp.approx.ftz; qk divides exactly.  The block multiplier
  * stored is float(sf) / g, compressed-tensors' dequantization of the
- * block (forward_helpers.py _dequantize: scale / global_scale), and the
- * codes are stored as twice their E2M1 value (qk_e2m1_x2, -12..12). */
+ * block (forward_helpers.py _dequantize: scale / global_scale), then each
+ * block's code sum, and the codes are stored as twice their E2M1 value
+ * (qk_e2m1_x2, -12..12). */
 void qk_wq_act_nv4(const qk_wq *w, const float *x, void *dst, int64_t n)
 {
     const int64_t nb = n / QK_A_NV4_BLOCK;
     float *mult = dst;
-    int8_t *q = (int8_t *)dst + nb * (int64_t)sizeof(float);
+    uint8_t *sums = (uint8_t *)dst + nb * 4;
+    int8_t *q = (int8_t *)dst + nb * 8;
     const float g = w->a_global, rg = 1.0f / g;
     for (int64_t b = 0; b < nb; b++) {
         const float *xb = x + b * QK_A_NV4_BLOCK;
@@ -212,8 +214,12 @@ void qk_wq_act_nv4(const qk_wq *w, const float *x, void *dst, int64_t n)
                                         qk_elem_encode(QK_ELEM_FP8_E4M3, g * (amax * (1.0f / 6.0f)), QK_ENC_SAT));
         const float os = sf != 0.0f ? vmul(w, 1.0f / (sf * rg)) : 0.0f;
         mult[b] = sf / g;
-        for (int i = 0; i < QK_A_NV4_BLOCK; i++)
+        int32_t sum = 0;
+        for (int i = 0; i < QK_A_NV4_BLOCK; i++) {
             q[b * QK_A_NV4_BLOCK + i] = qk_e2m1_x2[qk_elem_encode(QK_ELEM_FP4_E2M1, xb[i] * os, QK_ENC_SAT) & 15];
+            sum += q[b * QK_A_NV4_BLOCK + i];
+        }
+        memcpy(sums + 4 * b, &sum, 4);
     }
 }
 

@@ -90,7 +90,7 @@ void qk_wq_tile_nv4(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys
     const int64_t nb = w->cols / QK_A_NV4_BLOCK, nb8 = nb - nb % 8;
     for (int t = 0; t < nt; t++) {
         const uint8_t *row = (const uint8_t *)y + (size_t)t * ys;
-        const int8_t *a = (const int8_t *)(row + nb * (int64_t)sizeof(float));
+        const int8_t *a = (const int8_t *)(row + nb * 8);
         for (int r = 0; r < nr; r++) {
             const uint8_t *q = w->q + (r0 + r) * w->q_rs;
             const uint8_t *srow = w->s.p + (r0 + r) / w->s.rdiv * w->s.rs;

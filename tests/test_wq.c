@@ -481,7 +481,7 @@ Test(wq, nvfp4_w4a4_products)
         float want[NT * 32];
         for (int t = 0; t < NT; t++) {
             const uint8_t *row = y + (size_t)t * ys;
-            const int8_t *a = (const int8_t *)(row + nb * 4);
+            const int8_t *a = (const int8_t *)(row + nb * 8);
             for (int r = 0; r < w->rows; r++) {
                 float l[8] = {0}, s = 0.0f;
                 for (int64_t b = 0; b < nb; b++) {
@@ -643,6 +643,87 @@ Test(wq, int8_packed_blocks)
     free(q), free(x);
 }
 
+/* NVFP4 W4A4 over several 16-row blocks and pieces (avx512_wq_nv4.c decodes
+ * 64 blocks at a time and takes tokens two at a time): every level's packed
+ * products against the scalar tile, with a tail of 5 blocks, a row of zero
+ * codes, rows with NaN scales (0x7F; 0xFF: -NaN), zero scales, and
+ * activation rows of zeros, infinities and NaNs. */
+static void nv4_blocks(const int NB)
+{
+    enum { R = 48, T = 11 };
+    const int C = 16 * NB;
+    const bool full = NB > 75; /* room for the special rows */
+    uint64_t rng = 0x4B4Aull + (uint64_t)NB;
+    uint8_t *q = malloc(R * C / 2), *sc = malloc(R * NB);
+    float *x = malloc(sizeof(float) * C * T);
+    cr_assert(q && sc && x);
+    for (int i = 0; i < R * C / 2; i++)
+        q[i] = (uint8_t)(tu_rand(&rng) >> 56);
+    for (int i = 0; i < R * NB; i++) /* E4M3 scales 2^-6 .. 2^3 or so, positive */
+        sc[i] = (uint8_t)(0x18 + (tu_rand(&rng) >> 59));
+    memset(q + 7 * C / 2, 0, C / 2);
+    /* one NaN sign a row: with both, the result's sign would follow the
+     * operand order the compiler picks for the reference's adds (x86 returns
+     * the first NaN operand), not the rule */
+    if (full)
+        sc[20 * NB + 3] = 0x7F, sc[20 * NB + 70] = 0x7F, sc[21 * NB + 75] = 0xFF, sc[33 * NB + 75] = 0x00, sc[34 * NB] = 0x01;
+    for (int i = 0; i < C * T; i++)
+        x[i] = tu_gauss(&rng) * (i % 29 == 0 ? 30.0f : 1.0f);
+    for (int i = 0; i < C; i++)
+        x[2 * C + i] = 0.0f;
+    x[4 * C + 17] = INFINITY, x[4 * C + C / 2] = -INFINITY, x[5 * C + 40] = NAN, x[6 * C + C - 1] = NAN;
+    for (int mode = 0; mode < 2; mode++) {
+        qk_wq w = {.type = QK_W_NVFP4, .act = QK_A_NV4, .rows = R, .cols = C, .q = q, .q_rs = C / 2,
+                   .g = mode ? 3.7f / 2688.0f : 2688.0f / 3.7f, .g_div = mode == 0, .a_group = 16,
+                   .a_global = 2688.0f / 5.1f,
+                   .s = {.p = sc, .type = QK_F8_E4M3, .rdiv = 1, .cdiv = 16, .rs = NB, .cs = 1}};
+        size_t ys;
+        uint8_t *y = encode(&w, x, T, &ys);
+        float want[R * T], got[R * T];
+        qk_kernels_at(QK_W_NVFP4, QK_CPU_SCALAR)->wq_tile(&w, 0, R, y, ys, T, want, R);
+        cr_assert(!full || (isnan(want[20]) && isnan(want[21]) && !isnan(want[19]) && want[7] == 0.0f),
+                  "the NaN and zero rows are there");
+        int packed = 0;
+        for (int level = 1; level <= (int)qk_cpu_supported(); level++) {
+            const qk_kernels *k = qk_kernels_at(QK_W_NVFP4, level);
+            const size_t bytes = k->wq_pack ? k->wq_pack(&w, NULL, 0, 0) : 0;
+            if (!bytes)
+                continue;
+            packed++;
+            uint8_t *pk = malloc(bytes);
+            cr_assert(pk);
+            k->wq_pack(&w, pk, 0, 1);
+            k->wq_pack(&w, pk, 1, R / 8);
+            qk_wq wp = w;
+            wp.packed = pk;
+            static const int shapes[][2] = {{48, T}, {16, 2}, {16, 1}, {20, 3}, {5, 7}, {3, 1}};
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+                memset(got, 0, sizeof got);
+                for (int r0 = 0; r0 < R; r0 += shapes[s][0])
+                    for (int t0 = 0; t0 < T; t0 += shapes[s][1]) {
+                        const int mr = R - r0 < shapes[s][0] ? R - r0 : shapes[s][0];
+                        const int mt = T - t0 < shapes[s][1] ? T - t0 : shapes[s][1];
+                        k->wq_tile(&wp, r0, mr, y + (size_t)t0 * ys, ys, mt, got + t0 * R + r0, R);
+                    }
+                for (int i = 0; i < R * T; i++)
+                    cr_assert(memcmp(&got[i], &want[i], 4) == 0, "mode %d %s: packed tiles %dx%d differ at (%d, %d): %a, want %a",
+                              mode, qk_cpu_level_name(level), shapes[s][0], shapes[s][1], i / R, i % R,
+                              (double)got[i], (double)want[i]);
+            }
+            free(pk);
+        }
+        cr_assert(packed > 0 || qk_cpu_supported() < QK_CPU_AVX512 || !qk_cpu_has_vnni(), "the VNNI level packs NVFP4 W4A4");
+        free(y);
+    }
+    free(q), free(sc), free(x);
+}
+
+Test(wq, nvfp4_packed_blocks)
+{
+    nv4_blocks(64 + 8 + 5); /* a whole piece, a group of 8 and a tail of 5 */
+    nv4_blocks(5);          /* the tail alone: no lane sums */
+}
+
 /* Every level's INT8 activation encoder gives the reference's bytes: rows
  * with ties, zeros, an all-zero row, infinities and NaNs, lengths with tails. */
 Test(wq, int8_encoder_levels)
@@ -672,6 +753,51 @@ Test(wq, int8_encoder_levels)
             }
         }
     }
+}
+
+/* Every level's NVFP4 activation encoder gives the reference's bytes (the
+ * multipliers, sums and codes): gaussian rows, E2M1 and E4M3 ties (values on
+ * the midpoints of both grids), zero blocks, infinities and NaNs, tiny
+ * blocks (subnormal E4M3 scales), a block count not a multiple of 16, and
+ * global scales from the producers' range. */
+Test(wq, nvfp4_encoder_levels)
+{
+    uint64_t rng = 0xE2A1ull;
+    enum { N = 16 * 37 };
+    static const float gs[] = {2688.0f / 5.1f, 1.0f, 448.0f * 6.0f / 1e-3f, 3.0f};
+    float *x = malloc(sizeof(float) * N);
+    cr_assert(x);
+    for (int c = 0; c < 7; c++)
+        for (size_t gi = 0; gi < sizeof gs / sizeof gs[0]; gi++) {
+            const int64_t n = c % 2 ? 16 * 21 : N;
+            for (int64_t i = 0; i < n; i++) {
+                float v = tu_gauss(&rng) * (i % 7 == 0 ? 20.0f : 1.0f);
+                if (c == 2) /* the E2M1 midpoints of a block whose amax is 6 (SF = g): ties */
+                    v = i % 16 == 0 ? 6.0f : 0.25f * (float)(i % 29) - 3.5f;
+                if (c == 3)
+                    v *= 1e-7f;
+                if (c == 4 && i % 16 == 5)
+                    v = i % 3 ? NAN : (i % 2 ? INFINITY : -INFINITY);
+                if (c == 5 && i / 16 % 3 == 0)
+                    v = 0.0f;
+                if (c == 6) /* block amax on E4M3 midpoints: SF ties when g = 1 or 3 */
+                    v = i % 16 == 3 ? (float)(6.0 * (1.0 + (double)(i / 16 % 8) / 8.0 + 1.0 / 16.0) * ldexp(1.0, (int)(i / 16 % 13) - 9)) : 0.5f;
+                x[i] = v;
+            }
+            const qk_wq w = {.a_global = gs[gi]};
+            const size_t bytes = qk_row_size(QK_A_NV4, n);
+            uint8_t want[24 * N / 16], got[24 * N / 16];
+            memset(want, 0xA5, sizeof want);
+            qk_kernels_at(QK_A_NV4, QK_CPU_SCALAR)->wq_act(&w, x, want, n);
+            for (int level = 1; level <= (int)qk_cpu_supported(); level++) {
+                memset(got, 0x5A, sizeof got);
+                qk_kernels_at(QK_A_NV4, level)->wq_act(&w, x, got, n);
+                for (size_t i = 0; i < bytes; i++)
+                    cr_assert_eq(got[i], want[i], "case %d g %g: %s differs at byte %zu of %zu", c, (double)gs[gi],
+                                 qk_cpu_level_name(level), i, bytes);
+            }
+        }
+    free(x);
 }
 
 Test(wq, int8_encoder_rules)
@@ -705,13 +831,16 @@ Test(wq, nvfp4_encoder_rules)
 {
     /* global 1, block amax 6: SF = 1 (exact in E4M3), codes e2m1(x) */
     float x[16] = {6.0f, -6.0f, 0.25f, 0.75f, 1.25f, 2.5f, 5.0f, 0.1f, 3.0f, 0, 0, 0, 0, 0, 0, 0};
-    uint8_t buf[20];
+    uint8_t buf[24];
     const qk_wq w = {.a_global = 1.0f};
     enc(QK_A_NV4, &w, x, buf, 16);
     float m;
     memcpy(&m, buf, 4);
     cr_assert_eq(m, 1.0f);
-    const int8_t *q = (const int8_t *)(buf + 4);
+    int32_t sum;
+    memcpy(&sum, buf + 4, 4);
+    cr_assert_eq(sum, 12 - 12 + 0 + 2 + 2 + 4 + 8 + 0 + 6, "the block's code sum follows its multiplier");
+    const int8_t *q = (const int8_t *)(buf + 8);
     /* doubled E2M1: ties to even (0.25 -> 0, 0.75 -> 1, 1.25 -> 1, 2.5 -> 2, 5 -> 4) */
     const int8_t want[9] = {12, -12, 0, 2, 2, 4, 8, 0, 6};
     for (int i = 0; i < 9; i++)

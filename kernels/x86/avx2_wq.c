@@ -497,7 +497,7 @@ nv4_span(const nv4_piece *p, int nbp, const uint8_t *y, size_t ys, const int NT,
     __m256 l[2];
     _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++) {
         const uint8_t *row = y + (size_t)t * ys;
-        a[t] = (const int8_t *)(row + nb * (int64_t)sizeof(float)) + b0 * QK_A_NV4_BLOCK;
+        a[t] = (const int8_t *)(row + nb * 8) + b0 * QK_A_NV4_BLOCK;
         da[t] = (const float *)row + b0;
         l[t] = lane[t];
     }
@@ -549,7 +549,7 @@ QK_TARGET_AVX2 static void nv4_tile(const qk_wq *w, int64_t r0, int nr, const ui
             }
             for (int t = 0; t < mt; t++) {
                 const uint8_t *row = y + (size_t)(t0 + t) * ys;
-                const int8_t *a = (const int8_t *)(row + nb * (int64_t)sizeof(float));
+                const int8_t *a = (const int8_t *)(row + nb * 8);
                 float s = qk_hsum8_ps(lane[t]);
                 for (int64_t b = nb8; b < nb; b++) /* the reference's tail */
                     s = s + (float)qk_wq_nv4_isum(q, a, b) * qk_wq_nv4_mult(w, srow, row, b);

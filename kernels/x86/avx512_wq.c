@@ -19,7 +19,9 @@
  *     row's 8 code bytes (the pack-quantized ones XOR 0x80: the signed code
  *     minus 128).
  * The codes keep their bits per weight; the scales their bytes (a product
- * reads what the checkpoint stores, a 64-byte header more per matrix).
+ * reads what the checkpoint stores, a 1088-byte header more per matrix: for
+ * FP4 its last 1024 the block multiplier of each of the 256 scale bytes,
+ * qk_wq_fp4_mult's own values, so no product divides).
  *
  * THE DECODING, exactly the reference's operations:
  *   4-bit: per row and scale group a table of the 16 code values, computed
@@ -39,9 +41,10 @@
  * by up to 8 tokens.  (A NaN E4M3 code decodes to a finite value here and to
  * NaN in the reference, as at the AVX2 level; no producer writes one.)
  *
- * INT8 W8A8 packs and multiplies with VNNI in avx512_wq_i8.c.  Weights that
- * are not packed (act order, other layouts, shapes the packing does not take)
- * and the other integer products go to the AVX2 level's kernels. */
+ * INT8 W8A8 packs and multiplies with VNNI in avx512_wq_i8.c, NVFP4 W4A4 in
+ * avx512_wq_nv4.c.  Weights that are not packed (act order, other layouts,
+ * shapes the packing does not take) and the other integer products go to
+ * the AVX2 level's kernels. */
 #include "kernels/x86/simd_common.h"
 
 #include <math.h>
@@ -56,7 +59,7 @@
 enum { PK_NONE, PK_T4, PK_FP4, PK_FP8, PK_FP8X, PK_I8, PK_P8 };
 
 #define PK_MAGIC 0x35575751u /* "QWW5" */
-#define PK_HEAD 64
+#define PK_HEAD (64 + 256 * 4) /* the header, then FP4's multiplier of each scale byte */
 
 typedef struct {
     uint32_t magic;
@@ -148,6 +151,8 @@ static size_t avx512_wq_pack(const qk_wq *w, uint8_t *dst, int64_t g0, int64_t g
 {
     if (w->act == QK_A_I8)
         return qk_x86_avx512_i8_pack(w, dst, g0, g1);
+    if (w->act == QK_A_NV4)
+        return qk_x86_avx512_nv4_pack(w, dst, g0, g1);
     pk_geo p;
     if (!qk_wq_act_float(w->act) || !pk_geo_of(w, pk_kind(w), &p)) /* the other integer products read the codes as stored */
         return 0;
@@ -163,6 +168,10 @@ static size_t avx512_wq_pack(const qk_wq *w, uint8_t *dst, int64_t g0, int64_t g
         pk_head h = {.magic = PK_MAGIC, .kind = p.kind, .rows = w->rows, .cols = w->cols};
         memset(dst, 0, PK_HEAD);
         memcpy(dst, &h, sizeof h);
+        for (int b = 0; p.kind == PK_FP4 && b < 256; b++) { /* the reference's own block multipliers */
+            const float m = qk_wq_fp4_mult(w, (uint8_t)b);
+            memcpy(dst + 64 + 4 * b, &m, 4);
+        }
     }
     const bool four = p.kind == PK_T4 || p.kind == PK_FP4;
     for (int64_t rg = g0; rg < g1; rg++) {
@@ -208,18 +217,20 @@ static size_t avx512_wq_pack(const qk_wq *w, uint8_t *dst, int64_t g0, int64_t g
 typedef struct {
     pk_geo p;
     int stype;
-    float gmul;          /* NVFP4: the global scale */
-    bool g_div;
     int code_offset;
     bool bias;
     float qlut[16];      /* T4: (float)(c - code_offset); FP4: the E2M1 values */
+    const float *ftab;   /* FP4: qk_wq_fp4_mult of each scale byte (the pack's header) */
     const uint8_t *base; /* the packed stream's first row group */
 } pk_ctx;
 
 /* The 8 rows' scales of a group (as the reference reads them: exact
- * conversions), FP4's block multipliers (qk_wq_fp4_mult), FP8's times 2^8. */
+ * conversions), FP8's times 2^120; FP4's block multipliers gathered from
+ * the pack's table of qk_wq_fp4_mult over the 256 scale bytes. */
 QK_TARGET_W512 static inline __m256 scales8(const pk_ctx *c, const uint8_t *sp)
 {
+    if (c->p.kind == PK_FP4) /* the table of the 256 bytes' multipliers */
+        return _mm256_i32gather_ps(c->ftab, _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sp)), 4);
     __m256 v;
     switch (c->stype) {
     case QK_F32: v = _mm256_loadu_ps((const float *)(const void *)sp); break;
@@ -227,7 +238,7 @@ QK_TARGET_W512 static inline __m256 scales8(const pk_ctx *c, const uint8_t *sp)
     case QK_BF16:
         v = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)sp)), 16));
         break;
-    case QK_E8M0: {
+    default: { /* E8M0 (FP8 with MX scales; FP4 reads its table instead) */
         const __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sp));
         __m256i bits = _mm256_slli_epi32(e, 23);
         bits = _mm256_blendv_epi8(bits, _mm256_set1_epi32(0x00400000), _mm256_cmpeq_epi32(e, _mm256_setzero_si256()));
@@ -235,15 +246,8 @@ QK_TARGET_W512 static inline __m256 scales8(const pk_ctx *c, const uint8_t *sp)
         v = _mm256_castsi256_ps(bits);
         break;
     }
-    default: { /* E4M3 */
-        const __m128i h = _mm_srai_epi16(_mm_unpacklo_epi8(_mm_setzero_si128(), _mm_loadl_epi64((const __m128i *)sp)), 1);
-        v = _mm256_mul_ps(_mm256_cvtph_ps(_mm_and_si128(h, _mm_set1_epi16((short)0xBFFF))), _mm256_set1_ps(256.0f));
-        break;
     }
-    }
-    if (c->p.kind == PK_FP4 && c->stype == QK_F8_E4M3)
-        v = c->g_div ? _mm256_div_ps(v, _mm256_set1_ps(c->gmul)) : _mm256_mul_ps(v, _mm256_set1_ps(c->gmul));
-    else if (c->p.kind == PK_FP8)
+    if (c->p.kind == PK_FP8)
         v = _mm256_mul_ps(v, _mm256_set1_ps(0x1p120f));
     return v;
 }
@@ -316,12 +320,15 @@ rows8(const pk_ctx *c, const int kind, const bool has_z, int64_t rg, const float
     __m256 acc[8];
     _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++)
         acc[r] = _mm256_setzero_ps();
-    __m256 snext = scales8(c, gp); /* a group ahead: FP4's division is off the tables' path */
+    __m256 snext = scales8(c, gp); /* a group ahead: the next group's bytes are on their way */
     for (int64_t j = 0; j < c->p.ng; j++, gp += c->p.gblk) {
         const int64_t k0 = j * c->p.g;
         float sv[8], zv[8];
         group_params(c, gp, j, &snext, sv, zv);
-        qk_prefetch_span(gp + QK_PREFETCH_AHEAD, c->p.gblk); /* as the packed GGUF kernels: faster from memory */
+        /* prefetched as the packed GGUF kernels mean to (qk_prefetch_span's _mm_prefetch inlined into
+         * this always_inline function of another target compiles to nothing with GCC 12) */
+        for (size_t l = 0; l < c->p.gblk; l += 64)
+            __builtin_prefetch(gp + QK_PREFETCH_AHEAD + l, 0, 3);
         const uint8_t *cp = gp + c->p.sbytes + c->p.zbytes;
         if (kind == PK_T4 || kind == PK_FP4) {
             __m256 tl[8], th[8];
@@ -363,11 +370,14 @@ toks(const pk_ctx *c, const int kind, const bool has_z, int64_t rg, int r, const
     __m256 acc[8];
     _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
         acc[t] = _mm256_setzero_ps();
-    __m256 snext = scales8(c, gp); /* a group ahead: FP4's division is off the tables' path */
+    __m256 snext = kind == PK_FP4 ? _mm256_setzero_ps() : scales8(c, gp); /* a group ahead */
     for (int64_t j = 0; j < c->p.ng; j++, gp += c->p.gblk) {
         const int64_t k0 = j * c->p.g;
         float sv[8], zv[8];
-        group_params(c, gp, j, &snext, sv, zv);
+        if (kind == PK_FP4) /* one row: its multiplier looked up */
+            sv[r] = c->ftab[gp[r]], zv[r] = 0.0f;
+        else
+            group_params(c, gp, j, &snext, sv, zv);
         if (four) {
             __m256 tl, th;
             table16(c, sv[r], zv[r], &tl, &th);
@@ -462,14 +472,13 @@ static bool pk_ready(const qk_wq *w, pk_ctx *c)
         !pk_geo_of(w, h.kind, &c->p))
         return false;
     c->stype = w->s.type;
-    c->gmul = w->g;
-    c->g_div = w->g_div;
     c->code_offset = w->code_offset;
     c->bias = w->bias;
     for (int i = 0; i < 16; i++) /* E2M1: the doubled values halved (exact; -0 for code 8, as qk_elem_decode) */
         c->qlut[i] = h.kind == PK_FP4 ? (i & 8 ? -0.5f : 0.5f) * (float)(qk_e2m1_x2[i] < 0 ? -qk_e2m1_x2[i] : qk_e2m1_x2[i])
                                       : (float)(i - w->code_offset);
     c->base = w->packed + PK_HEAD;
+    c->ftab = (const float *)(const void *)(w->packed + 64);
     return true;
 }
 
@@ -478,6 +487,8 @@ static void avx512_wq_tile(const qk_wq *w, int64_t r0, int nr, const void *y, si
 {
     pk_ctx c;
     if (w->act == QK_A_I8 && qk_x86_avx512_i8_tile(w, r0, nr, y, ys, nt, out, ldo))
+        return;
+    if (w->act == QK_A_NV4 && qk_x86_avx512_nv4_tile(w, r0, nr, y, ys, nt, out, ldo))
         return;
     if (pk_ready(w, &c)) {
         pk_tile(&c, r0, nr, y, ys, nt, out, ldo);
@@ -491,6 +502,7 @@ static void avx512_wq_tile(const qk_wq *w, int64_t r0, int nr, const void *y, si
 const qk_wq_ops qk_x86_avx512_wq[] = {
     PK_ROW(QK_W_FP8),  PK_ROW(QK_W_INT8), PK_ROW(QK_W_PACK), PK_ROW(QK_W_NVFP4), PK_ROW(QK_W_MXFP4),
     PK_ROW(QK_W_AWQ),  PK_ROW(QK_W_GPTQ), PK_ROW(QK_W_MLX),  {.id = QK_A_I8, .wq_act = qk_x86_avx512_act_i8},
+    {.id = QK_A_NV4, .wq_act = qk_x86_avx512_act_nv4},
     {.id = -1},
 };
 #endif

@@ -156,10 +156,10 @@ QK_TARGET_AVX512VNNI bool qk_x86_avx512_i8_tile(const qk_wq *w, int64_t r0, int 
                 for (int t = 0; t < mt; t++) {
                     const __m512i d = _mm512_sub_epi32(dot[j][t], _mm512_mullo_epi32(_mm512_set1_epi32(ah[t].zero), ws16));
                     const __m512 sum = _mm512_add_ps(_mm512_setzero_ps(), _mm512_mul_ps(_mm512_cvtepi32_ps(d), s16));
-                    float o[16];
-                    _mm512_storeu_ps(o, _mm512_mul_ps(_mm512_set1_ps(ah[t].scale), sum));
-                    for (int64_t r = ra; r < rb; r++)
-                        out[(size_t)(t0 + t) * ldo + (size_t)(r - r0)] = o[r - bj * 16];
+                    /* lanes [ra, rb) compressed down and stored masked (a copy loop is a memcpy call) */
+                    const __mmask16 in = (__mmask16)(((1u << (rb - ra)) - 1) << (ra - bj * 16));
+                    _mm512_mask_storeu_ps(out + (size_t)(t0 + t) * ldo + (size_t)(ra - r0), (__mmask16)((1u << (rb - ra)) - 1),
+                                          _mm512_maskz_compress_ps(in, _mm512_mul_ps(_mm512_set1_ps(ah[t].scale), sum)));
                 }
             }
         }

@@ -61,6 +61,11 @@ size_t qk_x86_avx512_i8_pack(const struct qk_wq *w, uint8_t *dst, int64_t g0, in
 void qk_x86_avx512_act_i8(const struct qk_wq *w, const float *x, void *dst, int64_t n);
 bool qk_x86_avx512_i8_tile(const struct qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out,
                            size_t ldo);
+/* NVFP4 W4A4 with VNNI (avx512_wq_nv4.c): the same three */
+size_t qk_x86_avx512_nv4_pack(const struct qk_wq *w, uint8_t *dst, int64_t g0, int64_t g1);
+void qk_x86_avx512_act_nv4(const struct qk_wq *w, const float *x, void *dst, int64_t n);
+bool qk_x86_avx512_nv4_tile(const struct qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out,
+                            size_t ldo);
 /* Float-activation products and the F32 x F32 tile (avx2_f32act.c): the
  * generic tile over any type's to_float at the AVX2 level. */
 extern const qk_simd_ops qk_x86_avx2_f32act[];

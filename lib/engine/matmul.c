@@ -26,6 +26,7 @@
 _Static_assert(ROW_TILE % QK_PACK_ROWS == 0 && QK_PACK_DECODE_TILE % QK_PACK_ROWS == 0,
                "a row tile is whole packed groups");
 #define TOK_TILE 64                /* activation rows per pass over a row tile */
+#define NV4_TOK_TILE 256           /* NVFP4 W4A4 on packed rows: the AVX-512 tile decodes its rows once a call */
 #define RANGE_WORK (1u << 18)      /* about this many multiply-adds per thread range */
 
 /* One weight of a call: its kernels, encoded activations and output. */
@@ -40,6 +41,7 @@ typedef struct {
     const qk_wq *wq;               /* a parted weight: its view, or wqf under QK_ACT_F32 */
     qk_wq wqf;                     /* the view with float activations (the W*A16 products) */
     size_t rt;                     /* rows per tile: ROW_TILE, or the packed kernel's own */
+    int64_t tt;                    /* activation rows per tile: TOK_TILE, or NV4_TOK_TILE */
 } part;
 
 /* A range of rows of one part: the unit a thread takes. */
@@ -84,8 +86,8 @@ static void dot_ranges(void *ctx, size_t begin, size_t end)
         const qk_weight *w = pt->w;
         for (size_t r0 = rg->r0; r0 < rg->r1; r0 += pt->rt) {
             const int nr = (int)(rg->r1 - r0 < pt->rt ? rg->r1 - r0 : pt->rt);
-            for (int64_t t0 = 0; t0 < j->n_tok; t0 += TOK_TILE) {
-                const int nt = (int)(j->n_tok - t0 < TOK_TILE ? j->n_tok - t0 : TOK_TILE);
+            for (int64_t t0 = 0; t0 < j->n_tok; t0 += pt->tt) {
+                const int nt = (int)(j->n_tok - t0 < pt->tt ? j->n_tok - t0 : pt->tt);
                 const uint8_t *act = pt->act + (size_t)t0 * pt->act_row;
                 float *out = pt->y + (size_t)t0 * (size_t)w->rows + r0;
                 /* packed rows come in whole groups: ranges and tiles start
@@ -167,6 +169,7 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
             nvt++;
         }
         parts[i].packed = !fdot && !wq && w[i]->packed && (n_tok > 1 || k->pack_decode);
+        parts[i].tt = pw && pw->act == QK_A_NV4 && pw->packed ? NV4_TOK_TILE : TOK_TILE;
         if (!parts[i].packed)
             parts[i].rt = ROW_TILE;
         else
