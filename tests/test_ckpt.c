@@ -38,27 +38,8 @@ static void setup(void)
     cr_assert_not_null(mkdtemp(tmproot));
 }
 
-static void rm_rf(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        char p[512];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
-            rm_rf(p);
-        else
-            unlink(p);
-    }
-    if (d)
-        closedir(d);
-    rmdir(dir);
-}
 
-static void teardown(void) { rm_rf(tmproot); }
+static void teardown(void) { tu_rm_rf(tmproot); }
 
 TestSuite(ckpt, .init = setup, .fini = teardown);
 

@@ -3,9 +3,13 @@
 #define QK_TESTUTIL_H
 
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* Read a whole file; aborts the test when it cannot. */
 static inline void *tu_read(const char *path, size_t *size)
@@ -23,6 +27,28 @@ static inline void *tu_read(const char *path, size_t *size)
     if (size)
         *size = (size_t)n;
     return p;
+}
+
+/* Remove dir and everything below it (links are removed, not followed). */
+static inline void tu_rm_rf(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char p[1024];
+        if (snprintf(p, sizeof p, "%s/%s", dir, e->d_name) >= (int)sizeof p)
+            continue;
+        struct stat st;
+        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
+            tu_rm_rf(p);
+        else
+            unlink(p);
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
 }
 
 /* Deterministic xorshift64* generator and a Gaussian from it. */
