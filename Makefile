@@ -4,7 +4,7 @@
 #   make check      Criterion tests, then the same tests under ASan+UBSan
 #   make demo       the main job on the bundled tiny model
 #   make install PREFIX=/usr/local
-#   make fuzz       libFuzzer harnesses (clang); make fuzz-smoke runs each 30 s (check: 5 s each)
+#   make fuzz       libFuzzer harnesses (clang); make fuzz-smoke runs each 30 s (check: 3 s each)
 #   make report-demo  qk-report on stories4M with the GGUF presets
 
 CC      ?= cc
@@ -170,14 +170,14 @@ retention: all
 # The library once with fuzzer coverage and ASan+UBSan (UB aborts, so libFuzzer sees it), each
 # harness linked against it.  fuzz-smoke: 30 s each (FUZZ_TIME), new inputs in a scratch
 # directory (the committed seeds stay as they are).  Part of check when clang is there, at
-# CHECK_FUZZ_TIME (5 s) each: at 30 s the eleven harnesses' 330 s, with the fuzzer build, pushed
+# CHECK_FUZZ_TIME (3 s) each: at 30 s the eleven harnesses' 330 s, with the fuzzer build, pushed
 # a clean clone's make check past 20 minutes on 2 cores.
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS = $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS = $(CSTD) -ffp-contract=off -O1 -gline-tables-only -fno-omit-frame-pointer $(WARN) $(INC) -pthread $(FUZZ_SAN)
 FUZZ_TIME ?= 30
-CHECK_FUZZ_TIME ?= 5
+CHECK_FUZZ_TIME ?= 3
 build-fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
