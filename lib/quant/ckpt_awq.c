@@ -160,16 +160,7 @@ static double mse(const float *a, const float *b, size_t n)
 }
 
 /* Point the engine's weight i at floats (rows x cols, F32). */
-static void point(qk_layer *L, int i, const float *f)
-{
-    qk_weight *w = lw(L, i);
-    w->type = QK_F32;
-    w->row_size = (size_t)w->cols * sizeof(float);
-    w->data = (const uint8_t *)f;
-    w->packed = NULL;
-    w->mapped = 0;
-    w->wq = NULL;
-}
+static void point(qk_layer *L, int i, const float *f) { qk_gptq_point_f32(lw(L, i), f); }
 
 typedef struct {
     const int *bal;

@@ -178,12 +178,7 @@ static int cal_layer(void *user, qk_gptq_seq *s, int l, qk_err *err)
         free(q);
         k->c->n_gptq++;
         /* the next pass runs the layer on the quantized weights */
-        w->type = QK_F32;
-        w->row_size = (size_t)w->cols * sizeof(float);
-        w->data = (const uint8_t *)k->deq[i];
-        w->packed = NULL;
-        w->mapped = 0;
-        w->wq = NULL;
+        qk_gptq_point_f32(w, k->deq[i]);
         if ((rc = qk_weight_pack(w, &s->packed[i], err)))
             return rc;
     }

@@ -126,16 +126,6 @@ static void smooth(qk_sq *q, int k, float *norm, float *const *w, const int64_t 
     }
 }
 
-static void point(qk_weight *w, const float *f)
-{
-    w->type = QK_F32;
-    w->row_size = (size_t)w->cols * sizeof(float);
-    w->data = (const uint8_t *)f;
-    w->packed = NULL;
-    w->mapped = 0;
-    w->wq = NULL;
-}
-
 int qk_sq_layer(qk_sq *q, qk_gptq_seq *s, int l, qk_err *err)
 {
     qk_layer *L = &s->layers[l];
@@ -164,7 +154,7 @@ int qk_sq_layer(qk_sq *q, qk_gptq_seq *s, int l, qk_err *err)
     smooth(q, 0, nm[0], w, rows, 3);
     smooth(q, 1, nm[1], w + 3, rows + 3, 2);
     for (int b = 0; b < QK_SQ_NB; b++)
-        point(qk_sq_balance(L, b), w[b]);
+        qk_gptq_point_f32(qk_sq_balance(L, b), w[b]);
     L->attn_norm = nm[0], L->ffn_norm = nm[1];
     q->layers[l] = *L;
     q->seen[0] = q->seen[1] = 0;

@@ -86,6 +86,18 @@ struct qk_gptq_seq {
 };
 
 int qk_gptq_seq_run(qk_gptq_seq *s, qk_err *err);
+/* Point weight w at f32 rows f (w->rows x w->cols, the caller's memory):
+ * how a layer() callback makes the next pass run on quantized or smoothed
+ * weights. */
+static inline void qk_gptq_point_f32(qk_weight *w, const float *f)
+{
+    w->type = QK_F32;
+    w->row_size = (size_t)w->cols * sizeof(float);
+    w->data = (const uint8_t *)f;
+    w->packed = NULL;
+    w->mapped = 0;
+    w->wq = NULL;
+}
 /* Inside layer(): run layer l again on (a copy of) every chunk's input,
  * on_input seeing its products' inputs. */
 int qk_gptq_seq_pass(qk_gptq_seq *s, int l, qk_err *err);
