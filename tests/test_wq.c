@@ -755,6 +755,48 @@ Test(wq, int8_encoder_levels)
     }
 }
 
+/* Every level's FP8 activation encoder gives the reference's floats bit for
+ * bit: dynamic per token, per group of 16 and static per tensor; gaussian
+ * rows, E4M3 midpoints of the normal and the subnormal grid (ties to even),
+ * the 2^-6 boundary, values on the saturation edge, zeros, tiny rows (the
+ * minimum scale), infinities and NaNs, lengths with tails. */
+Test(wq, fp8_encoder_levels)
+{
+    uint64_t rng = 0xF8E4ull;
+    enum { N = 16 * 23 };
+    float x[N], want[N], got[N];
+    for (int c = 0; c < 7; c++) {
+        const int64_t n = c % 2 ? N - 5 : N;
+        for (int64_t i = 0; i < n; i++) {
+            float v = tu_gauss(&rng) * (i % 7 == 0 ? 20.0f : 1.0f);
+            if (c == 2) /* amax 448 (scale 1): midpoints 1.0625 .. of the normal grid, then of the subnormal one */
+                v = i % 16 == 0 ? 448.0f
+                    : i % 3 ? (float)ldexp(1.0 + (double)(i % 8) / 8.0 + 1.0 / 16.0, (int)(i % 15) - 6)
+                            : (float)ldexp((double)(i % 8) + 0.5, -9) * (i % 2 ? -1.0f : 1.0f);
+            if (c == 3)
+                v *= 1e-30f;
+            if (c == 4 && i % 11 == 5)
+                v = i % 3 ? NAN : (i % 2 ? INFINITY : -INFINITY);
+            if (c == 5)
+                v = i % 4 ? 0.0f : (i % 8 ? 0x1p-6f : 440.0f) * (i % 3 ? 1.0f : -1.0f);
+            if (c == 6) /* just below the 2^-6 boundary and the saturation edge */
+                v = i % 16 == 0 ? 448.0f : i % 2 ? nextafterf(0x1p-6f, 0.0f) : nextafterf(432.0f, 448.0f);
+            x[i] = v;
+        }
+        for (int mode = 0; mode < 3; mode++) {
+            const qk_wq w = {.a_static = mode == 2, .a_scale = 0.05f, .a_group = mode == 1 ? 16 : 0};
+            qk_kernels_at(QK_A_FP8, QK_CPU_SCALAR)->wq_act(&w, x, want, n);
+            for (int level = 1; level <= (int)qk_cpu_supported(); level++) {
+                memset(got, 0x5A, sizeof got);
+                qk_kernels_at(QK_A_FP8, level)->wq_act(&w, x, got, n);
+                for (int64_t i = 0; i < n; i++)
+                    cr_assert(memcmp(&got[i], &want[i], 4) == 0, "case %d mode %d: %s element %lld: %a, want %a", c, mode,
+                              qk_cpu_level_name(level), (long long)i, (double)got[i], (double)want[i]);
+            }
+        }
+    }
+}
+
 /* Every level's NVFP4 activation encoder gives the reference's bytes (the
  * multipliers, sums and codes): gaussian rows, E2M1 and E4M3 ties (values on
  * the midpoints of both grids), zero blocks, infinities and NaNs, tiny

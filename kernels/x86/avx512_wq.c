@@ -29,12 +29,16 @@
  *     bias, E2M1 value * block multiplier), looked up in registers by
  *     vpermt2ps (a code is its own index): the table entry IS the decoded
  *     weight;
- *   FP8: the E4M3 bits placed as a float's (sign-extended byte << 20,
- *     bits 27-30 cleared: exponent and mantissa fields aligned, subnormals
- *     too): the value / 2^120 exactly, times the scale * 2^120 (exact: the
- *     packing refuses scales whose * 2^120 overflows; the product is the
- *     reference's real product, rounded once); with E8M0 scales the bits
- *     as an F16's (vcvtph2ps) times 2^8, then the scale, as avx2_wq.c;
+ *   FP8: the E4M3 bits placed as an F16's (sign-extended byte << 7, bit 14
+ *     cleared: exponent and mantissa fields aligned, subnormals too) and
+ *     widened by vcvtph2ps: the value / 2^8 exactly, times the scale * 2^8
+ *     (exact: the packing refuses scales whose * 2^8 overflows; the product
+ *     is the reference's real product, rounded once).  Not the bits as a
+ *     float's (value / 2^120): E4M3's subnormal codes would be float
+ *     denormals there, and each multiply by one takes a microcode assist
+ *     (4 in 10,000 codes of a per-channel FP8 matrix: a quarter of the
+ *     decode time).  With E8M0 scales the F16 value times 2^8, then the
+ *     scale, as avx2_wq.c;
  *   INT8 / 8-bit: the integer code to float, (q - zero) * scale.
  * One token takes the rows of a group together (the x chunk loaded once for
  * 8 rows); several tokens take one row at a time, each decoded chunk shared
@@ -157,10 +161,10 @@ static size_t avx512_wq_pack(const qk_wq *w, uint8_t *dst, int64_t g0, int64_t g
     if (!qk_wq_act_float(w->act) || !pk_geo_of(w, pk_kind(w), &p)) /* the other integer products read the codes as stored */
         return 0;
     if (!dst) {
-        /* FP8 folds 2^120 into the float scales: refuse a scale that would overflow */
+        /* FP8 folds 2^8 into the float scales: refuse a scale that would overflow */
         for (int64_t r = 0; p.kind == PK_FP8 && r < w->rows; r++)
             for (int64_t j = 0; j < p.ng; j++)
-                if (!isfinite(qk_wq_scale(w, r, j * p.g) * 0x1p120f))
+                if (!isfinite(qk_wq_scale(w, r, j * p.g) * 0x1p8f))
                     return 0;
         return PK_HEAD + p.rgblk * (size_t)(w->rows / 8);
     }
@@ -225,7 +229,7 @@ typedef struct {
 } pk_ctx;
 
 /* The 8 rows' scales of a group (as the reference reads them: exact
- * conversions), FP8's times 2^120; FP4's block multipliers gathered from
+ * conversions), FP8's times 2^8; FP4's block multipliers gathered from
  * the pack's table of qk_wq_fp4_mult over the 256 scale bytes. */
 QK_TARGET_W512 static inline __m256 scales8(const pk_ctx *c, const uint8_t *sp)
 {
@@ -248,7 +252,7 @@ QK_TARGET_W512 static inline __m256 scales8(const pk_ctx *c, const uint8_t *sp)
     }
     }
     if (c->p.kind == PK_FP8)
-        v = _mm256_mul_ps(v, _mm256_set1_ps(0x1p120f));
+        v = _mm256_mul_ps(v, _mm256_set1_ps(256.0f));
     return v;
 }
 
@@ -281,9 +285,9 @@ QK_TARGET_W512 static inline void table16(const pk_ctx *c, float s, float z, __m
 QK_TARGET_W512 static inline __m256 dec8(const int kind, const bool has_z, const uint8_t *p, __m256 s, __m256 z)
 {
     const __m128i b = _mm_loadl_epi64((const __m128i *)p);
-    if (kind == PK_FP8) { /* E4M3's bits as a float's (sign-extended byte << 20, bits 27-30 cleared): the value / 2^120 */
-        const __m256i f = _mm256_and_si256(_mm256_slli_epi32(_mm256_cvtepi8_epi32(b), 20), _mm256_set1_epi32((int)0x87F00000u));
-        return _mm256_mul_ps(_mm256_castsi256_ps(f), s);
+    if (kind == PK_FP8) { /* E4M3's bits as an F16's (sign-extended byte << 7, bit 14 cleared): the value / 2^8 */
+        const __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(b), 7), _mm_set1_epi16((short)0xBFFF));
+        return _mm256_mul_ps(_mm256_cvtph_ps(h), s);
     }
     if (kind == PK_FP8X) {
         const __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(b), 7), _mm_set1_epi16((short)0xBFFF));
@@ -311,7 +315,15 @@ QK_TARGET_W512 static inline void group_params(const pk_ctx *c, const uint8_t *g
     _mm256_storeu_ps(zv, zeros8(c, gp));
 }
 
-/* One token against the 8 rows of row group rg: out[0..8). */
+/* One token against the 8 rows of row group rg: out[0..8).
+ * PREFETCH IN STEP: each 64 bytes of codes read brings the line
+ * QK_PREFETCH_AHEAD bytes on (as the packed GGUF kernels do; their
+ * qk_prefetch_span, an _mm_prefetch inlined into this always_inline function
+ * of another target, compiles to nothing with GCC 12, so __builtin_prefetch).
+ * One prefetch a line, interleaved with the loads: a burst over a whole
+ * scale group (a per-channel FP8 or INT8 row group is 8 x cols bytes, 128
+ * lines and more) stalls on the fill buffers; measured at 40 % of a FP8
+ * decode.  The scale bytes between groups come in with the stream. */
 QK_TARGET_W512 __attribute__((always_inline)) static inline void
 rows8(const pk_ctx *c, const int kind, const bool has_z, int64_t rg, const float *x, float *out)
 {
@@ -325,16 +337,13 @@ rows8(const pk_ctx *c, const int kind, const bool has_z, int64_t rg, const float
         const int64_t k0 = j * c->p.g;
         float sv[8], zv[8];
         group_params(c, gp, j, &snext, sv, zv);
-        /* prefetched as the packed GGUF kernels mean to (qk_prefetch_span's _mm_prefetch inlined into
-         * this always_inline function of another target compiles to nothing with GCC 12) */
-        for (size_t l = 0; l < c->p.gblk; l += 64)
-            __builtin_prefetch(gp + QK_PREFETCH_AHEAD + l, 0, 3);
         const uint8_t *cp = gp + c->p.sbytes + c->p.zbytes;
         if (kind == PK_T4 || kind == PK_FP4) {
             __m256 tl[8], th[8];
             _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++)
                 table16(c, sv[r], zv[r], &tl[r], &th[r]);
             for (int64_t k = k0; k < k0 + c->p.g; k += 16, cp += 64) {
+                __builtin_prefetch(cp + QK_PREFETCH_AHEAD, 0, 3); /* PREFETCH IN STEP, above */
                 const __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
                 _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) {
                     const __m256 lo = _mm256_permutex2var_ps(tl[r], nib8(cp + 8 * r, sh), th[r]);
@@ -349,6 +358,7 @@ rows8(const pk_ctx *c, const int kind, const bool has_z, int64_t rg, const float
                 z[r] = _mm256_set1_ps(zv[r]);
             }
             for (int64_t k = k0; k < k0 + c->p.g; k += 8, cp += 64) {
+                __builtin_prefetch(cp + QK_PREFETCH_AHEAD, 0, 3);
                 const __m256 xv = _mm256_loadu_ps(x + k);
                 _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++)
                     acc[r] = _mm256_fmadd_ps(dec8(kind, has_z, cp + 8 * r, s[r], z[r]), xv, acc[r]);
@@ -357,6 +367,68 @@ rows8(const pk_ctx *c, const int kind, const bool has_z, int64_t rg, const float
     }
     _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++)
         out[r] = qk_hsum8_ps(acc[r]);
+}
+
+/* dec8 for two rows at once: the 16 code bytes at p (row 2i's 8, then row
+ * 2i+1's, as the stream holds them) decoded in the low and high 8 lanes
+ * with each half's scale (and zero) in s (z): lane for lane dec8's
+ * operations, so each half is dec8 of its row. */
+QK_TARGET_W512 static inline __m512 dec16(const int kind, const bool has_z, const uint8_t *p, __m512 s, __m512 z)
+{
+    const __m128i b = _mm_loadu_si128((const __m128i *)p);
+    if (kind == PK_FP8) {
+        const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 7), _mm256_set1_epi16((short)0xBFFF));
+        return _mm512_mul_ps(_mm512_cvtph_ps(h), s);
+    }
+    if (kind == PK_FP8X) {
+        const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 7), _mm256_set1_epi16((short)0xBFFF));
+        return _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f)), s);
+    }
+    const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
+    return has_z ? _mm512_mul_ps(_mm512_sub_ps(q, z), s) : _mm512_mul_ps(q, s);
+}
+
+/* Two floats as the low and high 8 lanes. */
+QK_TARGET_W512 static inline __m512 halves(float lo, float hi)
+{
+    return _mm512_insertf32x8(_mm512_set1_ps(lo), _mm256_set1_ps(hi), 1);
+}
+
+/* rows8 for the 8-bit kinds: rows 2i and 2i+1 share a 512-bit register,
+ * row 2i in the low 8 lanes and 2i+1 in the high, the 8 columns of x
+ * broadcast to both halves.  Each half is rows8's 8-lane chain of its row,
+ * the same fused multiply-adds in the same order, then qk_hsum8_ps of the
+ * half: the same bits in half the instructions (the 256-bit form of rows8
+ * was compute-bound at one thread on per-channel FP8 decode, 41 t/s). */
+QK_TARGET_W512 __attribute__((always_inline)) static inline void
+rows8w(const pk_ctx *c, const int kind, const bool has_z, int64_t rg, const float *x, float *out)
+{
+    const uint8_t *gp = c->base + (size_t)rg * c->p.rgblk;
+    __m512 acc[4];
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)
+        acc[i] = _mm512_setzero_ps();
+    __m256 snext = scales8(c, gp);
+    for (int64_t j = 0; j < c->p.ng; j++, gp += c->p.gblk) {
+        const int64_t k0 = j * c->p.g;
+        float sv[8], zv[8];
+        group_params(c, gp, j, &snext, sv, zv);
+        __m512 s[4], z[4];
+        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+            s[i] = halves(sv[2 * i], sv[2 * i + 1]);
+            z[i] = halves(zv[2 * i], zv[2 * i + 1]);
+        }
+        const uint8_t *cp = gp + c->p.sbytes + c->p.zbytes;
+        for (int64_t k = k0; k < k0 + c->p.g; k += 8, cp += 64) {
+            __builtin_prefetch(cp + QK_PREFETCH_AHEAD, 0, 3); /* PREFETCH IN STEP (rows8) */
+            const __m512 xv = _mm512_broadcast_f32x8(_mm256_loadu_ps(x + k));
+            _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)
+                acc[i] = _mm512_fmadd_ps(dec16(kind, has_z, cp + 16 * i, s[i], z[i]), xv, acc[i]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+        out[2 * i] = qk_hsum8_ps(_mm512_castps512_ps256(acc[i]));
+        out[2 * i + 1] = qk_hsum8_ps(_mm512_extractf32x8_ps(acc[i], 1));
+    }
 }
 
 /* NT tokens (rows ys bytes apart) against row r (0..7) of row group rg. */
@@ -423,7 +495,10 @@ toks(const pk_ctx *c, const int kind, const bool has_z, int64_t rg, int r, const
             const int64_t a = rg * 8 > r0 ? rg * 8 : r0, b = rg * 8 + 8 < r0 + nr ? rg * 8 + 8 : r0 + nr;       \
             if (nt == 1) {                                                                                     \
                 float o8[8];                                                                                   \
-                rows8(c, K, Z, rg, (const float *)y, o8);                                                      \
+                if (K == PK_T4 || K == PK_FP4)                                                                 \
+                    rows8(c, K, Z, rg, (const float *)y, o8);                                                  \
+                else                                                                                           \
+                    rows8w(c, K, Z, rg, (const float *)y, o8);                                                 \
                 for (int64_t r = a; r < b; r++)                                                                \
                     out[r - r0] = o8[r - rg * 8];                                                              \
                 continue;                                                                                      \
@@ -502,6 +577,7 @@ static void avx512_wq_tile(const qk_wq *w, int64_t r0, int nr, const void *y, si
 const qk_wq_ops qk_x86_avx512_wq[] = {
     PK_ROW(QK_W_FP8),  PK_ROW(QK_W_INT8), PK_ROW(QK_W_PACK), PK_ROW(QK_W_NVFP4), PK_ROW(QK_W_MXFP4),
     PK_ROW(QK_W_AWQ),  PK_ROW(QK_W_GPTQ), PK_ROW(QK_W_MLX),  {.id = QK_A_I8, .wq_act = qk_x86_avx512_act_i8},
+    {.id = QK_A_FP8, .wq_act = qk_x86_avx512_act_fp8},
     {.id = QK_A_NV4, .wq_act = qk_x86_avx512_act_nv4},
     {.id = -1},
 };

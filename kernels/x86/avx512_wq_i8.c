@@ -1,7 +1,8 @@
 /* avx512_wq_i8.c - AVX-512 VNNI integer products of compressed-tensors INT8
  * W8A8 (kernels/wq.h: W_INT8 weights with one scale a row or a tensor,
  * QK_A_I8 activations) on rows repacked at load, bitwise equal to the
- * scalar reference qk_wq_tile_i8 (kernels/wq_int.c).
+ * scalar reference qk_wq_tile_i8 (kernels/wq_int.c); and the activation
+ * encoders of the 8-bit A8 schemes, QK_A_I8 and QK_A_FP8 (at the end).
  *
  * THE PACKING: blocks of 16 rows; per 4 columns one 64-byte vector whose
  * bytes 4l .. 4l+3 are row l's four codes XOR 0x80 (the code + 128, an
@@ -208,6 +209,64 @@ QK_TARGET_AVX512 void qk_x86_avx512_act_i8(const qk_wq *w, const float *x, void 
         }
     }
     memcpy(dst, &h, sizeof h);
+}
+
+/* QK_A_FP8 as qk_wq_act_fp8 computes it (kernels/wq_act.c, vLLM's
+ * dynamic per-token and static per-tensor FP8), the noise floor's variants
+ * left to the reference: amax as above, x / scale (x * (1 / input_scale)
+ * when static) clamped to +-448 as fminf(fmaxf(v, -448), 448) does (a NaN
+ * becomes -448: max_ps returns its second operand), then E4M3 rounding to
+ * nearest even, exactly: for |v| >= 2^-6 the float's bits rounded to 3
+ * mantissa bits (a carry moves the exponent on; 448 is the clamp, so no
+ * code passes it), below it the subnormal grid, round(v * 2^9) / 2^9 (both
+ * scalings exact); times the scale. */
+QK_TARGET_AVX512 static inline __m512 e4m3_qdq16(__m512 v)
+{
+    const __m512i b = _mm512_castps_si512(v);
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(b, 20), _mm512_set1_epi32(1));
+    const __m512i r = _mm512_and_si512(_mm512_add_epi32(b, _mm512_add_epi32(_mm512_set1_epi32(0x7FFFF), odd)),
+                                       _mm512_set1_epi32((int)0xFFF00000u));
+    const __m512 sub = _mm512_mul_ps(_mm512_roundscale_ps(_mm512_mul_ps(v, _mm512_set1_ps(512.0f)),
+                                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                                     _mm512_set1_ps(0x1p-9f));
+    const __mmask16 tiny = _mm512_cmp_ps_mask(_mm512_abs_ps(v), _mm512_set1_ps(0x1p-6f), _CMP_LT_OQ);
+    return _mm512_mask_blend_ps(tiny, _mm512_castsi512_ps(r), sub);
+}
+
+QK_TARGET_AVX512 void qk_x86_avx512_act_fp8(const qk_wq *w, const float *x, void *dst, int64_t n)
+{
+    if (w->a_variant) {
+        qk_wq_act_fp8(w, x, dst, n);
+        return;
+    }
+    float *y = dst;
+    const __m512 lo = _mm512_set1_ps(-448.0f), hi = _mm512_set1_ps(448.0f);
+    const int64_t g = w->a_group > 0 ? w->a_group : n;
+    for (int64_t i0 = 0; i0 < n; i0 += g) {
+        const int64_t m = n - i0 < g ? n - i0 : g;
+        float s, op; /* the scale, and the operand x is multiplied by (static) or divided by */
+        if (w->a_static) {
+            s = w->a_scale, op = 1.0f / s;
+        } else {
+            __m512 mx = _mm512_setzero_ps();
+            int64_t i = i0;
+            for (; i + 16 <= i0 + m; i += 16) /* max_ps returns its second operand when one is NaN */
+                mx = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + i)), mx);
+            float amax = fmaxf(_mm512_reduce_max_ps(mx), w->a_group > 0 ? 1e-10f : 0.0f);
+            for (; i < i0 + m; i++)
+                amax = fmaxf(amax, fabsf(x[i]));
+            s = w->a_group > 0 ? amax / 448.0f : fmaxf(amax / 448.0f, 1.0f / (448.0f * 512.0f));
+            op = s;
+        }
+        const __m512 ov = _mm512_set1_ps(op), sv = _mm512_set1_ps(s);
+        int64_t i = i0;
+        for (; i < i0 + m; i += 16) {
+            const __mmask16 k = i + 16 <= i0 + m ? (__mmask16)0xFFFF : (__mmask16)((1u << (i0 + m - i)) - 1);
+            const __m512 xv = _mm512_maskz_loadu_ps(k, x + i);
+            const __m512 v = w->a_static ? _mm512_mul_ps(xv, ov) : _mm512_div_ps(xv, ov);
+            _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(e4m3_qdq16(_mm512_min_ps(_mm512_max_ps(v, lo), hi)), sv));
+        }
+    }
 }
 
 #endif

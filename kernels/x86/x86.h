@@ -59,6 +59,7 @@ extern const qk_wq_ops qk_x86_avx512_wq[];
  * and the tile when w->packed is that packing (else false, nothing done) */
 size_t qk_x86_avx512_i8_pack(const struct qk_wq *w, uint8_t *dst, int64_t g0, int64_t g1);
 void qk_x86_avx512_act_i8(const struct qk_wq *w, const float *x, void *dst, int64_t n);
+void qk_x86_avx512_act_fp8(const struct qk_wq *w, const float *x, void *dst, int64_t n);
 bool qk_x86_avx512_i8_tile(const struct qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out,
                            size_t ldo);
 /* NVFP4 W4A4 with VNNI (avx512_wq_nv4.c): the same three */
