@@ -23,6 +23,8 @@ qk_gram_fn qk_gram_kernel_at(int level)
     if (level < 0 || level > (int)qk_cpu_supported())
         return NULL;
 #ifdef QK_X86
+    if (level >= QK_CPU_AVX512)
+        return qk_x86_avx512_gram;
     if (level >= QK_CPU_AVX2)
         return qk_x86_avx2_gram;
 #endif

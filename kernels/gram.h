@@ -5,7 +5,8 @@
  * each element adding its rows one after another.  A product of two floats
  * is exact in double, so a fused multiply-add rounds as the separate
  * multiply and add do: every level returns the same bits (the AVX2 kernel,
- * kernels/x86/avx2_gram.c, keeps four rows of s in registers). */
+ * kernels/x86/avx2_gram.c, keeps four rows of s in registers, the AVX-512
+ * one, avx512_gram.c, eight rows of 16 columns). */
 #ifndef QK_GRAM_H
 #define QK_GRAM_H
 

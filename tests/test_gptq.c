@@ -171,18 +171,20 @@ Test(gptq, outer_product_sums_equal_at_every_level)
         const int64_t d = dims[di];
         double *ref = calloc((size_t)(d * d), sizeof *ref), *got = calloc((size_t)(d * d), sizeof *got);
         qk_gram_kernel_at(QK_CPU_SCALAR)(ref, d, x, 40, 0, d);
-        for (int level = 1; level <= (int)qk_cpu_supported(); level++) {
-            memset(got, 0, (size_t)(d * d) * sizeof *got);
-            /* in row ranges of 5 (not the kernel's 4) and two batches of rows */
-            for (int64_t i0 = 0; i0 < d; i0 += 5) {
-                const int64_t i1 = i0 + 5 < d ? i0 + 5 : d;
-                qk_gram_kernel_at(level)(got, d, x, 17, i0, i1);
-                qk_gram_kernel_at(level)(got, d, x + 17 * d, 23, i0, i1);
+        /* in row ranges of 5 and of 19 (not the kernels' 4 or 8) and two batches of rows */
+        for (int level = 1; level <= (int)qk_cpu_supported(); level++)
+            for (int64_t step = 5; step <= 19; step += 14) {
+                memset(got, 0, (size_t)(d * d) * sizeof *got);
+                for (int64_t i0 = 0; i0 < d; i0 += step) {
+                    const int64_t i1 = i0 + step < d ? i0 + step : d;
+                    qk_gram_kernel_at(level)(got, d, x, 17, i0, i1);
+                    qk_gram_kernel_at(level)(got, d, x + 17 * d, 23, i0, i1);
+                }
+                for (int64_t i = 0; i < d; i++)
+                    cr_assert(!memcmp(ref + i * d + i, got + i * d + i, (size_t)(d - i) * sizeof *ref),
+                              "level %s, d %lld, rows by %lld, row %lld", qk_cpu_level_name(level), (long long)d,
+                              (long long)step, (long long)i);
             }
-            for (int64_t i = 0; i < d; i++)
-                cr_assert(!memcmp(ref + i * d + i, got + i * d + i, (size_t)(d - i) * sizeof *ref),
-                          "level %s, d %lld, row %lld", qk_cpu_level_name(level), (long long)d, (long long)i);
-        }
         free(ref), free(got);
     }
 }

@@ -73,8 +73,9 @@ extern const qk_simd_ops qk_x86_avx2_f32act[];
 void qk_x86_avx2_fdot_tile(const qk_kernels *k, int64_t n, const void *x, size_t xs, int nr,
                            const float *y, size_t ys, int nt, float *out, size_t ldo);
 
-/* Outer-product sums (avx2_gram.c; see kernels/gram.h). */
+/* Outer-product sums (avx2_gram.c, avx512_gram.c; see kernels/gram.h). */
 void qk_x86_avx2_gram(double *s, int64_t d, const float *x, int64_t n, int64_t i0, int64_t i1);
+void qk_x86_avx512_gram(double *s, int64_t d, const float *x, int64_t n, int64_t i0, int64_t i1);
 
 /* GPTQ's loops (avx2_gptq.c, avx512_gptq.c; see kernels/gptq_ops.h); the AVX-512 table keeps
  * AVX2's rows of V; inv_finish: the scalar rest of an element of U from term m0 of its dot on. */
