@@ -167,6 +167,11 @@ static void init(void)
         } else if (l == QK_CPU_AVX512) {
             merge(l, qk_x86_avx512);
             merge_wq(l, qk_x86_avx512_wq);
+            for (int id = 0; id < QK_TYPE_MAX; id++)
+                if (kern[l][id].fdot_tile == qk_x86_avx2_fdot_tile) {
+                    kern[l][id].fdot_tile = qk_x86_avx512_fdot_tile;
+                    kern[l][id].level_fdot = (signed char)l;
+                }
             merge_pack(l, qk_x86_avx512_packed_f);
             if (has_vnni) {
                 merge_pack(l, qk_x86_avx512_packed);

@@ -10,7 +10,8 @@
  * - prompt batches: 4 rows x 3 activation rows of 8-lane accumulators
  *   (one per pair, as the order has it) in registers over the piece, kept
  *   between pieces in a buffer for up to 64 activation rows, so the decode
- *   is paid once per 64 tokens;
+ *   is paid once per 64 tokens; at the AVX-512 level (qk_x86_avx512_fdot_tile)
+ *   4 rows x 6 activation rows, two to a 512-bit register (mk4w);
  * - one token: 8 rows x 1, accumulators in registers over the whole row.
  * Each pair has its own accumulator and sees its elements in increasing
  * order, so tile shapes never change a value.  Rows with n % 8 != 0 (float
@@ -31,6 +32,7 @@ typedef struct {
     int blck;
     size_t type_size;
     int64_t chunk;
+    bool w512; /* prompt batches through mk4w (the AVX-512 level) */
 } wtype;
 
 /* Elements c0 .. c0+m-1 of row as floats (in buf unless F32). */
@@ -72,20 +74,66 @@ mk4(int G, const float *const p[4], const float *const yr[3], int64_t m, __m256 
         _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[g][k] = c[g][k];
 }
 
+/* mk4 at the AVX-512 level: two activation rows to a register (row 2g in
+ * the low 8 lanes, 2g+1 in the high; P pairs, P = 1..3) x 4 weight rows,
+ * each 8 elements of a piece broadcast to both halves: lane for lane mk4's
+ * fused multiply-adds, so its bits, in half the instructions.  acc[2P][4]
+ * as mk4's (the odd row of a last pair may be a copy: the caller drops
+ * those sums). */
+QK_TARGET_AVX512 static inline __attribute__((always_inline)) void
+mk4w_p(const int P, const float *const p[4], const float *const yr[6], int64_t m, __m256 acc[][4])
+{
+    __m512 c[3][4];
+    _Pragma("GCC unroll 3") for (int g = 0; g < P; g++)
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+            c[g][k] = _mm512_insertf32x8(_mm512_castps256_ps512(acc[2 * g][k]), acc[2 * g + 1][k], 1);
+    for (int64_t i = 0; i < m; i += 8) {
+        __m512 b[3];
+        _Pragma("GCC unroll 3") for (int g = 0; g < P; g++)
+            b[g] = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(yr[2 * g] + i)),
+                                      _mm256_loadu_ps(yr[2 * g + 1] + i), 1);
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            const __m512 a = _mm512_broadcast_f32x8(_mm256_loadu_ps(p[k] + i));
+            _Pragma("GCC unroll 3") for (int g = 0; g < P; g++) c[g][k] = _mm512_fmadd_ps(a, b[g], c[g][k]);
+        }
+    }
+    _Pragma("GCC unroll 3") for (int g = 0; g < P; g++)
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            acc[2 * g][k] = _mm512_castps512_ps256(c[g][k]);
+            acc[2 * g + 1][k] = _mm512_extractf32x8_ps(c[g][k], 1);
+        }
+}
+
+QK_TARGET_AVX512 static void mk4w(int P, const float *const p[4], const float *const yr[6], int64_t m, __m256 acc[][4])
+{
+    switch (P) {
+    case 1: mk4w_p(1, p, yr, m, acc); break;
+    case 2: mk4w_p(2, p, yr, m, acc); break;
+    default: mk4w_p(3, p, yr, m, acc); break;
+    }
+}
+
 /* Rows xr[0..3] (the first mr real) against activation rows Y[0..q). */
 QK_TARGET_AVX2 static void rows4(const wtype *w, int64_t n, const uint8_t *const xr[4], int mr,
                                  const float *Y, size_t ys, int q, float *out, size_t ldo)
 {
     _Alignas(32) float buf[4][CH];
     __m256 acc[TOKENS][4];
-    for (int t = 0; t < q; t++)
+    for (int t = 0; t < q + (q < TOKENS); t++) /* and the slot a copied odd row of mk4w writes */
         for (int k = 0; k < 4; k++)
             acc[t][k] = _mm256_setzero_ps();
     for (int64_t c0 = 0; c0 < n; c0 += w->chunk) {
         const int64_t m = n - c0 < w->chunk ? n - c0 : w->chunk;
         const float *p[4];
         pieces(w, xr, 4, mr, c0, m, buf, p);
-        for (int t = 0; t < q; t += 3) {
+        for (int t = 0; w->w512 && t < q; t += 6) {
+            const float *yr[6];
+            for (int g = 0; g < 6; g++)
+                yr[g] = Y + (size_t)(t + (t + g < q ? g : 0)) * ys + (size_t)c0;
+            const int left = q - t < 6 ? q - t : 6;
+            mk4w((left + 1) / 2, p, yr, m, acc + t);
+        }
+        for (int t = 0; !w->w512 && t < q; t += 3) {
             const float *yr[3];
             for (int g = 0; g < 3; g++)
                 yr[g] = Y + (size_t)(t + (t + g < q ? g : 0)) * ys + (size_t)c0;
@@ -170,7 +218,19 @@ void qk_x86_avx2_fdot_tile(const qk_kernels *k, int64_t n, const void *x, size_t
         return;
     }
     const qk_type_traits *t = qk_type_get(k->id);
-    const wtype w = {k->id == QK_F32 ? NULL : k->to_float, t->blck, t->type_size, qk_fdot_chunk(t->blck)};
+    const wtype w = {k->id == QK_F32 ? NULL : k->to_float, t->blck, t->type_size, qk_fdot_chunk(t->blck), false};
+    tile(&w, n, x, xs, nr, y, ys, nt, out, ldo);
+}
+
+void qk_x86_avx512_fdot_tile(const qk_kernels *k, int64_t n, const void *x, size_t xs, int nr,
+                             const float *y, size_t ys, int nt, float *out, size_t ldo)
+{
+    if (n % 8) {
+        qk_fdot_tile_ref(k, n, x, xs, nr, y, ys, nt, out, ldo);
+        return;
+    }
+    const qk_type_traits *t = qk_type_get(k->id);
+    const wtype w = {k->id == QK_F32 ? NULL : k->to_float, t->blck, t->type_size, qk_fdot_chunk(t->blck), true};
     tile(&w, n, x, xs, nr, y, ys, nt, out, ldo);
 }
 
@@ -186,7 +246,7 @@ static void f32_tile(int64_t n, const void *x, size_t xs, int nr, const void *y,
                     ks->vec_dot(n, (const uint8_t *)x + (size_t)r * xs, (const uint8_t *)y + (size_t)t * ys);
         return;
     }
-    const wtype w = {NULL, 1, 4, CH};
+    const wtype w = {NULL, 1, 4, CH, false};
     tile(&w, n, x, xs, nr, y, ys / sizeof(float), nt, out, ldo);
 }
 

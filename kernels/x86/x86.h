@@ -72,6 +72,8 @@ bool qk_x86_avx512_nv4_tile(const struct qk_wq *w, int64_t r0, int nr, const voi
 extern const qk_simd_ops qk_x86_avx2_f32act[];
 void qk_x86_avx2_fdot_tile(const qk_kernels *k, int64_t n, const void *x, size_t xs, int nr,
                            const float *y, size_t ys, int nt, float *out, size_t ldo);
+void qk_x86_avx512_fdot_tile(const qk_kernels *k, int64_t n, const void *x, size_t xs, int nr,
+                             const float *y, size_t ys, int nt, float *out, size_t ldo);
 
 /* Outer-product sums (avx2_gram.c, avx512_gram.c; see kernels/gram.h). */
 void qk_x86_avx2_gram(double *s, int64_t d, const float *x, int64_t n, int64_t i0, int64_t i1);
