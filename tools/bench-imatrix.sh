@@ -19,7 +19,7 @@ SMOL=build/bench/smol135m-f16.gguf
 if [ -z "${IMATRIX_MODELS:-}" ] && [ ! -f "$SMOL" ] && python3 -c 'import numpy' 2>/dev/null; then
     mkdir -p build/bench && python3 ../shared/tools/mkgguf.py "$SMOL" --preset smol135m --seed 1 >/dev/null
 fi
-MODELS=${IMATRIX_MODELS:-goldens/models/stories4M/stories4M-f32.gguf $([ -f "$SMOL" ] && echo "$SMOL")}
+MODELS=${IMATRIX_MODELS:-goldens/models/stories4M/stories4M-f32.gguf $(if [ -f "$SMOL" ]; then echo "$SMOL"; fi)}
 TEXT=${IMATRIX_TEXT:-goldens/stories260K-eval/eval-64k.txt}
 N=${IMATRIX_CHUNKS:-8}
 C=${IMATRIX_CTX:-512}

@@ -15,7 +15,8 @@
 # bench's -d), BENCH_ROUNDS (3), BENCH_TYPES (kernel types, default qk-bench's
 # list), BENCH_BLAS (library for the OpenBLAS reference), BENCH_SKIP_SOLO=1
 # (only the side-by-side table: no roofline, kernels or qk-only model run),
-# BENCH_BUNDLED=0 (only BENCH_MODELS, not the bundled tiny models).
+# BENCH_BUNDLED=0 (only BENCH_MODELS, not the bundled tiny models), BENCH_CALIB=0
+# (without the imatrix and GPTQ sections below).
 # qk-imatrix's throughput (against LLAMA_IMATRIX=/path/to/llama-imatrix when
 # set) is tools/bench-imatrix.sh's; GPTQ W4A16 against llm-compressor's oneshot
 # (PYTHON with llmcompressor) tools/bench-calib.sh's.
@@ -180,10 +181,12 @@ for n, t in sorted(tests, key=key):
 PY
 fi
 
-printf '\n## Importance matrices\n\n' >>"$TMP/doc"
-sh tools/bench-imatrix.sh "$QK" >>"$TMP/doc"
-printf '\n## GPTQ for Hugging Face checkpoints\n\n' >>"$TMP/doc"
-sh tools/bench-calib.sh "$QK" >>"$TMP/doc"
+if [ "${BENCH_CALIB:-1}" = 1 ]; then
+    printf '\n## Importance matrices\n\n' >>"$TMP/doc"
+    sh tools/bench-imatrix.sh "$QK" >>"$TMP/doc"
+    printf '\n## GPTQ for Hugging Face checkpoints\n\n' >>"$TMP/doc"
+    sh tools/bench-calib.sh "$QK" >>"$TMP/doc"
+fi
 
 mkdir -p "$(dirname "$OUT")"
 mv "$TMP/doc" "$OUT.tmp.$$" && mv "$OUT.tmp.$$" "$OUT"

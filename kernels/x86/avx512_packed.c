@@ -1,26 +1,32 @@
-/* avx512_packed.c - AVX-512 VNNI kernels of repacked Q4_0 and Q8_0 weights
- * (cpu.h's pack and packed_tile; packed512.h), two groups of eight rows per
- * 512-bit vector.
+/* avx512_packed.c - AVX-512 VNNI kernels of repacked Q4_0, Q5_0 and Q8_0
+ * weights (cpu.h's pack and packed_tile; packed512.h), two groups of eight
+ * rows per 512-bit vector.
  *
  * The packed groups are avx2_packed.c's: block b of a group holds d[8]
  * (the rows' f16 scales) and chunk vectors whose bytes 4r .. 4r+3 are row
- * r's.  One vpdpbusd (unsigned bytes times signed bytes, four products per
+ * r's.  Q5_0 (this level's own packing) is Q4_0's layout of its low four
+ * bits, then per chunk j two 32-bit masks of the fifth bits, bit 4r + k of
+ * the first that of the low nibble of row r's byte 4j + k (qh bit 4j + k),
+ * of the second that of its high nibble (qh bit 16 + 4j + k): one masked
+ * byte add of 16 makes the level u = q + 16 of ggml's q - 16, 0 .. 31.  One vpdpbusd (unsigned bytes times signed bytes, four products per
  * int32 lane, added to it) takes a chunk of sixteen rows against the
  * activation's four matching bytes, broadcast: each lane gathers its row's
  * exact block sum, and each lane then runs the reference's float step:
  *   Q4_0  sumf += ((float)sumi * dx) * dy   (levels u = q + 8: sumi = sum u y - 8 sum y)
+ *   Q5_0  sumf += (float)sumi * (dx * dy)   (levels u = q + 16: sumi = sum u y - 16 sum y)
  *   Q8_0  sumf += (float)sumi * (dx * dy)   (bytes stored as q + 128 (q ^ 0x80):
  *                                            sumi = sum (q + 128) y - 128 sum y)
- * block by block (legacy.c, ggml_vec_dot_q4_0_q8_0_generic and _q8_0_q8_0_).
- * The correction -8 sum y or -128 sum y depends on the activation block
+ * block by block (legacy.c, ggml_vec_dot_q4_0_q8_0_generic, _q5_0_q8_0_ and
+ * _q8_0_q8_0_).  The correction -8, -16 or -128 sum y depends on the activation block
  * alone: it starts each block's sum.  All integer steps are exact (at most
  * 32 * 255 * 127 in a lane). */
 #include "kernels/x86/packed512.h"
 
 #ifdef QK_X86
 
-enum { Q4_0_SIZE = 18, Q8_0_SIZE = 34, QK = 32, GROUP = 8, KC32 = 256,
-       PB4 = GROUP * Q4_0_SIZE, PB8 = GROUP * Q8_0_SIZE };
+enum { Q4_0_SIZE = 18, Q5_0_SIZE = 22, Q8_0_SIZE = 34, QK = 32, GROUP = 8, KC32 = 256,
+       PB4 = GROUP * Q4_0_SIZE, PB5 = GROUP * Q5_0_SIZE, PB8 = GROUP * Q8_0_SIZE };
+enum { Q4 = 0, Q5 = 1, Q8 = 2 }; /* span32_nt's kinds */
 
 /* The activation side of a span: each token's quants at the span's first
  * block, and per block the correction -c sum(y) and the scale dy. */
@@ -57,17 +63,29 @@ QK_TARGET_V512 static void prep_q4_0(const uint8_t *const y[PT8], int nt, int64_
     prep32(y, nt, b0, nb, a, 8);
 }
 
+QK_TARGET_V512 static void prep_q5_0(const uint8_t *const y[PT8], int nt, int64_t b0, int nb, void *a)
+{
+    prep32(y, nt, b0, nb, a, 16);
+}
+
 QK_TARGET_V512 static void prep_q8_0(const uint8_t *const y[PT8], int nt, int64_t b0, int nb, void *a)
 {
     prep32(y, nt, b0, nb, a, 128);
 }
 
-/* Blocks [0, nb) of the pair ga, gb against N tokens (q8: Q8_0, else Q4_0). */
+/* The fifth-bit masks of chunk j of the pair (lo: low nibbles, else high), a's in the low 32 bits. */
+QK_TARGET_V512 static inline __mmask64 q5_mask(const uint8_t *ga, const uint8_t *gb, int j, int hi)
+{
+    const size_t at = 16 + 4 * 32 + 8 * (size_t)j + 4 * (size_t)hi;
+    return _cvtu64_mask64((uint64_t)qk_ld_u32(ga + at) | (uint64_t)qk_ld_u32(gb + at) << 32);
+}
+
+/* Blocks [0, nb) of the pair ga, gb against N tokens (kind Q4, Q5 or Q8). */
 QK_TARGET_V512 __attribute__((always_inline)) static inline void
 span32_nt(const uint8_t *ga, const uint8_t *gb, const int nt, int nb, const act32 *a, pair_state *st,
-          const int q8)
+          const int kind)
 {
-    const size_t bsize = q8 ? PB8 : PB4;
+    const size_t bsize = kind == Q8 ? PB8 : kind == Q5 ? PB5 : PB4;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512 f[PT8];
     _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++)
@@ -79,7 +97,7 @@ span32_nt(const uint8_t *ga, const uint8_t *gb, const int nt, int nb, const act3
         __m512i s[PT8];
         _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++)
             s[t] = _mm512_set1_epi32(a->corr[t][b]);
-        if (q8) {
+        if (kind == Q8) {
             _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
                 const __m512i w = ld2(ga + 16 + 32 * j, gb + 16 + 32 * j);
                 _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++)
@@ -91,16 +109,25 @@ span32_nt(const uint8_t *ga, const uint8_t *gb, const int nt, int nb, const act3
         } else {
             _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
                 const __m512i v = ld2(ga + 16 + 32 * j, gb + 16 + 32 * j);
-                const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                if (kind == Q5) {
+                    lo = _mm512_mask_add_epi8(lo, q5_mask(ga, gb, j, 0), lo, _mm512_set1_epi8(16));
+                    hi = _mm512_mask_add_epi8(hi, q5_mask(ga, gb, j, 1), hi, _mm512_set1_epi8(16));
+                }
                 _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) {
                     const uint8_t *yq = a->yq[t] + (size_t)b * Q8_0_SIZE;
                     s[t] = _mm512_dpbusd_epi32(s[t], lo, bc4(yq + 4 * j));
                     s[t] = _mm512_dpbusd_epi32(s[t], hi, bc4(yq + 16 + 4 * j));
                 }
             }
-            _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++)
-                f[t] = _mm512_add_ps(f[t], _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s[t]), dx),
-                                                         _mm512_set1_ps(a->dy[t][b])));
+            if (kind == Q5)
+                _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++)
+                    f[t] = _mm512_add_ps(f[t], _mm512_mul_ps(_mm512_cvtepi32_ps(s[t]),
+                                                             _mm512_mul_ps(dx, _mm512_set1_ps(a->dy[t][b]))));
+            else
+                _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++)
+                    f[t] = _mm512_add_ps(f[t], _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s[t]), dx),
+                                                             _mm512_set1_ps(a->dy[t][b])));
         }
     }
     _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++)
@@ -110,13 +137,19 @@ span32_nt(const uint8_t *ga, const uint8_t *gb, const int nt, int nb, const act3
 QK_TARGET_V512 static void q4_0_span(const uint8_t *ga, const uint8_t *gb, int nt, int nb, const void *a,
                                      pair_state *st)
 {
-    QK_BY_NT8(nt, span32_nt(ga, gb, N, nb, a, st, 0))
+    QK_BY_NT8(nt, span32_nt(ga, gb, N, nb, a, st, Q4))
+}
+
+QK_TARGET_V512 static void q5_0_span(const uint8_t *ga, const uint8_t *gb, int nt, int nb, const void *a,
+                                     pair_state *st)
+{
+    QK_BY_NT8(nt, span32_nt(ga, gb, N, nb, a, st, Q5))
 }
 
 QK_TARGET_V512 static void q8_0_span(const uint8_t *ga, const uint8_t *gb, int nt, int nb, const void *a,
                                      pair_state *st)
 {
-    QK_BY_NT8(nt, span32_nt(ga, gb, N, nb, a, st, 1))
+    QK_BY_NT8(nt, span32_nt(ga, gb, N, nb, a, st, Q8))
 }
 
 QK_TARGET_V512 static void q4_0_packed_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys,
@@ -132,6 +165,15 @@ QK_TARGET_V512 static void q4_0_packed_tile(int64_t n, const void *xp, int ng, c
     packed512_tile(&k, xp, ng, y, ys, nt, out, ldo);
 }
 
+QK_TARGET_V512 static void q5_0_packed_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys,
+                                            int nt, float *out, size_t ldo)
+{
+    act32 a;
+    const packed512 k = {.nb = n / QK, .bsize = PB5, .kc = KC32, .pt = PT8, .prep = prep_q5_0,
+                         .span = q5_0_span, .act = &a};
+    packed512_tile(&k, xp, ng, y, ys, nt, out, ldo);
+}
+
 QK_TARGET_V512 static void q8_0_packed_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys,
                                             int nt, float *out, size_t ldo)
 {
@@ -142,6 +184,30 @@ QK_TARGET_V512 static void q8_0_packed_tile(int64_t n, const void *xp, int ng, c
 }
 
 static size_t q8_0_pack_size(int64_t n) { return (size_t)(n / QK) * PB8; }
+static size_t q5_0_pack_size(int64_t n) { return (size_t)(n / QK) * PB5; }
+
+/* Rows [0, 8) at x (row stride xs, n columns) into the packed group at dst (the layout above). */
+static void q5_0_pack(int64_t n, const void *x, size_t xs, void *dst)
+{
+    uint8_t *d = dst;
+    for (int64_t b = 0; b < n / QK; b++, d += PB5) {
+        uint32_t m[4][2] = {{0}};
+        for (int r = 0; r < GROUP; r++) {
+            const uint8_t *blk = (const uint8_t *)x + (size_t)r * xs + (size_t)b * Q5_0_SIZE;
+            const uint32_t qh = qk_ld_u32(blk + 2);
+            d[2 * r] = blk[0], d[2 * r + 1] = blk[1];
+            for (int j = 0; j < 4; j++)
+                for (int k = 0; k < 4; k++) {
+                    d[16 + 32 * j + 4 * r + k] = blk[6 + 4 * j + k];
+                    m[j][0] |= ((qh >> (4 * j + k)) & 1u) << (4 * r + k);
+                    m[j][1] |= ((qh >> (16 + 4 * j + k)) & 1u) << (4 * r + k);
+                }
+        }
+        for (int j = 0; j < 4; j++)
+            for (int h = 0; h < 2; h++)
+                memcpy(d + 16 + 4 * 32 + 8 * j + 4 * h, &m[j][h], 4);
+    }
+}
 
 static void q8_0_pack_u8(int64_t n, const void *x, size_t xs, void *dst)
 {
@@ -154,6 +220,10 @@ const qk_pack_ops qk_x86_avx512_packed[] = {
     {.id = QK_Q4_0, .packed_tile = q4_0_packed_tile, .tile_rows = 128, .decode = 1},
     {.id = QK_Q8_0, .pack_size = q8_0_pack_size, .pack = q8_0_pack_u8, .packed_tile = q8_0_packed_tile,
      .tile_rows = 128, .decode = 1},
+    /* prompts only: one token keeps the AVX2 level's kernel on the stored rows (112 against 150 t/s
+     * on smol135m Q4_K_M's Q5_0 layers here), at the cost of both copies in memory */
+    {.id = QK_Q5_0, .pack_size = q5_0_pack_size, .pack = q5_0_pack, .packed_tile = q5_0_packed_tile,
+     .tile_rows = 128, .decode = 0},
     {.id = -1},
 };
 
