@@ -93,6 +93,11 @@ span32_nt(const uint8_t *ga, const uint8_t *gb, const int nt, int nb, const act3
     for (int b = 0; b < nb; b++, ga += bsize, gb += bsize) {
         qk_prefetch_span(ga + QK_PREFETCH_AHEAD, bsize);
         qk_prefetch_span(gb + QK_PREFETCH_AHEAD, bsize);
+        if (kind == Q5) /* qk_prefetch_span compiles to nothing here (GCC 12, avx512_wq.c): one token needs it */
+            for (size_t l = 0; l < bsize; l += 64) {
+                __builtin_prefetch(ga + QK_PREFETCH_AHEAD + l, 0, 3);
+                __builtin_prefetch(gb + QK_PREFETCH_AHEAD + l, 0, 3);
+            }
         const __m512 dx = ld2_f16(ga, gb);
         __m512i s[PT8];
         _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++)
@@ -223,7 +228,7 @@ const qk_pack_ops qk_x86_avx512_packed[] = {
     /* prompts only: one token keeps the AVX2 level's kernel on the stored rows (112 against 150 t/s
      * on smol135m Q4_K_M's Q5_0 layers here), at the cost of both copies in memory */
     {.id = QK_Q5_0, .pack_size = q5_0_pack_size, .pack = q5_0_pack, .packed_tile = q5_0_packed_tile,
-     .tile_rows = 128, .decode = 0},
+     .tile_rows = 128, .decode = 1},
     {.id = -1},
 };
 
