@@ -93,7 +93,9 @@ span32_nt(const uint8_t *ga, const uint8_t *gb, const int nt, int nb, const act3
     for (int b = 0; b < nb; b++, ga += bsize, gb += bsize) {
         qk_prefetch_span(ga + QK_PREFETCH_AHEAD, bsize);
         qk_prefetch_span(gb + QK_PREFETCH_AHEAD, bsize);
-        if (kind != Q4) /* qk_prefetch_span compiles to nothing here (GCC 12, avx512_wq.c); one token needs it (Q4_0 decodes at the AVX2 level) */
+        /* qk_prefetch_span compiles to nothing here (GCC 12, avx512_wq.c); one token needs
+         * the lines (Q4_0 decodes at the AVX2 level) */
+        if (kind != Q4)
             for (size_t l = 0; l < bsize; l += 64) {
                 __builtin_prefetch(ga + QK_PREFETCH_AHEAD + l, 0, 3);
                 __builtin_prefetch(gb + QK_PREFETCH_AHEAD + l, 0, 3);
