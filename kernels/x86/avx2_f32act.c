@@ -210,28 +210,28 @@ static void tile(const wtype *w, int64_t n, const void *x, size_t xs, int nr, co
     }
 }
 
-void qk_x86_avx2_fdot_tile(const qk_kernels *k, int64_t n, const void *x, size_t xs, int nr,
-                           const float *y, size_t ys, int nt, float *out, size_t ldo)
+static void fdot_tile(const qk_kernels *k, int64_t n, const void *x, size_t xs, int nr, const float *y, size_t ys,
+                      int nt, float *out, size_t ldo, bool w512)
 {
     if (n % 8) {
         qk_fdot_tile_ref(k, n, x, xs, nr, y, ys, nt, out, ldo);
         return;
     }
     const qk_type_traits *t = qk_type_get(k->id);
-    const wtype w = {k->id == QK_F32 ? NULL : k->to_float, t->blck, t->type_size, qk_fdot_chunk(t->blck), false};
+    const wtype w = {k->id == QK_F32 ? NULL : k->to_float, t->blck, t->type_size, qk_fdot_chunk(t->blck), w512};
     tile(&w, n, x, xs, nr, y, ys, nt, out, ldo);
+}
+
+void qk_x86_avx2_fdot_tile(const qk_kernels *k, int64_t n, const void *x, size_t xs, int nr,
+                           const float *y, size_t ys, int nt, float *out, size_t ldo)
+{
+    fdot_tile(k, n, x, xs, nr, y, ys, nt, out, ldo, false);
 }
 
 void qk_x86_avx512_fdot_tile(const qk_kernels *k, int64_t n, const void *x, size_t xs, int nr,
                              const float *y, size_t ys, int nt, float *out, size_t ldo)
 {
-    if (n % 8) {
-        qk_fdot_tile_ref(k, n, x, xs, nr, y, ys, nt, out, ldo);
-        return;
-    }
-    const qk_type_traits *t = qk_type_get(k->id);
-    const wtype w = {k->id == QK_F32 ? NULL : k->to_float, t->blck, t->type_size, qk_fdot_chunk(t->blck), true};
-    tile(&w, n, x, xs, nr, y, ys, nt, out, ldo);
+    fdot_tile(k, n, x, xs, nr, y, ys, nt, out, ldo, true);
 }
 
 /* F32 x F32 (activation stride in bytes, as every dot tile). */
