@@ -13,10 +13,10 @@
 # (ct-fp8: FP8 per channel + dynamic FP8 per token, ct-w8a8: INT8 W8A8,
 # ct-w4a16: W4A16 g128, ct-nvfp4: NVFP4A16) and, with a Python that has
 # llmcompressor (PYTHON), llm-compressor's W8A16 and NVFP4 (W4A4, calibrated
-# on random tokens; the model loaded in its stored F16, as a user's
-# dtype="auto" does: loaded as float32, llm-compressor writes lm_head and
-# the embeddings as F32, 65 MB a token more).  Their lm_head stays F16 as the producers leave it (the
-# GGUF files quantize theirs: Q8_0, and Q6_K under Q4_0), which costs the HF
+# on random tokens; loaded in the stored F16 as dtype="auto" does: loaded
+# as float32, llm-compressor would write lm_head and the embeddings F32).
+# Their lm_head stays F16 as the producers leave it (the GGUF files
+# quantize theirs: Q8_0, and Q6_K under Q4_0), which costs the HF
 # rows 65 MB a token of decode; the last two rows (llm-compressor W4A16 with
 # its lm_head quantized too) show how much of the W4A16 gap that is.  The
 # parted layouts are repacked at load for the AVX-512 products
@@ -53,7 +53,7 @@ src, scheme, out = sys.argv[1:4]
 ignore = ["lm_head"]
 if scheme.endswith("-lmq"):  # the diagnostic row: lm_head quantized too
     scheme, ignore = scheme[:-4], []
-m = AutoModelForCausalLM.from_pretrained(src, dtype="auto")  # F16 as stored: lm_head and embeddings stay F16
+m = AutoModelForCausalLM.from_pretrained(src, dtype="auto")
 kw = {}
 if scheme == "NVFP4":
     g = torch.Generator().manual_seed(0)

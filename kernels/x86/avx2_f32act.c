@@ -126,22 +126,20 @@ QK_TARGET_AVX2 static void rows4(const wtype *w, int64_t n, const uint8_t *const
         const int64_t m = n - c0 < w->chunk ? n - c0 : w->chunk;
         const float *p[4];
         pieces(w, xr, 4, mr, c0, m, buf, p);
-        for (int t = 0; w->w512 && t < q; t += 6) {
+        const int step = w->w512 ? 6 : 3; /* activation rows a call */
+        for (int t = 0; t < q; t += step) {
             const float *yr[6];
-            for (int g = 0; g < 6; g++)
+            for (int g = 0; g < step; g++)
                 yr[g] = Y + (size_t)(t + (t + g < q ? g : 0)) * ys + (size_t)c0;
-            const int left = q - t < 6 ? q - t : 6;
-            mk4w((left + 1) / 2, p, yr, m, acc + t);
-        }
-        for (int t = 0; !w->w512 && t < q; t += 3) {
-            const float *yr[3];
-            for (int g = 0; g < 3; g++)
-                yr[g] = Y + (size_t)(t + (t + g < q ? g : 0)) * ys + (size_t)c0;
-            switch (q - t) {
-            case 1: mk4(1, p, yr, m, acc + t); break;
-            case 2: mk4(2, p, yr, m, acc + t); break;
-            default: mk4(3, p, yr, m, acc + t); break;
-            }
+            const int left = q - t < step ? q - t : step;
+            if (w->w512)
+                mk4w((left + 1) / 2, p, yr, m, acc + t);
+            else if (left == 1)
+                mk4(1, p, yr, m, acc + t);
+            else if (left == 2)
+                mk4(2, p, yr, m, acc + t);
+            else
+                mk4(3, p, yr, m, acc + t);
         }
     }
     /* lanes of qk_hsum8x8_ps: sums of a0 a2 a4 a6 a1 a3 a5 a7 */

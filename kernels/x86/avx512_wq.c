@@ -281,17 +281,25 @@ QK_TARGET_W512 static inline void table16(const pk_ctx *c, float s, float z, __m
     }
 }
 
+/* E4M3 codes (8 bytes of b; 16 of b16) as F16 bits: sign-extended byte << 7, bit 14 cleared (the
+ * exponent and mantissa fields aligned, subnormals too), the value / 2^8 once widened by vcvtph2ps. */
+QK_TARGET_W512 static inline __m128i e4m3_f16x8(__m128i b)
+{
+    return _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(b), 7), _mm_set1_epi16((short)0xBFFF));
+}
+QK_TARGET_W512 static inline __m256i e4m3_f16x16(__m128i b16)
+{
+    return _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b16), 7), _mm256_set1_epi16((short)0xBFFF));
+}
+
 /* Eight 8-bit weights at p decoded with their row's scale s (and zero z). */
 QK_TARGET_W512 static inline __m256 dec8(const int kind, const bool has_z, const uint8_t *p, __m256 s, __m256 z)
 {
     const __m128i b = _mm_loadl_epi64((const __m128i *)p);
-    if (kind == PK_FP8) { /* E4M3's bits as an F16's (sign-extended byte << 7, bit 14 cleared): the value / 2^8 */
-        const __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(b), 7), _mm_set1_epi16((short)0xBFFF));
-        return _mm256_mul_ps(_mm256_cvtph_ps(h), s);
-    }
+    if (kind == PK_FP8) /* the value / 2^8, times the scale * 2^8 */
+        return _mm256_mul_ps(_mm256_cvtph_ps(e4m3_f16x8(b)), s);
     if (kind == PK_FP8X) {
-        const __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(b), 7), _mm_set1_epi16((short)0xBFFF));
-        const __m256 v = _mm256_cvtph_ps(h); /* the value / 2^8 */
+        const __m256 v = _mm256_cvtph_ps(e4m3_f16x8(b)); /* the value / 2^8 */
         return _mm256_mul_ps(_mm256_mul_ps(v, _mm256_set1_ps(256.0f)), s);
     }
     const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)); /* INT8, or the pack code - 128 */
@@ -315,17 +323,16 @@ QK_TARGET_W512 static inline void group_params(const pk_ctx *c, const uint8_t *g
     _mm256_storeu_ps(zv, zeros8(c, gp));
 }
 
-/* One token against the 8 rows of row group rg: out[0..8).
- * PREFETCH IN STEP: each 64 bytes of codes read brings the line
- * QK_PREFETCH_AHEAD bytes on (as the packed GGUF kernels do; their
- * qk_prefetch_span, an _mm_prefetch inlined into this always_inline function
- * of another target, compiles to nothing with GCC 12, so __builtin_prefetch).
- * One prefetch a line, interleaved with the loads: a burst over a whole
- * scale group (a per-channel FP8 or INT8 row group is 8 x cols bytes, 128
- * lines and more) stalls on the fill buffers; measured at 40 % of a FP8
- * decode.  The scale bytes between groups come in with the stream. */
+/* One token against the 8 rows of row group rg, the 4-bit kinds (the 8-bit
+ * ones: rows8w): out[0..8).
+ * PREFETCH IN STEP (here and in rows8w): each 64 bytes of codes read brings
+ * the line QK_PREFETCH_AHEAD bytes on, one prefetch a line interleaved with
+ * the loads: a burst over a whole scale group (a per-channel FP8 or INT8
+ * row group is 8 x cols bytes, 128 lines and more) stalls on the fill
+ * buffers; measured at 40 % of a FP8 decode.  The scale bytes between groups
+ * come in with the stream. */
 QK_TARGET_W512 __attribute__((always_inline)) static inline void
-rows8(const pk_ctx *c, const int kind, const bool has_z, int64_t rg, const float *x, float *out)
+rows8(const pk_ctx *c, const int kind, int64_t rg, const float *x, float *out)
 {
     const uint8_t *gp = c->base + (size_t)rg * c->p.rgblk;
     const __m256i sh = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
@@ -338,30 +345,16 @@ rows8(const pk_ctx *c, const int kind, const bool has_z, int64_t rg, const float
         float sv[8], zv[8];
         group_params(c, gp, j, &snext, sv, zv);
         const uint8_t *cp = gp + c->p.sbytes + c->p.zbytes;
-        if (kind == PK_T4 || kind == PK_FP4) {
-            __m256 tl[8], th[8];
-            _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++)
-                table16(c, sv[r], zv[r], &tl[r], &th[r]);
-            for (int64_t k = k0; k < k0 + c->p.g; k += 16, cp += 64) {
-                __builtin_prefetch(cp + QK_PREFETCH_AHEAD, 0, 3); /* PREFETCH IN STEP, above */
-                const __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
-                _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) {
-                    const __m256 lo = _mm256_permutex2var_ps(tl[r], nib8(cp + 8 * r, sh), th[r]);
-                    const __m256 hi = _mm256_permutex2var_ps(tl[r], nib8(cp + 8 * r + 4, sh), th[r]);
-                    acc[r] = _mm256_fmadd_ps(hi, x1, _mm256_fmadd_ps(lo, x0, acc[r]));
-                }
-            }
-        } else {
-            __m256 s[8], z[8];
+        __m256 tl[8], th[8];
+        _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++)
+            table16(c, sv[r], zv[r], &tl[r], &th[r]);
+        for (int64_t k = k0; k < k0 + c->p.g; k += 16, cp += 64) {
+            qk_prefetch_span(cp + QK_PREFETCH_AHEAD, 64); /* PREFETCH IN STEP, above */
+            const __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
             _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) {
-                s[r] = _mm256_set1_ps(sv[r]);
-                z[r] = _mm256_set1_ps(zv[r]);
-            }
-            for (int64_t k = k0; k < k0 + c->p.g; k += 8, cp += 64) {
-                __builtin_prefetch(cp + QK_PREFETCH_AHEAD, 0, 3);
-                const __m256 xv = _mm256_loadu_ps(x + k);
-                _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++)
-                    acc[r] = _mm256_fmadd_ps(dec8(kind, has_z, cp + 8 * r, s[r], z[r]), xv, acc[r]);
+                const __m256 lo = _mm256_permutex2var_ps(tl[r], nib8(cp + 8 * r, sh), th[r]);
+                const __m256 hi = _mm256_permutex2var_ps(tl[r], nib8(cp + 8 * r + 4, sh), th[r]);
+                acc[r] = _mm256_fmadd_ps(hi, x1, _mm256_fmadd_ps(lo, x0, acc[r]));
             }
         }
     }
@@ -376,14 +369,10 @@ rows8(const pk_ctx *c, const int kind, const bool has_z, int64_t rg, const float
 QK_TARGET_W512 static inline __m512 dec16(const int kind, const bool has_z, const uint8_t *p, __m512 s, __m512 z)
 {
     const __m128i b = _mm_loadu_si128((const __m128i *)p);
-    if (kind == PK_FP8) {
-        const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 7), _mm256_set1_epi16((short)0xBFFF));
-        return _mm512_mul_ps(_mm512_cvtph_ps(h), s);
-    }
-    if (kind == PK_FP8X) {
-        const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 7), _mm256_set1_epi16((short)0xBFFF));
-        return _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f)), s);
-    }
+    if (kind == PK_FP8)
+        return _mm512_mul_ps(_mm512_cvtph_ps(e4m3_f16x16(b)), s);
+    if (kind == PK_FP8X)
+        return _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtph_ps(e4m3_f16x16(b)), _mm512_set1_ps(256.0f)), s);
     const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
     return has_z ? _mm512_mul_ps(_mm512_sub_ps(q, z), s) : _mm512_mul_ps(q, s);
 }
@@ -419,7 +408,7 @@ rows8w(const pk_ctx *c, const int kind, const bool has_z, int64_t rg, const floa
         }
         const uint8_t *cp = gp + c->p.sbytes + c->p.zbytes;
         for (int64_t k = k0; k < k0 + c->p.g; k += 8, cp += 64) {
-            __builtin_prefetch(cp + QK_PREFETCH_AHEAD, 0, 3); /* PREFETCH IN STEP (rows8) */
+            qk_prefetch_span(cp + QK_PREFETCH_AHEAD, 64); /* PREFETCH IN STEP (rows8) */
             const __m512 xv = _mm512_broadcast_f32x8(_mm256_loadu_ps(x + k));
             _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)
                 acc[i] = _mm512_fmadd_ps(dec16(kind, has_z, cp + 16 * i, s[i], z[i]), xv, acc[i]);
@@ -496,7 +485,7 @@ toks(const pk_ctx *c, const int kind, const bool has_z, int64_t rg, int r, const
             if (nt == 1) {                                                                                     \
                 float o8[8];                                                                                   \
                 if (K == PK_T4 || K == PK_FP4)                                                                 \
-                    rows8(c, K, Z, rg, (const float *)y, o8);                                                  \
+                    rows8(c, K, rg, (const float *)y, o8);                                                     \
                 else                                                                                           \
                     rows8w(c, K, Z, rg, (const float *)y, o8);                                                 \
                 for (int64_t r = a; r < b; r++)                                                                \

@@ -170,6 +170,20 @@ QK_TARGET_AVX512VNNI bool qk_x86_avx512_i8_tile(const qk_wq *w, int64_t r0, int 
     return true;
 }
 
+/* fmaxf(from, |x[0]|, .., |x[n-1]|): a NaN is skipped as fmaxf skips it (max_ps
+ * returns its second operand when one is NaN); max is exact in any order. */
+QK_TARGET_AVX512 static inline float amax_abs(const float *x, int64_t n, float from)
+{
+    __m512 m = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        m = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + i)), m);
+    float amax = fmaxf(_mm512_reduce_max_ps(m), from);
+    for (; i < n; i++)
+        amax = fmaxf(amax, fabsf(x[i]));
+    return amax;
+}
+
 /* QK_A_I8, dynamic and symmetric (the W8A8 activations), as qk_wq_act_i8
  * computes them: amax of |x| (max is exact in any order; a NaN is skipped
  * as fmaxf skips it), scale amax / 127, codes nearbyint(clamp(x * (127 /
@@ -181,14 +195,7 @@ QK_TARGET_AVX512 void qk_x86_avx512_act_i8(const qk_wq *w, const float *x, void 
         qk_wq_act_i8(w, x, dst, n);
         return;
     }
-    const __m512 sign = _mm512_set1_ps(-0.0f);
-    __m512 m = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) /* max_ps returns its second operand when one is NaN */
-        m = _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_loadu_ps(x + i)), m);
-    float amax = _mm512_reduce_max_ps(m);
-    for (; i < n; i++)
-        amax = fmaxf(amax, fabsf(x[i]));
+    const float amax = amax_abs(x, n, 0.0f);
     qk_a_i8_head h = {.scale = amax / 127.0f};
     int8_t *q = (int8_t *)dst + QK_A_I8_HEAD;
     if (!(amax > 0.0f)) {
@@ -196,7 +203,8 @@ QK_TARGET_AVX512 void qk_x86_avx512_act_i8(const qk_wq *w, const float *x, void 
     } else {
         const float inv = 127.0f / amax;
         const __m512 iv = _mm512_set1_ps(inv), lo = _mm512_set1_ps(-128.0f), hi = _mm512_set1_ps(127.0f);
-        for (i = 0; i + 16 <= n; i += 16) {
+        int64_t i = 0;
+        for (; i + 16 <= n; i += 16) {
             const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + i), iv);
             const __mmask16 ok = _mm512_cmp_ps_mask(v, v, _CMP_ORD_Q);
             const __m512 c = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
@@ -248,13 +256,7 @@ QK_TARGET_AVX512 void qk_x86_avx512_act_fp8(const qk_wq *w, const float *x, void
         if (w->a_static) {
             s = w->a_scale, op = 1.0f / s;
         } else {
-            __m512 mx = _mm512_setzero_ps();
-            int64_t i = i0;
-            for (; i + 16 <= i0 + m; i += 16) /* max_ps returns its second operand when one is NaN */
-                mx = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + i)), mx);
-            float amax = fmaxf(_mm512_reduce_max_ps(mx), w->a_group > 0 ? 1e-10f : 0.0f);
-            for (; i < i0 + m; i++)
-                amax = fmaxf(amax, fabsf(x[i]));
+            const float amax = amax_abs(x + i0, m, w->a_group > 0 ? 1e-10f : 0.0f);
             s = w->a_group > 0 ? amax / 448.0f : fmaxf(amax / 448.0f, 1.0f / (448.0f * 512.0f));
             op = s;
         }
