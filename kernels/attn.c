@@ -122,7 +122,29 @@ static void f16_row(const uint16_t *h, float *f, int n)
         f[i] = qk_f16_to_f32(h[i]);
 }
 
-static const qk_attn_kernels scalar = {scores, softmax, pv, scale, f16_row};
+static void k4_rows(const void *rows, int f16, size_t stride, int nk, int hd, float *k4)
+{
+    for (int k = 0; k < (nk + 3) / 4 * 4; k++)
+        for (int d = 0; d < hd; d++) {
+            const size_t o = (size_t)k * stride + (size_t)d;
+            const float x = k >= nk ? 0.0f : f16 ? qk_f16_to_f32(((const uint16_t *)rows)[o]) : ((const float *)rows)[o];
+            k4[((size_t)(k / 4) * hd + (size_t)qk_attn_k4_pos(d, hd)) * 4 + (size_t)(k % 4)] = x;
+        }
+}
+
+static void scores4(const float *qt, int nqp, int nq, const float *k4, int nk, int hd, float scale, float *st)
+{
+    for (int k = 0; k < nk; k++)
+        for (int i = 0; i < nq; i++) {
+            float s = 0.0f;
+            for (int d = 0; d < hd; d++)
+                s = fmaf(k4[((size_t)(k / 4) * hd + (size_t)qk_attn_k4_pos(d, hd)) * 4 + (size_t)(k % 4)],
+                         qt[(size_t)d * nqp + i], s);
+            st[(size_t)k * nqp + i] = s * scale;
+        }
+}
+
+static const qk_attn_kernels scalar = {scores, softmax, pv, scale, f16_row, k4_rows, scores4};
 
 const qk_attn_kernels *qk_attn_kernels_at(int level)
 {

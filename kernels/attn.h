@@ -24,13 +24,28 @@
  * vf[k*hdv + d] the tile's keys and values as float rows; st[k*nqp + i] the
  * scores and then the weights.  The SIMD levels (kernels/x86/avx2_attn.c)
  * work across queries in the score and softmax steps and across dimensions
- * in the value step; tests/test_attn.c compares them with memcmp. */
+ * in the value step; tests/test_attn.c compares them with memcmp.
+ *
+ * A block of few queries (a decode step: one token, a KV group's heads)
+ * leaves most lanes of a queries-in-lanes vector empty and its few chains
+ * wait on the FMA latency.  scores4 computes the same scores, each the same
+ * chain over d, with lanes (query, key) for four queries and four keys: its
+ * keys come from k4_rows, which writes a tile's keys in groups of four,
+ * interleaved by dimension:
+ *   k4[((k/4)*hd + qk_attn_k4_pos(d, hd))*4 + k%4] = key k, dimension d,
+ * zero for the keys nk .. nk rounded up to 4.  Within each full block of
+ * sixteen dimensions the positions are those of a 4x4 transpose (what
+ * transposing four rows inside 128-bit lanes leaves); the dimensions past
+ * the last full block keep their place.  A level without them (NULL) uses
+ * scores on float rows; the bits are the same either way. */
 #ifndef QK_ATTN_H
 #define QK_ATTN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define QK_ATT_TILE 64
+#define QK_ATT_K4_MAXD 256 /* scores4's largest head size */
 
 typedef struct qk_attn_kernels {
     /* st[k*nqp + i] = scale * score(qt[.. i], kf[k]) for k < nk, i < nqp */
@@ -47,7 +62,20 @@ typedef struct qk_attn_kernels {
     void (*pv)(float *acc, int nq, int hdv, const float *st, int nqp, const float *vf, int nk);
     void (*scale)(float *acc, float s, int n);
     void (*f16_row)(const uint16_t *h, float *f, int n); /* exact conversion */
+    /* keys nk (<= QK_ATT_TILE) rows of hd elements, `stride` elements apart,
+     * F16 (f16 != 0) or float, into k4 (see above) */
+    void (*k4_rows)(const void *rows, int f16, size_t stride, int nk, int hd, float *k4);
+    /* scores(qt, nqp, ...) with the keys in k4's layout (hd <= QK_ATT_K4_MAXD)
+     * for the queries i < nq; the rows nk .. nk rounded up to 4 and the
+     * queries nq rounded up to 4 .. nqp - 1 may be written too (unused) */
+    void (*scores4)(const float *qt, int nqp, int nq, const float *k4, int nk, int hd, float scale, float *st);
 } qk_attn_kernels;
+
+/* Where dimension d of a key sits in its group of four (see above). */
+static inline int qk_attn_k4_pos(int d, int hd)
+{
+    return d < hd / 16 * 16 ? (d & ~15) + 4 * (d & 3) + ((d & 15) >> 2) : d;
+}
 
 /* The scalar form of the vector exp (see above). */
 float qk_attn_expf(float x);

@@ -195,3 +195,48 @@ Test(attn, levels_equal_scalar)
     }
     cr_log_info("%d attention kernel cases identical to scalar", checked);
 }
+
+/* scores4 on k4_rows' layout gives every level's scores on float rows, bit
+ * for bit, from F16 and from float rows with a stride; each level's k4
+ * layout is the scalar one. */
+Test(attn, scores4_equal_scores)
+{
+    const qk_attn_kernels *ref = qk_attn_kernels_at(QK_CPU_SCALAR);
+    static const int nqs[] = {1, 3, 4, 8, 13, 16}, nks[] = {1, 4, 7, 37, 64}, hds[] = {8, 13, 64, 72, 128, 136};
+    static tcase a;
+    static float k4a[T * MAXD], k4b[T * MAXD], st[T * MAXQ], rowsf[T * (MAXD + 5)];
+    static uint16_t rowsh[T * (MAXD + 5)];
+    uint64_t s = 17;
+    int checked = 0;
+    for (int level = 0; level <= (int)qk_cpu_supported(); level++) {
+        const qk_attn_kernels *k = qk_attn_kernels_at(level);
+        if (!k->scores4) {
+            cr_log_info("level %d: no scores4 (scores on rows serve it)", level);
+            continue;
+        }
+        for (int rep = 0; rep < 60; rep++) {
+            const int nq = nqs[rep % 6], nk = nks[rep / 6 % 5], hd = hds[(rep + rep / 5) % 6];
+            const int stride = hd + rep % 2 * 5, f16 = rep / 30;
+            make(&a, &s, nq, nk, hd, hd, 0);
+            for (int kk = 0; kk < nk; kk++)
+                for (int d = 0; d < hd; d++) {
+                    rowsf[kk * stride + d] = a.kf[kk * hd + d];
+                    rowsh[kk * stride + d] = qk_f32_to_f16(a.kf[kk * hd + d]); /* exact: kf is F16-rounded */
+                }
+            const void *rows = f16 ? (const void *)rowsh : (const void *)rowsf;
+            const float scale = 1.0f / sqrtf((float)hd);
+            ref->scores(a.qt, a.nqp, a.kf, nk, hd, scale, a.st);
+            memset(k4a, 0xff, sizeof k4a), memset(k4b, 0xff, sizeof k4b);
+            ref->k4_rows(rows, f16, (size_t)stride, nk, hd, k4a);
+            k->k4_rows(rows, f16, (size_t)stride, nk, hd, k4b);
+            cr_assert(!memcmp(k4a, k4b, sizeof(float) * (size_t)((nk + 3) / 4 * 4 * hd)), "k4 level %d case %d",
+                      level, rep);
+            k->scores4(a.qt, a.nqp, nq, k4b, nk, hd, scale, st);
+            for (int kk = 0; kk < nk; kk++)
+                cr_assert(!memcmp(&a.st[kk * a.nqp], &st[kk * a.nqp], sizeof(float) * (size_t)nq),
+                          "scores4 level %d case %d key %d", level, rep, kk);
+            checked++;
+        }
+    }
+    cr_log_info("%d scores4 cases identical to scores", checked);
+}

@@ -232,6 +232,6 @@ QK_TARGET_AVX2 static void f16_row(const uint16_t *h, float *f, int n)
         f[i] = qk_f16_to_f32(h[i]);
 }
 
-const qk_attn_kernels qk_x86_avx2_attn = {scores, softmax, pv, qk_x86_avx2_attn_scale, f16_row};
+const qk_attn_kernels qk_x86_avx2_attn = {scores, softmax, pv, qk_x86_avx2_attn_scale, f16_row, NULL, NULL};
 
 #endif

@@ -246,7 +246,104 @@ T512 static void f16_row(const uint16_t *h, float *f, int n)
         f[i] = qk_f16_to_f32(h[i]);
 }
 
+/* ---- few queries: lanes (query i, key j) of four and four (attn.h) ---- */
+
+/* Four rows of sixteen dimensions from d0 into k4's order: after the
+ * transpose inside 128-bit lanes, u[m] lane L holds the four keys at
+ * dimension d0 + 4L + m, which is k4's position d0 + 4m + L. */
+INLINE void k4_block(const void *rows, int f16, size_t stride, int nr, int d0, float *dst)
+{
+    __m512 r[4];
+    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+        if (j >= nr)
+            r[j] = _mm512_setzero_ps();
+        else if (f16)
+            r[j] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)rows + (size_t)j * stride + d0)));
+        else
+            r[j] = _mm512_loadu_ps((const float *)rows + (size_t)j * stride + d0);
+    }
+    const __m512 t0 = _mm512_unpacklo_ps(r[0], r[1]), t1 = _mm512_unpackhi_ps(r[0], r[1]);
+    const __m512 t2 = _mm512_unpacklo_ps(r[2], r[3]), t3 = _mm512_unpackhi_ps(r[2], r[3]);
+    const __m512d a0 = _mm512_castps_pd(t0), a1 = _mm512_castps_pd(t1);
+    const __m512d a2 = _mm512_castps_pd(t2), a3 = _mm512_castps_pd(t3);
+    _mm512_storeu_ps(dst, _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2)));
+    _mm512_storeu_ps(dst + 16, _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2)));
+    _mm512_storeu_ps(dst + 32, _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3)));
+    _mm512_storeu_ps(dst + 48, _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3)));
+}
+
+T512 static void k4_rows(const void *rows, int f16, size_t stride, int nk, int hd, float *k4)
+{
+    const size_t es = f16 ? 2 : 4;
+    const int dfull = hd / 16 * 16;
+    for (int k0 = 0; k0 < nk; k0 += 4) {
+        const int nr = nk - k0 < 4 ? nk - k0 : 4;
+        const char *g = (const char *)rows + (size_t)k0 * stride * es;
+        float *dst = k4 + (size_t)k0 * hd;
+        for (int d0 = 0; d0 < dfull; d0 += 16)
+            k4_block(g, f16, stride, nr, d0, dst + (size_t)d0 * 4);
+        for (int d = dfull; d < hd; d++)
+            for (int j = 0; j < 4; j++)
+                dst[(size_t)d * 4 + j] = j >= nr ? 0.0f
+                                         : f16   ? qk_f16_to_f32(((const uint16_t *)g)[(size_t)j * stride + d])
+                                                 : ((const float *)g)[(size_t)j * stride + d];
+    }
+}
+
+/* G groups of four keys against the four queries of qr (qr[d*16 + 4i + j]
+ * = query i at dimension d): G chains a lane, each over d in order. */
+INLINE void scores4_tile(const float *qr, const float *k4, int hd, __m512 sc, float *st, int nqp, const int G)
+{
+    const __m512i tr = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    __m512 a[8];
+    _Pragma("GCC unroll 8") for (int g = 0; g < G; g++)
+        a[g] = _mm512_setzero_ps();
+    const int dfull = hd / 16 * 16;
+    for (int d0 = 0; d0 < dfull; d0 += 16)
+        _Pragma("GCC unroll 16") for (int m = 0; m < 16; m++) {
+            const __m512 q = _mm512_loadu_ps(qr + (size_t)(d0 + m) * 16);
+            const int p = d0 + 4 * (m & 3) + (m >> 2);
+            _Pragma("GCC unroll 8") for (int g = 0; g < G; g++)
+                a[g] = _mm512_fmadd_ps(_mm512_broadcast_f32x4(_mm_loadu_ps(k4 + ((size_t)g * hd + p) * 4)), q, a[g]);
+        }
+    for (int d = dfull; d < hd; d++) {
+        const __m512 q = _mm512_loadu_ps(qr + (size_t)d * 16);
+        _Pragma("GCC unroll 8") for (int g = 0; g < G; g++)
+            a[g] = _mm512_fmadd_ps(_mm512_broadcast_f32x4(_mm_loadu_ps(k4 + ((size_t)g * hd + d) * 4)), q, a[g]);
+    }
+    /* lane 4i + j -> 4j + i: key j's four queries in 128-bit lane j */
+    _Pragma("GCC unroll 8") for (int g = 0; g < G; g++) {
+        const __m512 v = _mm512_permutexvar_ps(tr, _mm512_mul_ps(a[g], sc));
+        _mm_storeu_ps(st + (size_t)(4 * g) * nqp, _mm512_castps512_ps128(v));
+        _mm_storeu_ps(st + (size_t)(4 * g + 1) * nqp, _mm512_extractf32x4_ps(v, 1));
+        _mm_storeu_ps(st + (size_t)(4 * g + 2) * nqp, _mm512_extractf32x4_ps(v, 2));
+        _mm_storeu_ps(st + (size_t)(4 * g + 3) * nqp, _mm512_extractf32x4_ps(v, 3));
+    }
+}
+
+T512 static void scores4(const float *qt, int nqp, int nq, const float *k4, int nk, int hd, float scale, float *st)
+{
+    const __m512 sc = _mm512_set1_ps(scale);
+    const __m512i rep = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    float qr[QK_ATT_K4_MAXD * 16];
+    const int ng = (nk + 3) / 4;
+    for (int i0 = 0; i0 < nq; i0 += 4) {
+        for (int d = 0; d < hd; d++)
+            _mm512_storeu_ps(qr + (size_t)d * 16,
+                             _mm512_permutexvar_ps(rep, _mm512_castps128_ps512(_mm_loadu_ps(qt + (size_t)d * nqp + i0))));
+        int g = 0;
+        for (; g + 8 <= ng; g += 8)
+            scores4_tile(qr, k4 + (size_t)g * 4 * hd, hd, sc, st + (size_t)g * 4 * nqp + i0, nqp, 8);
+        if (g + 4 <= ng)
+            scores4_tile(qr, k4 + (size_t)g * 4 * hd, hd, sc, st + (size_t)g * 4 * nqp + i0, nqp, 4), g += 4;
+        if (g + 2 <= ng)
+            scores4_tile(qr, k4 + (size_t)g * 4 * hd, hd, sc, st + (size_t)g * 4 * nqp + i0, nqp, 2), g += 2;
+        if (g < ng)
+            scores4_tile(qr, k4 + (size_t)g * 4 * hd, hd, sc, st + (size_t)g * 4 * nqp + i0, nqp, 1);
+    }
+}
+
 /* scale: the AVX2 loop (called once per query and tile at most, when its maximum moves) */
-const qk_attn_kernels qk_x86_avx512_attn = {scores, softmax, pv, qk_x86_avx2_attn_scale, f16_row};
+const qk_attn_kernels qk_x86_avx512_attn = {scores, softmax, pv, qk_x86_avx2_attn_scale, f16_row, k4_rows, scores4};
 
 #endif

@@ -79,8 +79,8 @@ static void attend_f16acc(const attn_job *j, const float *q, int h, int pos, flo
     memset(acc, 0, (size_t)hdv * sizeof *acc);
     online o = {-INFINITY, 0.0f};
     for (int p = first_seen(j, pos); p <= pos; p++) {
-        const uint16_t *k = kc + (size_t)p * c->kv_dim + (size_t)kvh * hd;
-        const uint16_t *v = vc + (size_t)p * c->kv_dim_v + (size_t)kvh * hdv;
+        const uint16_t *k = kc + qk_kv_off(c, kvh, p, hd);
+        const uint16_t *v = vc + qk_kv_off(c, kvh, p, hdv);
         double dot = 0.0;
         for (int i = 0; i < hd; i++)
             dot += (double)(qk_f16_to_f32(k[i]) * qk_f16_to_f32(q16[i]));
@@ -147,6 +147,7 @@ static void attend_range(void *ctx, size_t begin, size_t end)
  * same copy. */
 #define ATT_TB 16
 #define ATT_MAXQ 64
+#define ATT_K4_MAXQ 16 /* blocks of up to this many query lanes use scores4 */
 
 typedef struct {
     float *qt, *kf, *vf, *st, *acc, *M, *S, *ms;
@@ -169,18 +170,37 @@ static float *att_scratch_new(att_scratch *w, int hd, int hdv)
     w->S = w->M + ATT_MAXQ;
     w->ms = w->S + ATT_MAXQ;
     w->pos = (int *)(w->ms + ATT_MAXQ);
+    /* scores4 leaves the padding queries' columns alone: zeros, then the
+     * softmax step's zero weights */
+    memset(w->st, 0, (size_t)QK_ATT_TILE * ATT_MAXQ * sizeof *w->st);
     return f;
 }
 
-/* Row p of a cache (F16 or F32, row length `len`, this head at `off`) as floats. */
-static void cache_row(const qk_ctx *c, const void *cache, size_t stride, size_t off, int p, int len,
-                      float *dst)
+/* Rows p .. p+n-1 of KV head h (len elements each) as float rows: from
+ * the cache (kv_type, head-major, so the rows are one run), or from the
+ * KIVI key copy kqc (float, token-major). */
+static void cache_rows(const qk_ctx *c, const void *cache, bool kivi, int h, int p, int n, int len, float *dst)
 {
-    const size_t o = (size_t)p * stride + off;
-    if (c->kv_type == QK_F16)
-        c->attn->f16_row((const uint16_t *)cache + o, dst, len);
-    else
-        memcpy(dst, (const float *)cache + o, (size_t)len * sizeof *dst);
+    if (kivi) {
+        for (int k = 0; k < n; k++)
+            memcpy(dst + (size_t)k * len, (const float *)cache + (size_t)(p + k) * c->kv_dim + (size_t)h * len,
+                   (size_t)len * sizeof *dst);
+    } else if (c->kv_type == QK_F16) {
+        c->attn->f16_row((const uint16_t *)cache + qk_kv_off(c, h, p, len), dst, n * len);
+    } else {
+        memcpy(dst, (const float *)cache + qk_kv_off(c, h, p, len), (size_t)n * len * sizeof *dst);
+    }
+}
+
+/* The cache's rows p .. p+n-1 of head h prefetched: a decode step reads
+ * each layer's cache once, from memory, and the tile's arithmetic can run
+ * under the loads. */
+static void cache_prefetch(const qk_ctx *c, const void *cache, int h, int p, int n, int len)
+{
+    const size_t es = c->kv_type == QK_F16 ? 2 : 4;
+    const char *r = (const char *)cache + qk_kv_off(c, h, p, len) * es;
+    for (size_t b = 0; b < (size_t)n * len * es; b += 64)
+        __builtin_prefetch(r + b, 0, 3);
 }
 
 /* Soft-capping and the window on one tile's scores (ggml: tanh, scale by
@@ -229,15 +249,25 @@ static void attend_block(const attn_job *j, int kvh, int g0, int ng, int t0, int
     }
     memset(w->acc, 0, (size_t)nq * hdv * sizeof *w->acc);
     const int kq_end = j->kqc ? (pos_max + 1) / qk_kvq_group(&c->kvq) * qk_kvq_group(&c->kvq) : 0;
+    /* few queries (decode): scores in (query, key) lanes, the same bits */
+    const bool k4 = ak->scores4 && !j->kqc && nqp <= ATT_K4_MAXQ && hd <= QK_ATT_K4_MAXD;
     const int first = first_seen(j, j->pos0 + t0) / QK_ATT_TILE * QK_ATT_TILE;
     for (int p0 = first; p0 <= pos_max; p0 += QK_ATT_TILE) {
         const int nk = pos_max + 1 - p0 < QK_ATT_TILE ? pos_max + 1 - p0 : QK_ATT_TILE;
-        /* KIVI: keys of the groups complete at the (one) token's position
-         * come from the quantized copy */
-        for (int k = 0; k < nk; k++)
-            cache_row(c, p0 + k < kq_end ? (const void *)j->kqc : j->kc, (size_t)c->kv_dim,
-                      (size_t)kvh * hd, p0 + k, hd, w->kf + (size_t)k * hd);
-        ak->scores(w->qt, nqp, w->kf, nk, hd, j->scale, w->st);
+        if (k4) {
+            const size_t es = c->kv_type == QK_F16 ? 2 : 4;
+            ak->k4_rows((const char *)j->kc + qk_kv_off(c, kvh, p0, hd) * es, c->kv_type == QK_F16, (size_t)hd, nk,
+                        hd, w->kf);
+            cache_prefetch(c, j->vc, kvh, p0, nk, hdv);
+            ak->scores4(w->qt, nqp, nq, w->kf, nk, hd, j->scale, w->st);
+        } else {
+            /* KIVI: keys of the groups complete at the (one) token's
+             * position come from the quantized copy */
+            const int nkq = kq_end - p0 < 0 ? 0 : kq_end - p0 < nk ? kq_end - p0 : nk;
+            cache_rows(c, j->kqc, true, kvh, p0, nkq, hd, w->kf);
+            cache_rows(c, j->kc, false, kvh, p0 + nkq, nk - nkq, hd, w->kf + (size_t)nkq * hd);
+            ak->scores(w->qt, nqp, w->kf, nk, hd, j->scale, w->st);
+        }
         cap_and_window(j, w->st, nqp, nq, nk, p0, w->pos);
         ak->softmax(w->st, nqp, nk, p0, w->pos, w->M, w->S, w->ms);
         for (int i = 0; i < nq; i++)
@@ -247,9 +277,11 @@ static void attend_block(const attn_job *j, int kvh, int g0, int ng, int t0, int
                 for (int d = 0; d < hdv; d++)
                     a[d] += 0.0f; /* -0 -> +0 */
             }
-        for (int k = 0; k < nk; k++)
-            cache_row(c, j->vc, (size_t)c->kv_dim_v, (size_t)kvh * hdv, p0 + k, hdv,
-                      w->vf + (size_t)k * hdv);
+        cache_rows(c, j->vc, false, kvh, p0, nk, hdv, w->vf);
+        if (k4 && p0 + QK_ATT_TILE <= pos_max) {
+            const int nn = pos_max + 1 - (p0 + QK_ATT_TILE);
+            cache_prefetch(c, j->kc, kvh, p0 + QK_ATT_TILE, nn < QK_ATT_TILE ? nn : QK_ATT_TILE, hd);
+        }
         ak->pv(w->acc, nq, hdv, w->st, nqp, w->vf, nk);
     }
     for (int i = 0; i < nq; i++) {

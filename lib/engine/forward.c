@@ -260,12 +260,16 @@ typedef struct {
 } stage_job;
 
 /* One token's k or v row into an F16 or F32 cache at row `row`. */
-static void cache_put(const qk_ctx *c, void *cache, int row, const float *src, int n)
+/* A token's row of n_head_kv heads of len into the cache at position pos. */
+static void cache_put(const qk_ctx *c, void *cache, int pos, const float *src, int len)
 {
-    if (c->kv_type == QK_F16)
-        c->f16_enc(src, (uint16_t *)cache + (size_t)row * n, n);
-    else
-        memcpy((float *)cache + (size_t)row * n, src, (size_t)n * sizeof *src);
+    for (int h = 0; h < c->m->hp.n_head_kv; h++) {
+        const size_t o = qk_kv_off(c, h, pos, len);
+        if (c->kv_type == QK_F16)
+            c->f16_enc(src + (size_t)h * len, (uint16_t *)cache + o, len);
+        else
+            memcpy((float *)cache + o, src + (size_t)h * len, (size_t)len * sizeof *src);
+    }
 }
 
 static void stage_rows(void *ctx, size_t begin, size_t end)
@@ -300,8 +304,8 @@ static void stage_rows(void *ctx, size_t begin, size_t end)
             if (L->kv_scale[1] > 0.0f)
                 qk_wq_kv_fp8(v, c->kv_dim_v, L->kv_scale[1]);
             if (j->kc) {
-                cache_put(c, j->kc, j->pos0 + (int)t, k, c->kv_dim);
-                cache_put(c, j->vc, j->pos0 + (int)t, v, c->kv_dim_v);
+                cache_put(c, j->kc, j->pos0 + (int)t, k, hp->head_dim);
+                cache_put(c, j->vc, j->pos0 + (int)t, v, hp->head_dim_v);
             }
             break;
         }
@@ -374,14 +378,20 @@ static int mm(qk_ctx *c, const qk_weight *w, const float *x, int n_tok, float *y
     return qk_ctx_products(c, &w, &y, 1, x, n_tok, err);
 }
 
-/* With a KV codec (F32 cache): rows of n floats into the cache at row
- * `first`, quantized and dequantized per token in place unless `raw`. */
-static int kvq_store(const qk_ctx *c, float *cache, int first, const float *rows, int n_tok, int n,
-                     int hd, bool raw, qk_err *err)
+/* With a KV codec (F32 cache): token rows of n_head_kv heads of hd,
+ * quantized and dequantized per token in place unless `raw`, into the
+ * cache at positions first .. first + n_tok - 1. */
+static int kvq_store(const qk_ctx *c, float *cache, int first, float *rows, int n_tok, int hd, bool raw,
+                     qk_err *err)
 {
-    float *dst = cache + (size_t)first * n;
-    memcpy(dst, rows, (size_t)n_tok * n * sizeof *rows);
-    return raw ? 0 : qk_kvq_rows(&c->kvq, dst, n_tok, n / hd, hd, err);
+    const int nh = c->m->hp.n_head_kv;
+    if (!raw && qk_kvq_rows(&c->kvq, rows, n_tok, nh, hd, err))
+        return err->code;
+    for (int t = 0; t < n_tok; t++)
+        for (int h = 0; h < nh; h++)
+            memcpy(cache + qk_kv_off(c, h, first + t, hd), rows + ((size_t)t * nh + (size_t)h) * hd,
+                   (size_t)hd * sizeof *rows);
+    return 0;
 }
 
 /* KIVI: copy every key group that the rows [first, first+n_tok) complete
@@ -391,9 +401,13 @@ static int key_groups(const qk_ctx *c, const float *kc, float *kqc, int first, i
 {
     const int g = qk_kvq_group(&c->kvq);
     for (int end = (first / g + 1) * g; end <= first + n_tok; end += g) {
-        const size_t off = (size_t)(end - g) * c->kv_dim, n = (size_t)g * c->kv_dim;
-        memcpy(kqc + off, kc + off, n * sizeof *kqc);
-        if (qk_kvq_key_group(&c->kvq, kqc + off, c->kv_dim, c->m->hp.head_dim, err))
+        const int hd = c->m->hp.head_dim;
+        const size_t off = (size_t)(end - g) * c->kv_dim;
+        for (int t = end - g; t < end; t++)
+            for (int h = 0; h < c->m->hp.n_head_kv; h++)
+                memcpy(kqc + (size_t)t * c->kv_dim + (size_t)h * hd, kc + qk_kv_off(c, h, t, hd),
+                       (size_t)hd * sizeof *kqc);
+        if (qk_kvq_key_group(&c->kvq, kqc + off, c->kv_dim, hd, err))
             return err->code;
     }
     return 0;
@@ -418,8 +432,8 @@ static int attention_block(qk_ctx *c, int il, int n_tok, qk_err *err)
     stage(c, L, ST_QKV, 0, n_tok, c->n_past, c->has_kvq ? NULL : kc, c->has_kvq ? NULL : vc);
     float *kqc = c->kq_cache ? c->kq_cache + (size_t)il * c->n_ctx * c->kv_dim : NULL;
     if (c->has_kvq &&
-        (kvq_store(c, kc, c->n_past, c->k, n_tok, c->kv_dim, hp->head_dim, kqc != NULL, err) ||
-         kvq_store(c, vc, c->n_past, c->v, n_tok, c->kv_dim_v, hp->head_dim_v, false, err) ||
+        (kvq_store(c, kc, c->n_past, c->k, n_tok, hp->head_dim, kqc != NULL, err) ||
+         kvq_store(c, vc, c->n_past, c->v, n_tok, hp->head_dim_v, false, err) ||
          (kqc && key_groups(c, kc, kqc, c->n_past, n_tok, err))))
         return err->code;
 

@@ -102,7 +102,7 @@ typedef struct qk_ctx {
     const struct qk_attn_kernels *attn; /* attention inner loops, active CPU level */
     void (*f16_enc)(const float *src, void *dst, int64_t n); /* F16 row encoder (cache) */
     int kv_dim, kv_dim_v;      /* n_head_kv * head_dim (_v) */
-    void *k_cache, *v_cache;   /* [n_layer][n_ctx][kv_dim(_v)] of kv_type */
+    void *k_cache, *v_cache;   /* [n_layer][n_head_kv][n_ctx][head_dim(_v)] of kv_type (qk_kv_off) */
     int (*layer_hook)(void *user, int layer, float *x, int n_tok, int n_embd, qk_err *err);
     void *hook_user;
     int (*mm_hook)(void *user, const qk_weight *w, const float *x, int n_tok, qk_err *err);

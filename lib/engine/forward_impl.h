@@ -30,4 +30,15 @@ int qk_moe_block(qk_ctx *c, const qk_layer *L, int n_tok, qk_err *err);
 /* The FFN activation in place on n elements: g = act(g, u) (model.h qk_ffn_act). */
 void qk_ffn_act_rows(const qk_hparams *hp, float *g, const float *u, size_t n);
 
+/* Where key or value row p of KV head h sits in a layer's cache (elements;
+ * len = head_dim or head_dim_v).  The caches are head-major: one head's rows
+ * of a layer are contiguous, so attention streams them (a decode step reads
+ * each layer's cache once, and rows kv_dim apart read at a third of the
+ * bandwidth of contiguous ones).  The KIVI key copy (kq_cache) stays
+ * token-major: its per-channel groups are whole token rows. */
+static inline size_t qk_kv_off(const qk_ctx *c, int h, int p, int len)
+{
+    return ((size_t)h * (size_t)c->n_ctx + (size_t)p) * (size_t)len;
+}
+
 #endif
