@@ -10,8 +10,10 @@
  * token's chunk is broadcast to both halves.  The tokens' elements are
  * converted to float once per tile and span of columns (exact), so the
  * inner loop is loads, conversions of the weights and FMAs only: eight rows
- * x six tokens, 24 accumulators.  One-token products keep the AVX2 kernel
- * (memory-bound, it prefetches the next group in step). */
+ * x six tokens, 24 accumulators.  One-token products (decode) run the same
+ * pairs, the token's 8 elements broadcast to both halves, four accumulators
+ * for the group's eight rows, the next group prefetched in step: half the
+ * instructions of the AVX2 kernel, whose bits they give. */
 #include "kernels/x86/packed512.h"
 
 #ifdef QK_X86
@@ -41,6 +43,24 @@ QK_TARGET_AVX512 static void to_f32(const uint8_t *src, float *dst, int n, int b
         _mm256_storeu_ps(dst + i, bf ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
                                      : _mm256_cvtph_ps(h));
     }
+}
+
+/* 8 elements of the token at y (F16 or BF16) as floats in both halves. */
+QK_TARGET_AVX512 static inline __m512 y8x2(const uint8_t *y, const int bf)
+{
+    const __m256i h = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)y));
+    return bf ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)) : _mm512_cvtph_ps(h);
+}
+
+/* Row 2p is the low half of c[p], row 2p + 1 the high one; lane k of
+ * qk_hsum8x8_ps is its input {0, 2, 4, 6, 1, 3, 5, 7}[k]: rows 0..7 in order. */
+QK_TARGET_AVX512 static inline void store_rows8(float *out, const __m512 c[4])
+{
+#define LO(p) _mm512_castps512_ps256(c[p])
+#define HI(p) _mm512_extractf32x8_ps(c[p], 1)
+    _mm256_storeu_ps(out, qk_hsum8x8_ps(LO(0), LO(2), HI(0), HI(2), LO(1), LO(3), HI(1), HI(3)));
+#undef LO
+#undef HI
 }
 
 /* One group (8 rows, packed: chunk j at g + 128 j) against N tokens over
@@ -124,17 +144,28 @@ float_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt, 
             }
             for (int gi = 0; gi < gn; gi++)
                 for (int t = 0; t < q; t++) {
-                    /* row 2p is the low half of c[p], row 2p + 1 the high one; lane k of
-                     * qk_hsum8x8_ps is its input {0, 2, 4, 6, 1, 3, 5, 7}[k]: rows 0..7 in order */
-                    const __m512 *cg = &c[gi][0][0];
-#define LO(p) _mm512_castps512_ps256(cg[(p) * FT + t])
-#define HI(p) _mm512_extractf32x8_ps(cg[(p) * FT + t], 1)
-                    _mm256_storeu_ps(out + (size_t)(t0 + t) * ldo + 8 * (size_t)(g0 + gi),
-                                     qk_hsum8x8_ps(LO(0), LO(2), HI(0), HI(2), LO(1), LO(3), HI(1), HI(3)));
-#undef LO
-#undef HI
+                    const __m512 cp[4] = {c[gi][0][t], c[gi][1][t], c[gi][2][t], c[gi][3][t]};
+                    store_rows8(out + (size_t)(t0 + t) * ldo + 8 * (size_t)(g0 + gi), cp);
                 }
         }
+    }
+}
+
+/* ng packed groups against one token (n % 8 == 0). */
+QK_TARGET_AVX512 __attribute__((always_inline)) static inline void
+float_decode(int64_t n, const void *xp, int ng, const void *y, float *out, const int bf)
+{
+    const size_t gsize = (size_t)n * 16;
+    for (int g = 0; g < ng; g++) {
+        const uint8_t *G = (const uint8_t *)xp + (size_t)g * gsize, *next = G + gsize;
+        __m512 c[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+        for (int64_t j = 0; j < n / 8; j++) {
+            qk_prefetch_span(next + 128 * j, 128);
+            const __m512 a = y8x2((const uint8_t *)y + 16 * j, bf);
+            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
+                c[p] = _mm512_fmadd_ps(bf ? w16_bf16(G + 128 * j + 32 * p) : w16_f16(G + 128 * j + 32 * p), a, c[p]);
+        }
+        store_rows8(out + 8 * (size_t)g, c);
     }
 }
 
@@ -142,7 +173,7 @@ QK_TARGET_AVX512 static void f16_packed_tile(int64_t n, const void *xp, int ng, 
                                            float *out, size_t ldo)
 {
     if (nt == 1) {
-        packed_tile_in(qk_x86_avx2_packed_f, QK_F16)(n, xp, ng, y, ys, nt, out, ldo);
+        float_decode(n, xp, ng, y, out, 0);
         return;
     }
     float_tile(n, xp, ng, y, ys, nt, out, ldo, 0);
@@ -152,7 +183,7 @@ QK_TARGET_AVX512 static void bf16_packed_tile(int64_t n, const void *xp, int ng,
                                             float *out, size_t ldo)
 {
     if (nt == 1) {
-        packed_tile_in(qk_x86_avx2_packed_f, QK_BF16)(n, xp, ng, y, ys, nt, out, ldo);
+        float_decode(n, xp, ng, y, out, 1);
         return;
     }
     float_tile(n, xp, ng, y, ys, nt, out, ldo, 1);
