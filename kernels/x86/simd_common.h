@@ -65,7 +65,7 @@ QK_TARGET_AVX2 static inline __m256i qk_dot_i8(__m256i x, __m256i y)
     return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
 }
 
-/* Prefetch the len bytes at p into L1.  One-token products are where the
+/* Prefetch the len bytes at p into L2 (prefetcht1).  One-token products are where the
  * weights stream from DRAM, and the hardware prefetchers alone leave them
  * well short of the read bandwidth (12 GB/s per thread here):
  * - kernels that stream eight rows at once (Q8_0 and the other 32-element
@@ -73,15 +73,18 @@ QK_TARGET_AVX2 static inline __m256i qk_dot_i8(__m256i x, __m256i y)
  *   Q8_0 went from 6 to 10 GB/s;
  * - kernels that walk one row at a time (the K-quants) prefetch
  *   QK_PREFETCH_AHEAD bytes ahead: Q4_K from 5 to 9 GB/s, Q6_K from 6 to 9.
- * A prefetch never faults, so the bytes after a matrix's last row, or of
- * another thread's rows, are safe to name. */
+ * Into L2, not L1: the prefetches then do not hold L1's fill buffers, which
+ * the demand loads need (bench250m tg32, 2 threads, Intel SPR-class: BF16 47
+ * -> 54 t/s, Q6_K 82 -> 97, Q8_0 99 -> 104, Q4_K_M unchanged; prefetchnta
+ * halved BF16).  A prefetch never faults, so the bytes after a matrix's last
+ * row, or of another thread's rows, are safe to name. */
 #define QK_PREFETCH_AHEAD 4096
 QK_TARGET_AVX2 static inline void qk_prefetch_span(const uint8_t *p, size_t len)
 {
     /* __builtin_prefetch, not _mm_prefetch: GCC 12 dropped the latter's prefetcht0 from every
      * packed kernel that inlines this (objdump: none in avx2_packed*.o, avx512_packed_k.o) */
     for (size_t l = 0; l < len; l += 64)
-        __builtin_prefetch(p + l, 0, 3);
+        __builtin_prefetch(p + l, 0, 2);
 }
 
 /* The sixteen 6-bit scales of a Q3_K block's scales[12], less 32. */
