@@ -133,6 +133,8 @@ typedef struct {
     float *la, *lb, *blp;
     float *lv, *plp, *vlp;   /* variants: logits, the model's and the variant's log-probs */
     float *hid;            /* factored base output: normalised hidden states */
+    float *xa, *xb, *xv[QK_PPL_MAX_VARIANTS]; /* a batch's residual rows, per context */
+    int nl;                /* logits rows per step (QK_PPL_LOGITS_BUDGET) */
     qk_matmul_ws ws;
     int32_t *win;
     qk_kld_tok *rec;
@@ -147,32 +149,43 @@ static void free_bufs(run_bufs *r)
     qk_matmul_ws_free(&r->ws);
     free(r->la), free(r->lb), free(r->blp), free(r->hid), free(r->win), free(r->rec);
     free(r->lv), free(r->plp), free(r->vlp);
+    free(r->xa), free(r->xb);
+    for (int i = 0; i < QK_PPL_MAX_VARIANTS; i++)
+        free(r->xv[i]);
 }
 
 /* The engine's output block (forward.c: rmsnorm of the residual stream times
- * output_norm, then the output layer and its bias), done here so that the
- * normalised hidden states are kept for a factored base file.  The forward
- * pass ran without logits, leaving the n rows' residual stream in c->x.
- * Bit-identical to qk_forward's logits (tests/test_kld.c checks it). */
-static int logits_and_hidden(qk_ctx *c, const int32_t *tok, int n, float *hid, float *logits,
-                             qk_matmul_ws *ws, qk_err *err)
+ * output_norm, then the output layer and its bias) on the n residual rows x,
+ * done here so that the normalised hidden states are kept for a factored
+ * base file.  Bit-identical to qk_forward's logits (tests/test_kld.c checks
+ * it). */
+static int head_and_hidden(const qk_ctx *c, const float *x, int n, float *hid, float *logits, qk_matmul_ws *ws,
+                           qk_err *err)
 {
     const qk_model *m = c->m;
     const int e = m->hp.n_embd;
-    if (qk_forward(c, tok, n, NULL, false, err))
-        return err->code;
     for (int t = 0; t < n; t++) {
-        const float *x = c->x + (size_t)t * e;
+        const float *xr = x + (size_t)t * e;
         float *y = hid + (size_t)t * e;
         double sum = 0.0; /* ggml_compute_forward_rms_norm_f32 */
         for (int i = 0; i < e; i++)
-            sum += (double)(x[i] * x[i]);
+            sum += (double)(xr[i] * xr[i]);
         const float mean = (float)(sum / e);
         const float scale = 1.0f / sqrtf(mean + m->hp.rms_eps);
         for (int i = 0; i < e; i++)
-            y[i] = x[i] * scale * m->output_norm[i];
+            y[i] = xr[i] * scale * m->output_norm[i];
     }
     return qk_output_logits(m, hid, n, logits, ws, c->nthreads, err);
+}
+
+/* The n tokens at tok through every layer (no logits), their residual rows
+ * kept in x (n <= the context's batch, so c->x holds them all). */
+static int layers_only(qk_ctx *c, const int32_t *tok, int n, float *x, qk_err *err)
+{
+    if (qk_forward(c, tok, n, NULL, false, err))
+        return err->code;
+    memcpy(x, c->x, (size_t)n * c->m->hp.n_embd * sizeof *x);
+    return 0;
 }
 
 /* Score n rows of logits l against base log-probs blp into acc. */
@@ -187,16 +200,16 @@ static int score_into(const qk_ppl_job *j, run_bufs *r, const float *l, const fl
     return 0;
 }
 
-/* The variants on the batch of n tokens at p whose model logits are r->la
- * (and base log-probs r->blp): evaluate each and score it. */
-static int run_variants(qk_ppl_job *j, run_bufs *r, int p, int n, qk_err *err)
+/* The variants on the n tokens at p (rows k0 .. k0+n-1 of the batch) whose
+ * model logits are r->la (and base log-probs r->blp): score each. */
+static int run_variants(qk_ppl_job *j, run_bufs *r, int p, int k0, int n, qk_err *err)
 {
-    const int nv = j->model->hp.n_vocab;
+    const int nv = j->model->hp.n_vocab, e = j->model->hp.n_embd;
     const int32_t *target = r->win + p + 1;
     bool plp_done = false;
     for (int i = 0; i < j->n_variants; i++) {
         const qk_ppl_variant *v = &j->variants[i];
-        if (qk_forward(r->v[i], r->win + p, n, r->lv, true, err))
+        if (qk_forward_head(r->v[i], r->xv[i] + (size_t)k0 * e, n, r->lv, err))
             return err->code;
         if (v->vs_base && score_into(j, r, r->lv, r->blp, target, n, v->vs_base, err))
             return err->code;
@@ -243,34 +256,43 @@ static int run_chunk(qk_ppl_job *j, run_bufs *r, int c, qk_err *err)
     j->tokens_evaluated += (uint64_t)first;
     if (j->base_in && qk_kldb_seek_chunk(j->base_in, c, err))
         return err->code;
-    const int nb = j->n_batch;
-    /* the last position's logits score nothing: it is never evaluated */
-    for (int p = first; p < n_ctx - 1; p += nb) {
-        const int n = n_ctx - 1 - p < nb ? n_ctx - 1 - p : nb;
-        if (r->hid ? logits_and_hidden(r->a, r->win + p, n, r->hid, r->la, &r->ws, err)
-                   : qk_forward(r->a, r->win + p, n, r->la, true, err))
+    const int nb = j->n_batch, e = j->model->hp.n_embd;
+    /* the last position's logits score nothing: it is never evaluated; a
+     * batch's layers run at once, its logits r->nl rows at a time */
+    for (int p0 = first; p0 < n_ctx - 1; p0 += nb) {
+        const int nt = n_ctx - 1 - p0 < nb ? n_ctx - 1 - p0 : nb;
+        if (layers_only(r->a, r->win + p0, nt, r->xa, err) || (r->b && layers_only(r->b, r->win + p0, nt, r->xb, err)))
             return err->code;
-        j->tokens_evaluated += (uint64_t)n;
-        if (r->b) {
-            if (qk_forward(r->b, r->win + p, n, r->lb, true, err))
+        for (int i = 0; i < j->n_variants; i++)
+            if (layers_only(r->v[i], r->win + p0, nt, r->xv[i], err))
                 return err->code;
-            lp_ctx lc = {r->lb, r->blp, nv};
-            qk_parallel_for(j->nthreads, (size_t)n, 1, lp_rows, &lc);
+        j->tokens_evaluated += (uint64_t)nt;
+        for (int k0 = 0; k0 < nt; k0 += r->nl) {
+            const int n = nt - k0 < r->nl ? nt - k0 : r->nl, p = p0 + k0;
+            const float *xa = r->xa + (size_t)k0 * e;
+            if (r->hid ? head_and_hidden(r->a, xa, n, r->hid, r->la, &r->ws, err)
+                       : qk_forward_head(r->a, xa, n, r->la, err))
+                return err->code;
+            if (r->b) {
+                if (qk_forward_head(r->b, r->xb + (size_t)k0 * e, n, r->lb, err))
+                    return err->code;
+                lp_ctx lc = {r->lb, r->blp, nv};
+                qk_parallel_for(j->nthreads, (size_t)n, 1, lp_rows, &lc);
+            }
+            if (j->base_in && qk_kldb_read_rows(j->base_in, n, r->blp, err))
+                return err->code;
+            for (int k = 0; k < n && j->base_out; k++)
+                if (qk_kldb_write_row(j->base_out, r->la + (size_t)k * nv,
+                                      r->hid ? r->hid + (size_t)k * e : NULL, err))
+                    return err->code;
+            score_ctx sc = {r->la, r->blp, r->win + p + 1, nv, kld, j->base_out != NULL, r->rec};
+            qk_parallel_for(j->nthreads, (size_t)n, 1, score_rows, &sc);
+            for (int k = 0; k < n; k++)
+                if (qk_kld_acc_add(j->acc, &r->rec[k], err))
+                    return err->code;
+            if (j->n_variants && run_variants(j, r, p, k0, n, err))
+                return err->code;
         }
-        if (j->base_in && qk_kldb_read_rows(j->base_in, n, r->blp, err))
-            return err->code;
-        const int e = j->model->hp.n_embd;
-        for (int k = 0; k < n && j->base_out; k++)
-            if (qk_kldb_write_row(j->base_out, r->la + (size_t)k * nv,
-                                  r->hid ? r->hid + (size_t)k * e : NULL, err))
-                return err->code;
-        score_ctx sc = {r->la, r->blp, r->win + p + 1, nv, kld, j->base_out != NULL, r->rec};
-        qk_parallel_for(j->nthreads, (size_t)n, 1, score_rows, &sc);
-        for (int k = 0; k < n; k++)
-            if (qk_kld_acc_add(j->acc, &r->rec[k], err))
-                return err->code;
-        if (j->n_variants && run_variants(j, r, p, n, err))
-            return err->code;
     }
     return 0;
 }
@@ -283,13 +305,14 @@ int qk_ppl_run(qk_ppl_job *j, qk_err *err)
     if (j->base_model && j->base_model->hp.n_vocab != nv)
         return qk_errf(err, QK_EINPUT, "the base model's vocabulary has %d tokens, the model's %d",
                        j->base_model->hp.n_vocab, nv);
-    if (j->n_batch <= 0) {
-        /* as many tokens as keep a batch of logits within QK_PPL_LOGITS_BUDGET */
-        const uint64_t fit = QK_PPL_LOGITS_BUDGET / ((uint64_t)nv * sizeof(float));
-        j->n_batch = fit < 32 ? 32 : fit > 512 ? 512 : (int)fit;
-    }
+    if (j->n_batch <= 0)
+        j->n_batch = 512;
     if (j->n_batch > j->n_ctx)
         j->n_batch = j->n_ctx;
+    /* logits rows per step: as many as keep one step's logits within
+     * QK_PPL_LOGITS_BUDGET, 32 .. the batch */
+    const uint64_t fit = QK_PPL_LOGITS_BUDGET / ((uint64_t)nv * sizeof(float));
+    const int nl = fit < 32 ? 32 : fit > (uint64_t)j->n_batch ? j->n_batch : (int)fit;
     if (j->n_variants < 0 || j->n_variants > QK_PPL_MAX_VARIANTS)
         return qk_errf(err, QK_EINPUT, "%d variant runs (at most %d)", j->n_variants, QK_PPL_MAX_VARIANTS);
     for (int i = 0; i < j->n_variants; i++)
@@ -312,10 +335,16 @@ int qk_ppl_run(qk_ppl_job *j, qk_err *err)
     }
     if (rc)
         goto done;
-    const size_t rows = (size_t)j->n_batch * (size_t)nv;
+    r.nl = nl < j->n_batch ? nl : j->n_batch;
+    const size_t rows = (size_t)r.nl * (size_t)nv, xrows = (size_t)j->n_batch * (size_t)j->model->hp.n_embd;
+    r.xa = malloc(xrows * sizeof *r.xa);
+    if (j->base_model)
+        r.xb = malloc(xrows * sizeof *r.xb);
+    for (int i = 0; i < j->n_variants; i++)
+        r.xv[i] = malloc(xrows * sizeof *r.xv[i]);
     r.la = malloc(rows * sizeof *r.la);
     r.win = malloc((size_t)j->n_ctx * sizeof *r.win);
-    r.rec = malloc((size_t)j->n_batch * sizeof *r.rec);
+    r.rec = malloc((size_t)r.nl * sizeof *r.rec);
     if (j->base_model)
         r.lb = malloc(rows * sizeof *r.lb);
     if (j->base_model || j->base_in)
@@ -326,10 +355,13 @@ int qk_ppl_run(qk_ppl_job *j, qk_err *err)
         r.vlp = malloc(rows * sizeof *r.vlp);
     }
     if (j->base_out && qk_kldb_wants_hidden(j->base_out))
-        r.hid = malloc((size_t)j->n_batch * (size_t)j->model->hp.n_embd * sizeof *r.hid);
+        r.hid = malloc((size_t)r.nl * (size_t)j->model->hp.n_embd * sizeof *r.hid);
     if (j->base_in)
         qk_kldb_set_threads(j->base_in, j->nthreads);
-    if (!r.la || !r.win || !r.rec || (j->base_model && !r.lb) ||
+    bool xok = r.xa && (!j->base_model || r.xb);
+    for (int i = 0; i < j->n_variants; i++)
+        xok = xok && r.xv[i];
+    if (!xok || !r.la || !r.win || !r.rec || (j->base_model && !r.lb) ||
         (j->base_out && qk_kldb_wants_hidden(j->base_out) && !r.hid) ||
         ((j->base_model || j->base_in) && !r.blp) || (j->n_variants && (!r.lv || !r.plp || !r.vlp))) {
         rc = qk_errf(err, QK_EIO, "out of memory (%zu logits per batch)", rows);
