@@ -1,7 +1,9 @@
 /* avx2_attn.c - the attention inner loops of attn.h in AVX2 vectors.
  * Scores and the softmax step put eight queries in the eight lanes, the
- * value step eight dimensions; every lane does the scalar reference's
- * operations (kernels/attn.c) in the same order, so the bits are equal. */
+ * value step eight dimensions; a block of few queries scores in lanes of
+ * two queries by four keys (scores4); every lane does the scalar
+ * reference's operations (kernels/attn.c) in the same order, so the bits
+ * are equal. */
 #include "kernels/x86/simd_common.h"
 
 #ifdef QK_X86
@@ -232,6 +234,108 @@ QK_TARGET_AVX2 static void f16_row(const uint16_t *h, float *f, int n)
         f[i] = qk_f16_to_f32(h[i]);
 }
 
-const qk_attn_kernels qk_x86_avx2_attn = {scores, softmax, pv, qk_x86_avx2_attn_scale, f16_row, NULL, NULL};
+/* ---- few queries: lanes (query i, key j), two queries by four keys (attn.h) ---- */
+
+/* Four rows of eight dimensions from d0 (the first or second half of a
+ * block of sixteen: L0 = 0 or 2) into k4's order: after the transpose inside
+ * 128-bit lanes, u[m] lane L holds the four keys at dimension 4 (L0 + L) + m,
+ * k4's position 4m + L0 + L, so u[m] is the eight floats at 16m + 4 L0. */
+INLINE void k4_half(const void *rows, int f16, size_t stride, int nr, int d0, float *blk, int L0)
+{
+    __m256 r[4];
+    for (int j = 0; j < 4; j++) {
+        if (j >= nr)
+            r[j] = _mm256_setzero_ps();
+        else if (f16)
+            r[j] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)rows + (size_t)j * stride + d0)));
+        else
+            r[j] = _mm256_loadu_ps((const float *)rows + (size_t)j * stride + d0);
+    }
+    const __m256d a0 = _mm256_castps_pd(_mm256_unpacklo_ps(r[0], r[1])), a1 = _mm256_castps_pd(_mm256_unpackhi_ps(r[0], r[1]));
+    const __m256d a2 = _mm256_castps_pd(_mm256_unpacklo_ps(r[2], r[3])), a3 = _mm256_castps_pd(_mm256_unpackhi_ps(r[2], r[3]));
+    _mm256_storeu_ps(blk + 4 * L0, _mm256_castpd_ps(_mm256_unpacklo_pd(a0, a2)));
+    _mm256_storeu_ps(blk + 16 + 4 * L0, _mm256_castpd_ps(_mm256_unpackhi_pd(a0, a2)));
+    _mm256_storeu_ps(blk + 32 + 4 * L0, _mm256_castpd_ps(_mm256_unpacklo_pd(a1, a3)));
+    _mm256_storeu_ps(blk + 48 + 4 * L0, _mm256_castpd_ps(_mm256_unpackhi_pd(a1, a3)));
+}
+
+QK_TARGET_AVX2 static void k4_rows(const void *rows, int f16, size_t stride, int nk, int hd, float *k4)
+{
+    const size_t es = f16 ? 2 : 4;
+    const int dfull = hd / 16 * 16;
+    for (int k0 = 0; k0 < nk; k0 += 4) {
+        const int nr = nk - k0 < 4 ? nk - k0 : 4;
+        const char *g = (const char *)rows + (size_t)k0 * stride * es;
+        float *dst = k4 + (size_t)k0 * hd;
+        for (int d0 = 0; d0 < dfull; d0 += 16) {
+            k4_half(g, f16, stride, nr, d0, dst + (size_t)d0 * 4, 0);
+            k4_half(g, f16, stride, nr, d0 + 8, dst + (size_t)d0 * 4, 2);
+        }
+        for (int d = dfull; d < hd; d++)
+            for (int j = 0; j < 4; j++)
+                dst[(size_t)d * 4 + j] = j >= nr ? 0.0f
+                                         : f16   ? qk_f16_to_f32(((const uint16_t *)g)[(size_t)j * stride + d])
+                                                 : ((const float *)g)[(size_t)j * stride + d];
+    }
+}
+
+/* G groups of four keys against the two queries of qr (qr[d*8 + 4i + j] =
+ * query i at dimension d): G chains a lane, each over d in order. */
+INLINE void scores4_tile(const float *qr, const float *k4, int hd, __m256 sc, float *st, int nqp, const int G)
+{
+    __m256 a[8];
+    _Pragma("GCC unroll 8") for (int g = 0; g < G; g++)
+        a[g] = _mm256_setzero_ps();
+    const int dfull = hd / 16 * 16;
+    for (int d0 = 0; d0 < dfull; d0 += 16)
+        _Pragma("GCC unroll 16") for (int m = 0; m < 16; m++) {
+            const __m256 q = _mm256_loadu_ps(qr + (size_t)(d0 + m) * 8);
+            const int p = d0 + 4 * (m & 3) + (m >> 2);
+            _Pragma("GCC unroll 8") for (int g = 0; g < G; g++)
+                a[g] = _mm256_fmadd_ps(_mm256_broadcast_ps((const __m128 *)(k4 + ((size_t)g * hd + p) * 4)), q, a[g]);
+        }
+    for (int d = dfull; d < hd; d++) {
+        const __m256 q = _mm256_loadu_ps(qr + (size_t)d * 8);
+        _Pragma("GCC unroll 8") for (int g = 0; g < G; g++)
+            a[g] = _mm256_fmadd_ps(_mm256_broadcast_ps((const __m128 *)(k4 + ((size_t)g * hd + d) * 4)), q, a[g]);
+    }
+    /* lanes 4i + j: key j's two queries to row 4g + j */
+    _Pragma("GCC unroll 8") for (int g = 0; g < G; g++) {
+        const __m256 v = _mm256_mul_ps(a[g], sc);
+        const __m128 q0 = _mm256_castps256_ps128(v), q1 = _mm256_extractf128_ps(v, 1);
+        const __m128 lo = _mm_unpacklo_ps(q0, q1), hi = _mm_unpackhi_ps(q0, q1);
+        _mm_storel_pi((__m64 *)(st + (size_t)(4 * g) * nqp), lo);
+        _mm_storeh_pi((__m64 *)(st + (size_t)(4 * g + 1) * nqp), lo);
+        _mm_storel_pi((__m64 *)(st + (size_t)(4 * g + 2) * nqp), hi);
+        _mm_storeh_pi((__m64 *)(st + (size_t)(4 * g + 3) * nqp), hi);
+    }
+}
+
+QK_TARGET_AVX2 static void scores4(const float *qt, int nqp, int nq, const float *k4, int nk, int hd, float scale,
+                                   float *st)
+{
+    const __m256 sc = _mm256_set1_ps(scale);
+    float qr[QK_ATT_K4_MAXD * 8];
+    const int ng = (nk + 3) / 4;
+    for (int i0 = 0; i0 < nq; i0 += 2) {
+        /* one 256-bit store a dimension (the loads below read whole vectors) */
+        const __m256i rep = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+        for (int d = 0; d < hd; d++) {
+            const __m128 two = _mm_castpd_ps(_mm_load_sd((const double *)(qt + (size_t)d * nqp + i0)));
+            _mm256_storeu_ps(qr + (size_t)d * 8, _mm256_permutevar8x32_ps(_mm256_castps128_ps256(two), rep));
+        }
+        int g = 0;
+        for (; g + 8 <= ng; g += 8)
+            scores4_tile(qr, k4 + (size_t)g * 4 * hd, hd, sc, st + (size_t)g * 4 * nqp + i0, nqp, 8);
+        if (g + 4 <= ng)
+            scores4_tile(qr, k4 + (size_t)g * 4 * hd, hd, sc, st + (size_t)g * 4 * nqp + i0, nqp, 4), g += 4;
+        if (g + 2 <= ng)
+            scores4_tile(qr, k4 + (size_t)g * 4 * hd, hd, sc, st + (size_t)g * 4 * nqp + i0, nqp, 2), g += 2;
+        if (g < ng)
+            scores4_tile(qr, k4 + (size_t)g * 4 * hd, hd, sc, st + (size_t)g * 4 * nqp + i0, nqp, 1);
+    }
+}
+
+const qk_attn_kernels qk_x86_avx2_attn = {scores, softmax, pv, qk_x86_avx2_attn_scale, f16_row, k4_rows, scores4};
 
 #endif
