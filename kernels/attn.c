@@ -132,6 +132,15 @@ static void k4_rows(const void *rows, int f16, size_t stride, int nk, int hd, fl
         }
 }
 
+void qk_attn_k4_cols(const void *rows, int f16, size_t stride, int nr, int d0, int hd, float *dst)
+{
+    for (int d = d0; d < hd; d++)
+        for (int j = 0; j < 4; j++)
+            dst[(size_t)d * 4 + (size_t)j] = j >= nr ? 0.0f
+                                             : f16   ? qk_f16_to_f32(((const uint16_t *)rows)[(size_t)j * stride + (size_t)d])
+                                                     : ((const float *)rows)[(size_t)j * stride + (size_t)d];
+}
+
 static void scores4(const float *qt, int nqp, int nq, const float *k4, int nk, int hd, float scale, float *st)
 {
     for (int k = 0; k < nk; k++)

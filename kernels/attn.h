@@ -71,6 +71,55 @@ typedef struct qk_attn_kernels {
     void (*scores4)(const float *qt, int nqp, int nq, const float *k4, int nk, int hd, float scale, float *st);
 } qk_attn_kernels;
 
+/* The SIMD levels' k4_rows for the dimensions d0 .. hd-1 past the last full
+ * block of sixteen (their place kept) of one group of four keys, nr of them
+ * real, at rows (stride elements apart) into the group's k4 at dst. */
+void qk_attn_k4_cols(const void *rows, int f16, size_t stride, int nr, int d0, int hd, float *dst);
+
+/* A SIMD level's scores4 over ng groups of four keys: TILE(g, G) for G
+ * groups from group g, G = 8, then 4, 2, 1 for the rest. */
+#define QK_ATT_K4_GROUPS(ng, TILE)                                                                          \
+    do {                                                                                                    \
+        int g_ = 0;                                                                                         \
+        for (; g_ + 8 <= (ng); g_ += 8)                                                                     \
+            TILE(g_, 8);                                                                                    \
+        if (g_ + 4 <= (ng))                                                                                 \
+            TILE(g_, 4), g_ += 4;                                                                           \
+        if (g_ + 2 <= (ng))                                                                                 \
+            TILE(g_, 2), g_ += 2;                                                                           \
+        if (g_ < (ng))                                                                                      \
+            TILE(g_, 1);                                                                                    \
+    } while (0)
+
+/* A SIMD level's k4_rows: BLOCK(g, nr, d0, dst) converts the block of
+ * sixteen dimensions from d0 of the nr (<= 4) rows at g into the group's
+ * k4 block at dst; the dimensions past the last block go through
+ * qk_attn_k4_cols. */
+#define QK_ATT_K4_ROWS(rows, f16, stride, nk, hd, k4, BLOCK)                                                \
+    do {                                                                                                    \
+        const int df_ = (hd) / 16 * 16;                                                                     \
+        for (int k0_ = 0; k0_ < (nk); k0_ += 4) {                                                           \
+            const int nr_ = (nk) - k0_ < 4 ? (nk) - k0_ : 4;                                                \
+            const char *g_ = (const char *)(rows) + (size_t)k0_ * (stride) * ((f16) ? 2 : 4);              \
+            float *dst_ = (k4) + (size_t)k0_ * (hd);                                                        \
+            for (int d0_ = 0; d0_ < df_; d0_ += 16)                                                         \
+                BLOCK(g_, nr_, d0_, dst_ + (size_t)d0_ * 4);                                                \
+            qk_attn_k4_cols(g_, f16, stride, nr_, df_, hd, dst_);                                           \
+        }                                                                                                   \
+    } while (0)
+
+/* A SIMD level's scores4 chain: STEP(d, p) for d = 0 .. hd-1 in order, p
+ * dimension d's k4 position (constant in the unrolled block of sixteen). */
+#define QK_ATT_K4_DIMS(hd, STEP)                                                                            \
+    do {                                                                                                    \
+        const int df_ = (hd) / 16 * 16;                                                                     \
+        for (int d0_ = 0; d0_ < df_; d0_ += 16)                                                             \
+            _Pragma("GCC unroll 16") for (int m_ = 0; m_ < 16; m_++)                                        \
+                STEP(d0_ + m_, d0_ + 4 * (m_ & 3) + (m_ >> 2));                                             \
+        for (int d_ = df_; d_ < (hd); d_++)                                                                 \
+            STEP(d_, d_);                                                                                   \
+    } while (0)
+
 /* Where dimension d of a key sits in its group of four (see above). */
 static inline int qk_attn_k4_pos(int d, int hd)
 {

@@ -261,22 +261,9 @@ INLINE void k4_half(const void *rows, int f16, size_t stride, int nr, int d0, fl
 
 QK_TARGET_AVX2 static void k4_rows(const void *rows, int f16, size_t stride, int nk, int hd, float *k4)
 {
-    const size_t es = f16 ? 2 : 4;
-    const int dfull = hd / 16 * 16;
-    for (int k0 = 0; k0 < nk; k0 += 4) {
-        const int nr = nk - k0 < 4 ? nk - k0 : 4;
-        const char *g = (const char *)rows + (size_t)k0 * stride * es;
-        float *dst = k4 + (size_t)k0 * hd;
-        for (int d0 = 0; d0 < dfull; d0 += 16) {
-            k4_half(g, f16, stride, nr, d0, dst + (size_t)d0 * 4, 0);
-            k4_half(g, f16, stride, nr, d0 + 8, dst + (size_t)d0 * 4, 2);
-        }
-        for (int d = dfull; d < hd; d++)
-            for (int j = 0; j < 4; j++)
-                dst[(size_t)d * 4 + j] = j >= nr ? 0.0f
-                                         : f16   ? qk_f16_to_f32(((const uint16_t *)g)[(size_t)j * stride + d])
-                                                 : ((const float *)g)[(size_t)j * stride + d];
-    }
+#define BLOCK(g, nr, d0, dst) k4_half(g, f16, stride, nr, d0, dst, 0), k4_half(g, f16, stride, nr, (d0) + 8, dst, 2)
+    QK_ATT_K4_ROWS(rows, f16, stride, nk, hd, k4, BLOCK);
+#undef BLOCK
 }
 
 /* G groups of four keys against the two queries of qr (qr[d*8 + 4i + j] =
@@ -286,19 +273,14 @@ INLINE void scores4_tile(const float *qr, const float *k4, int hd, __m256 sc, fl
     __m256 a[8];
     _Pragma("GCC unroll 8") for (int g = 0; g < G; g++)
         a[g] = _mm256_setzero_ps();
-    const int dfull = hd / 16 * 16;
-    for (int d0 = 0; d0 < dfull; d0 += 16)
-        _Pragma("GCC unroll 16") for (int m = 0; m < 16; m++) {
-            const __m256 q = _mm256_loadu_ps(qr + (size_t)(d0 + m) * 8);
-            const int p = d0 + 4 * (m & 3) + (m >> 2);
-            _Pragma("GCC unroll 8") for (int g = 0; g < G; g++)
-                a[g] = _mm256_fmadd_ps(_mm256_broadcast_ps((const __m128 *)(k4 + ((size_t)g * hd + p) * 4)), q, a[g]);
-        }
-    for (int d = dfull; d < hd; d++) {
-        const __m256 q = _mm256_loadu_ps(qr + (size_t)d * 8);
-        _Pragma("GCC unroll 8") for (int g = 0; g < G; g++)
-            a[g] = _mm256_fmadd_ps(_mm256_broadcast_ps((const __m128 *)(k4 + ((size_t)g * hd + d) * 4)), q, a[g]);
+#define STEP(d, p)                                                                                          \
+    {                                                                                                       \
+        const __m256 q = _mm256_loadu_ps(qr + (size_t)(d) * 8);                                             \
+        _Pragma("GCC unroll 8") for (int g = 0; g < G; g++)                                                 \
+            a[g] = _mm256_fmadd_ps(_mm256_broadcast_ps((const __m128 *)(k4 + ((size_t)g * hd + (p)) * 4)), q, a[g]); \
     }
+    QK_ATT_K4_DIMS(hd, STEP);
+#undef STEP
     /* lanes 4i + j: key j's two queries to row 4g + j */
     _Pragma("GCC unroll 8") for (int g = 0; g < G; g++) {
         const __m256 v = _mm256_mul_ps(a[g], sc);
@@ -324,15 +306,9 @@ QK_TARGET_AVX2 static void scores4(const float *qt, int nqp, int nq, const float
             const __m128 two = _mm_castpd_ps(_mm_load_sd((const double *)(qt + (size_t)d * nqp + i0)));
             _mm256_storeu_ps(qr + (size_t)d * 8, _mm256_permutevar8x32_ps(_mm256_castps128_ps256(two), rep));
         }
-        int g = 0;
-        for (; g + 8 <= ng; g += 8)
-            scores4_tile(qr, k4 + (size_t)g * 4 * hd, hd, sc, st + (size_t)g * 4 * nqp + i0, nqp, 8);
-        if (g + 4 <= ng)
-            scores4_tile(qr, k4 + (size_t)g * 4 * hd, hd, sc, st + (size_t)g * 4 * nqp + i0, nqp, 4), g += 4;
-        if (g + 2 <= ng)
-            scores4_tile(qr, k4 + (size_t)g * 4 * hd, hd, sc, st + (size_t)g * 4 * nqp + i0, nqp, 2), g += 2;
-        if (g < ng)
-            scores4_tile(qr, k4 + (size_t)g * 4 * hd, hd, sc, st + (size_t)g * 4 * nqp + i0, nqp, 1);
+#define TILE(g, G) scores4_tile(qr, k4 + (size_t)(g) * 4 * hd, hd, sc, st + (size_t)(g) * 4 * nqp + i0, nqp, G)
+        QK_ATT_K4_GROUPS(ng, TILE);
+#undef TILE
     }
 }
 
