@@ -46,7 +46,7 @@ static const char usage_text[] =
     "  -f, --file TEXT         evaluation text\n"
     "  -c, --ctx-size N        window size in tokens (default 512)\n"
     "      --chunks N          at most N windows\n"
-    "  -b, --batch-size N      tokens per forward call (default: logits within 64 MiB, 32..512)\n"
+    "  -b, --batch-size N      tokens per forward call (default 512, at most -c)\n"
     "      --kv-type f16|f32   KV cache type (default f16, llama.cpp's numerics)\n"
     "      --act-type T        default (activations encoded as llama.cpp does) or f32 (float\n"
     "                          activations: the weights' error alone, as if dequantized to F32)\n"
