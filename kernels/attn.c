@@ -122,23 +122,27 @@ static void f16_row(const uint16_t *h, float *f, int n)
         f[i] = qk_f16_to_f32(h[i]);
 }
 
+/* Key k's dimension d of rows (F16 or float, stride elements apart); 0 for
+ * the keys k >= nk that pad the last group of four. */
+static float key_elem(const void *rows, int f16, size_t stride, int nk, int k, int d)
+{
+    const size_t o = (size_t)k * stride + (size_t)d;
+    return k >= nk ? 0.0f : f16 ? qk_f16_to_f32(((const uint16_t *)rows)[o]) : ((const float *)rows)[o];
+}
+
 static void k4_rows(const void *rows, int f16, size_t stride, int nk, int hd, float *k4)
 {
     for (int k = 0; k < (nk + 3) / 4 * 4; k++)
-        for (int d = 0; d < hd; d++) {
-            const size_t o = (size_t)k * stride + (size_t)d;
-            const float x = k >= nk ? 0.0f : f16 ? qk_f16_to_f32(((const uint16_t *)rows)[o]) : ((const float *)rows)[o];
-            k4[((size_t)(k / 4) * hd + (size_t)qk_attn_k4_pos(d, hd)) * 4 + (size_t)(k % 4)] = x;
-        }
+        for (int d = 0; d < hd; d++)
+            k4[((size_t)(k / 4) * hd + (size_t)qk_attn_k4_pos(d, hd)) * 4 + (size_t)(k % 4)] =
+                key_elem(rows, f16, stride, nk, k, d);
 }
 
 void qk_attn_k4_cols(const void *rows, int f16, size_t stride, int nr, int d0, int hd, float *dst)
 {
     for (int d = d0; d < hd; d++)
         for (int j = 0; j < 4; j++)
-            dst[(size_t)d * 4 + (size_t)j] = j >= nr ? 0.0f
-                                             : f16   ? qk_f16_to_f32(((const uint16_t *)rows)[(size_t)j * stride + (size_t)d])
-                                                     : ((const float *)rows)[(size_t)j * stride + (size_t)d];
+            dst[(size_t)d * 4 + (size_t)j] = key_elem(rows, f16, stride, nr, j, d);
 }
 
 static void scores4(const float *qt, int nqp, int nq, const float *k4, int nk, int hd, float scale, float *st)

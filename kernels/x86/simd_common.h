@@ -65,9 +65,9 @@ QK_TARGET_AVX2 static inline __m256i qk_dot_i8(__m256i x, __m256i y)
     return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
 }
 
-/* Prefetch the len bytes at p into L2 (prefetcht1).  One-token products are where the
- * weights stream from DRAM, and the hardware prefetchers alone leave them
- * well short of the read bandwidth (12 GB/s per thread here):
+/* Prefetch the len bytes at p into L2 (prefetcht1).  One-token products are
+ * where the weights stream from DRAM, and the hardware prefetchers alone
+ * leave them well short of the read bandwidth (12 GB/s per thread here):
  * - kernels that stream eight rows at once (Q8_0 and the other 32-element
  *   formats, F16, BF16) prefetch the next group's rows linearly in step:
  *   Q8_0 went from 6 to 10 GB/s;

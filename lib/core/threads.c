@@ -11,8 +11,8 @@
  * wake-up per job would cost more than the job), then spinning with a
  * yield to any other runnable thread, then on a condition variable.  With
  * the second phase (about a millisecond) bench250m decode on 2 threads went
- * from 41-47 to 50-53 t/s (F16) and from 124-130 to 133-154 (Q4_K_M).  One caller at a time owns the pool; a concurrent or nested call
- * falls back to threads started for that call, with the same partition.
+ * from 41-47 to 50-53 t/s (F16) and from 124-130 to 133-154 (Q4_K_M).  One
+ * caller at a time owns the pool; a concurrent or nested call falls back to threads started for that call, with the same partition.
  * After fork() the child starts with an empty pool.  At exit the workers are
  * told to quit and joined, so nothing they hold outlives the process' end
  * (valgrind-clean). */

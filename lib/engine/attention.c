@@ -176,6 +176,15 @@ static float *att_scratch_new(att_scratch *w, int hd, int hdv)
     return f;
 }
 
+/* Bytes of one cache element (kv_type). */
+static size_t kv_bytes(const qk_ctx *c) { return c->kv_type == QK_F16 ? 2 : 4; }
+
+/* Row p of KV head h in the cache (len elements a row). */
+static const char *cache_at(const qk_ctx *c, const void *cache, int h, int p, int len)
+{
+    return (const char *)cache + qk_kv_off(c, h, p, len) * kv_bytes(c);
+}
+
 /* Rows p .. p+n-1 of KV head h (len elements each) as float rows: from
  * the cache (kv_type, head-major, so the rows are one run), or from the
  * KIVI key copy kqc (float, token-major). */
@@ -186,9 +195,9 @@ static void cache_rows(const qk_ctx *c, const void *cache, bool kivi, int h, int
             memcpy(dst + (size_t)k * len, (const float *)cache + (size_t)(p + k) * c->kv_dim + (size_t)h * len,
                    (size_t)len * sizeof *dst);
     } else if (c->kv_type == QK_F16) {
-        c->attn->f16_row((const uint16_t *)cache + qk_kv_off(c, h, p, len), dst, n * len);
+        c->attn->f16_row((const uint16_t *)cache_at(c, cache, h, p, len), dst, n * len);
     } else {
-        memcpy(dst, (const float *)cache + qk_kv_off(c, h, p, len), (size_t)n * len * sizeof *dst);
+        memcpy(dst, cache_at(c, cache, h, p, len), (size_t)n * len * sizeof *dst);
     }
 }
 
@@ -197,9 +206,8 @@ static void cache_rows(const qk_ctx *c, const void *cache, bool kivi, int h, int
  * under the loads. */
 static void cache_prefetch(const qk_ctx *c, const void *cache, int h, int p, int n, int len)
 {
-    const size_t es = c->kv_type == QK_F16 ? 2 : 4;
-    const char *r = (const char *)cache + qk_kv_off(c, h, p, len) * es;
-    for (size_t b = 0; b < (size_t)n * len * es; b += 64)
+    const char *r = cache_at(c, cache, h, p, len);
+    for (size_t b = 0; b < (size_t)n * len * kv_bytes(c); b += 64)
         __builtin_prefetch(r + b, 0, 3);
 }
 
@@ -255,9 +263,7 @@ static void attend_block(const attn_job *j, int kvh, int g0, int ng, int t0, int
     for (int p0 = first; p0 <= pos_max; p0 += QK_ATT_TILE) {
         const int nk = pos_max + 1 - p0 < QK_ATT_TILE ? pos_max + 1 - p0 : QK_ATT_TILE;
         if (k4) {
-            const size_t es = c->kv_type == QK_F16 ? 2 : 4;
-            ak->k4_rows((const char *)j->kc + qk_kv_off(c, kvh, p0, hd) * es, c->kv_type == QK_F16, (size_t)hd, nk,
-                        hd, w->kf);
+            ak->k4_rows(cache_at(c, j->kc, kvh, p0, hd), c->kv_type == QK_F16, (size_t)hd, nk, hd, w->kf);
             cache_prefetch(c, j->vc, kvh, p0, nk, hdv);
             ak->scores4(w->qt, nqp, nq, w->kf, nk, hd, j->scale, w->st);
         } else {

@@ -259,8 +259,8 @@ typedef struct {
     void *kc, *vc;    /* ST_QKV: this layer's cache, or NULL when stored later */
 } stage_job;
 
-/* One token's k or v row into an F16 or F32 cache at row `row`. */
-/* A token's row of n_head_kv heads of len into the cache at position pos. */
+/* One token's k or v row (n_head_kv heads of len) into an F16 or F32 cache
+ * at position pos. */
 static void cache_put(const qk_ctx *c, void *cache, int pos, const float *src, int len)
 {
     for (int h = 0; h < c->m->hp.n_head_kv; h++) {
@@ -400,8 +400,8 @@ static int key_groups(const qk_ctx *c, const float *kc, float *kqc, int first, i
                       qk_err *err)
 {
     const int g = qk_kvq_group(&c->kvq);
+    const int hd = c->m->hp.head_dim;
     for (int end = (first / g + 1) * g; end <= first + n_tok; end += g) {
-        const int hd = c->m->hp.head_dim;
         const size_t off = (size_t)(end - g) * c->kv_dim;
         for (int t = end - g; t < end; t++)
             for (int h = 0; h < c->m->hp.n_head_kv; h++)

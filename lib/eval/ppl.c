@@ -135,7 +135,6 @@ typedef struct {
     float *hid;            /* factored base output: normalised hidden states */
     float *xa, *xb, *xv[QK_PPL_MAX_VARIANTS]; /* a batch's residual rows, per context */
     int nl;                /* logits rows per step (QK_PPL_LOGITS_BUDGET) */
-    qk_matmul_ws ws;
     int32_t *win;
     qk_kld_tok *rec;
 } run_bufs;
@@ -146,7 +145,6 @@ static void free_bufs(run_bufs *r)
     qk_ctx_free(r->b);
     for (int i = 0; i < QK_PPL_MAX_VARIANTS; i++)
         qk_ctx_free(r->v[i]);
-    qk_matmul_ws_free(&r->ws);
     free(r->la), free(r->lb), free(r->blp), free(r->hid), free(r->win), free(r->rec);
     free(r->lv), free(r->plp), free(r->vlp);
     free(r->xa), free(r->xb);
@@ -154,28 +152,15 @@ static void free_bufs(run_bufs *r)
         free(r->xv[i]);
 }
 
-/* The engine's output block (forward.c: rmsnorm of the residual stream times
- * output_norm, then the output layer and its bias) on the n residual rows x,
- * done here so that the normalised hidden states are kept for a factored
- * base file.  Bit-identical to qk_forward's logits (tests/test_kld.c checks
- * it). */
-static int head_and_hidden(const qk_ctx *c, const float *x, int n, float *hid, float *logits, qk_matmul_ws *ws,
-                           qk_err *err)
+/* The engine's output block (qk_forward_head) on the n residual rows x, with
+ * the normalised hidden states it leaves in c->xb kept for a factored base
+ * file. */
+static int head_and_hidden(qk_ctx *c, const float *x, int n, float *hid, float *logits, qk_err *err)
 {
-    const qk_model *m = c->m;
-    const int e = m->hp.n_embd;
-    for (int t = 0; t < n; t++) {
-        const float *xr = x + (size_t)t * e;
-        float *y = hid + (size_t)t * e;
-        double sum = 0.0; /* ggml_compute_forward_rms_norm_f32 */
-        for (int i = 0; i < e; i++)
-            sum += (double)(xr[i] * xr[i]);
-        const float mean = (float)(sum / e);
-        const float scale = 1.0f / sqrtf(mean + m->hp.rms_eps);
-        for (int i = 0; i < e; i++)
-            y[i] = xr[i] * scale * m->output_norm[i];
-    }
-    return qk_output_logits(m, hid, n, logits, ws, c->nthreads, err);
+    if (qk_forward_head(c, x, n, logits, err))
+        return err->code;
+    memcpy(hid, c->xb, (size_t)n * c->m->hp.n_embd * sizeof *hid);
+    return 0;
 }
 
 /* The n tokens at tok through every layer (no logits), their residual rows
@@ -270,7 +255,7 @@ static int run_chunk(qk_ppl_job *j, run_bufs *r, int c, qk_err *err)
         for (int k0 = 0; k0 < nt; k0 += r->nl) {
             const int n = nt - k0 < r->nl ? nt - k0 : r->nl, p = p0 + k0;
             const float *xa = r->xa + (size_t)k0 * e;
-            if (r->hid ? head_and_hidden(r->a, xa, n, r->hid, r->la, &r->ws, err)
+            if (r->hid ? head_and_hidden(r->a, xa, n, r->hid, r->la, err)
                        : qk_forward_head(r->a, xa, n, r->la, err))
                 return err->code;
             if (r->b) {
@@ -309,17 +294,12 @@ int qk_ppl_run(qk_ppl_job *j, qk_err *err)
         j->n_batch = 512;
     if (j->n_batch > j->n_ctx)
         j->n_batch = j->n_ctx;
-    /* logits rows per step: as many as keep one step's logits within
-     * QK_PPL_LOGITS_BUDGET, 32 .. the batch */
-    const uint64_t fit = QK_PPL_LOGITS_BUDGET / ((uint64_t)nv * sizeof(float));
-    const int nl = fit < 32 ? 32 : fit > (uint64_t)j->n_batch ? j->n_batch : (int)fit;
     if (j->n_variants < 0 || j->n_variants > QK_PPL_MAX_VARIANTS)
         return qk_errf(err, QK_EINPUT, "%d variant runs (at most %d)", j->n_variants, QK_PPL_MAX_VARIANTS);
     for (int i = 0; i < j->n_variants; i++)
         if (j->variants[i].vs_base && !j->base_model && !j->base_in)
             return qk_errf(err, QK_EINPUT, "a variant scored against the base needs a base");
     run_bufs r = {0};
-    r.ws.act = j->act_type;
     qk_ctx_params cp = {.n_ctx = j->n_ctx, .n_batch = j->n_batch, .nthreads = j->nthreads,
                         .kv_type = j->kv_type};
     qk_ctx_params cpa = cp;
@@ -335,7 +315,10 @@ int qk_ppl_run(qk_ppl_job *j, qk_err *err)
     }
     if (rc)
         goto done;
-    r.nl = nl < j->n_batch ? nl : j->n_batch;
+    /* logits rows per step: as many as keep them within QK_PPL_LOGITS_BUDGET,
+     * at least 32, at most the batch */
+    const uint64_t fit = QK_PPL_LOGITS_BUDGET / ((uint64_t)nv * sizeof(float)), want = fit < 32 ? 32 : fit;
+    r.nl = want < (uint64_t)j->n_batch ? (int)want : j->n_batch;
     const size_t rows = (size_t)r.nl * (size_t)nv, xrows = (size_t)j->n_batch * (size_t)j->model->hp.n_embd;
     r.xa = malloc(xrows * sizeof *r.xa);
     if (j->base_model)
