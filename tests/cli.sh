@@ -2,7 +2,37 @@
 # Command-line behaviour: exit codes, one-line errors, no partial output,
 # byte-exact raw encoding through the binary.  Run by `make test`.
 # Prints "N passed, N failed" and exits non-zero on any failure.
+#
+# The checks are sections, tests/cli_*.sh, sourced with the helpers below.  QK_CLI_JOBS lanes
+# (default 2) share them: copies of this script, each sourcing the next section no other lane
+# has claimed (a claim is a mkdir, which only one lane can win), so the commands, most of them
+# single-threaded, keep two cores busy.  A section must not depend on another's variables or
+# files (each lane has its own $T); QK_CLI_JOBS=1 runs them all in order in one shell.
 QK=${QK_BIN:-build/qk}
+if [ -z "$QK_CLI_CLAIMS" ]; then
+    C=$(mktemp -d)
+    trap 'rm -rf "$C"' EXIT
+    lanes=${QK_CLI_JOBS:-2} i=0
+    while [ "$i" -lt "$lanes" ]; do
+        QK_CLI_CLAIMS=$C QK_CLI_LANE=$i sh "$0" &
+        i=$((i + 1))
+    done
+    wait
+    i=0 pass=0 fail=0
+    while [ "$i" -lt "$lanes" ]; do
+        if [ -f "$C/count.$i" ]; then
+            read -r p f <"$C/count.$i"
+            pass=$((pass + p)) fail=$((fail + f))
+        else
+            fail=$((fail + 1)); echo "FAIL: cli lane $i ended before its count"
+        fi
+        i=$((i + 1))
+    done
+    echo "cli: $pass passed, $fail failed"
+    [ "$fail" = 0 ]
+    exit
+fi
+
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 pass=0 fail=0
@@ -19,56 +49,10 @@ expect() {
     ok
 }
 
-G=goldens/ggml
-# --- qk-quant raw encode/decode: byte-exact for every type with an encoder
-for q in $G/*.plain.q $G/*.imatrix.q; do
-    f=${q##*/}; ty=${f%%.*}; mode=${f#*.}; mode=${mode%%.q}
-    "$QK" quant --list-types --json | grep -q "\"name\": \"$ty\"" || continue
-    enc=$("$QK" quant --list-types | awk -v t="$ty" '$1==t && /encode/ {print "y"}')
-    [ "$enc" = y ] || continue
-    im=""; [ "$mode" = imatrix ] && im="--imatrix $G/imatrix.f32"
-    if "$QK" quant --raw-encode "$ty" --shape 8x4096 $im -t 2 $G/input.f32 "$T/o.bin" 2>"$T/err" && cmp -s "$T/o.bin" "$q"; then ok; else bad "raw-encode $ty $mode"; fi
-    if "$QK" quant --raw-decode "$ty" --shape 8x4096 "$q" "$T/o.f32" && cmp -s "$T/o.f32" "$G/$ty.$mode.deq.f32"; then ok; else bad "raw-decode $ty $mode"; fi
+for cli_sec in tests/cli_*.sh; do
+    mkdir "$QK_CLI_CLAIMS/${cli_sec##*/}" 2>/dev/null || continue
+    [ -n "$QK_CLI_TIMES" ] && cli_t0=$(date +%s)
+    . "./$cli_sec"
+    [ -n "$QK_CLI_TIMES" ] && echo "cli: $cli_sec $(($(date +%s) - cli_t0)) s (lane $QK_CLI_LANE)"
 done
-
-# --- qk-quant bad input: exit 2, one line, no output left behind
-expect 2 "$QK" quant --raw-encode nosuchtype --shape 8x4096 $G/input.f32 "$T/x"
-expect 2 "$QK" quant --raw-encode q4_0 --shape 8x4095 $G/input.f32 "$T/x"
-expect 2 "$QK" quant --raw-encode q4_0 --shape 7x4096 $G/input.f32 "$T/x"
-expect 2 "$QK" quant --raw-encode q4_0 --shape 8xabc $G/input.f32 "$T/x"
-expect 2 "$QK" quant --raw-decode q4_0 --shape 8x4096 $G/input.f32 "$T/x"
-expect 2 "$QK" quant --raw-encode iq2_xxs --shape 8x4096 $G/input.f32 "$T/x"
-expect 2 "$QK" quant --raw-encode q4_0 --shape 8x4096 --imatrix $G/input.f32 $G/input.f32 "$T/x"
-expect 2 "$QK" quant --raw-encode q4_0 --shape 8x4096 $G/input.f32
-expect 2 "$QK" quant --bogus-option
-expect 3 "$QK" quant --raw-encode q4_0 --shape 8x4096 "$T/missing.f32" "$T/x"
-if ls "$T" | grep -q '^x'; then bad "partial output left behind"; ls "$T"; else ok; fi
-cp $G/input.f32 "$T/in.f32"
-expect 2 "$QK" quant --raw-encode f16 --shape 8x4096 "$T/in.f32" "$T/in.f32"
-if cmp -s "$T/in.f32" $G/input.f32; then ok; else bad "input overwritten"; fi
-expect 2 "$QK" nosuchcommand
-expect 0 "$QK" --help
-expect 0 "$QK" quant --help
-expect 0 "$QK" quant --list-types
-if "$QK" quant --list-types --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert len(d["types"]) > 40' 2>/dev/null; then ok
-elif ! command -v python3 >/dev/null; then ok; else bad "--list-types --json is not valid JSON"; fi
-
-# --- links behave like the subcommand
-ln -sf "$(cd "$(dirname "$QK")" && pwd)/qk" "$T/qk-quant"
-expect 0 "$T/qk-quant" --list-types
-
-# --- every command has a man page naming each option its --help lists
-for c in $("$QK" --help | awk '/^commands:/ {f = 1; next} f && NF == 0 {f = 0} f {print $1}'); do
-    m=man/qk-$c.1
-    if [ ! -f "$m" ]; then bad "no man page for $c"; continue; fi
-    sed 's/\\-/-/g; s/\\f[BIRP]//g' "$m" >"$T/man.txt"
-    for o in $("$QK" "$c" --help | grep -oE -- '--[a-zA-Z][-a-zA-Z0-9]*' | sort -u); do
-        grep -q -- "$o" "$T/man.txt" && ok || bad "man/qk-$c.1 does not document $o"
-    done
-done
-
-# per-command checks: tests/cli_NAME.sh, sourced with the helpers above
-for f in tests/cli_*.sh; do [ -f "$f" ] && . "./$f"; done
-
-echo "cli: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+echo "$pass $fail" >"$QK_CLI_CLAIMS/count.$QK_CLI_LANE"

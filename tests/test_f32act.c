@@ -22,6 +22,7 @@
 #include "lib/engine/matmul.h"
 #include "tests/testutil.h" /* criterion.h first */
 #include "kernels/types.h"
+#include <criterion/parameterized.h>
 
 #define NR 16
 #define NT 65
@@ -78,19 +79,33 @@ static int check_type(const qk_type_traits *t, int64_t n, uint64_t *s)
     return levels;
 }
 
-Test(f32act, every_type_is_the_f32_product_of_its_decoded_rows)
+/* Every type with an encoder and a decoder (one test each, so the runner spreads them over its jobs). */
+static bool f32act_type(const qk_type_traits *t) { return t->quantize && t->to_float && t->blck <= 256; }
+
+ParameterizedTestParameters(f32act, every_type_is_the_f32_product_of_its_decoded_rows)
 {
-    uint64_t s = 24;
+    static int ids[QK_TYPE_MAX];
+    size_t n = 0;
+    for (int id = qk_type_next(-1); id >= 0; id = qk_type_next(id))
+        if (f32act_type(qk_type_get(id)))
+            ids[n++] = id;
+    return cr_make_param_array(int, ids, n);
+}
+
+ParameterizedTest(int *id, f32act, every_type_is_the_f32_product_of_its_decoded_rows)
+{
+    uint64_t s = 24 + (uint64_t)*id;
+    const qk_type_traits *t = qk_type_get(*id);
+    const int64_t lens[6] = {t->blck, 3 * t->blck, 9 * t->blck, 33, 172, 520};
+    for (int i = 0; i < (t->blck == 1 ? 6 : 3); i++)
+        check_type(t, lens[i] < 8 ? 8 * lens[i] : lens[i], &s);
+}
+
+Test(f32act, at_least_30_types)
+{
     int types = 0;
-    for (int id = qk_type_next(-1); id >= 0; id = qk_type_next(id)) {
-        const qk_type_traits *t = qk_type_get(id);
-        if (!t->quantize || !t->to_float || t->blck > 256)
-            continue;
-        const int64_t lens[6] = {t->blck, 3 * t->blck, 9 * t->blck, 33, 172, 520};
-        for (int i = 0; i < (t->blck == 1 ? 6 : 3); i++)
-            check_type(t, lens[i] < 8 ? 8 * lens[i] : lens[i], &s);
-        types++;
-    }
+    for (int id = qk_type_next(-1); id >= 0; id = qk_type_next(id))
+        types += f32act_type(qk_type_get(id));
     cr_assert_geq(types, 30, "float-activation products checked for %d types", types);
     cr_log_info("%d types, levels scalar .. %s", types, qk_cpu_level_name(qk_cpu_supported()));
 }

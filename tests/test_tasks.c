@@ -27,7 +27,8 @@
 #include "lib/engine/modelfile.h"
 #include "lib/eval/tasks.h"
 #include "lib/eval/tasks_cmd.h"
-#include "tests/testutil.h"
+#include "tests/testutil.h" /* criterion.h first: parameterized.h after it */
+#include <criterion/parameterized.h>
 
 #define GT "goldens/tasks/"
 #define HS GT "hellaswag-stories.txt"
@@ -360,10 +361,18 @@ static const gcase cases[] = {
     {NULL, S4M, "Q4_K_M", "s4m-q4km-mc", QK_TASK_MC, MC, 0, S4M_LIMIT, false},
 };
 
-Test(tasks_llama, same_answers_as_llama_perplexity, .timeout = 1200)
+/* One test a case, so the runner spreads them over its jobs. */
+ParameterizedTestParameters(tasks_llama, same_answers_as_llama_perplexity)
 {
+    static int idx[sizeof cases / sizeof *cases];
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-        run_case(&cases[i]);
+        idx[i] = (int)i;
+    return cr_make_param_array(int, idx, sizeof cases / sizeof *cases);
+}
+
+ParameterizedTest(int *i, tasks_llama, same_answers_as_llama_perplexity, .timeout = 1200)
+{
+    run_case(&cases[*i]);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir());
     cr_assert_eq(system(cmd), 0);
