@@ -84,6 +84,7 @@ static const char usage_text[] =
     "  --rotate hadamard          SpinQuant's Hadamard rotations (R1 residual, R2 per head, R4 online\n"
     "                             before down_proj: block 16 nvfp4, 32 mxfp4, else the largest power\n"
     "                             of two dividing intermediate_size), written as transform_config\n"
+    "                             (with --method or static scales: calibrated on the rotated model)\n"
     "raw encode/decode of datacenter schemes (see --list-types):\n"
     "  --granularity G            tensor|channel|token|group:G|block:RxC|none (int8, int4, fp8, ...)\n"
     "  --global-scale S|auto      NVFP4 global scale (mxfp4/nvfp4 then mean the OCP/NVIDIA schemes)\n"

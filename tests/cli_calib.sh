@@ -83,9 +83,8 @@ for s in $sl; do
     [ -n "${QK_SANITIZED:-}" ] && continue
     expect 0 "$QK" quant -q --to $s --calib "$CC" $sc --tokenizer "$CG" -t 3 "$CH" "$T/s3-$s"
     cmp -s "$T/s1-$s/model.safetensors" "$T/s3-$s/model.safetensors" && ok || bad "$s bytes depend on threads"
-    # bad input: a GPTQ/AWQ method, --rotate, a text too short
+    # bad input: a GPTQ/AWQ method, a text too short
     expect 2 "$QK" quant --to $s --method gptq --calib "$CC" -c 64 --tokenizer "$CG" "$CH" "$T/ys2-$s"
-    expect 2 "$QK" quant --to $s --rotate hadamard --calib "$CC" -c 64 --tokenizer "$CG" "$CH" "$T/ys3-$s"
     expect 2 "$QK" quant --to $s --calib "$T/cshort.txt" -c 128 --tokenizer "$CG" "$CH" "$T/ys4-$s"
 done
 if [ -z "${QK_SANITIZED:-}" ]; then
@@ -98,6 +97,20 @@ if [ -z "${QK_SANITIZED:-}" ]; then
     grep -q 'quant_algo' "$T/err" && ok || bad "modelopt-nvfp4 without --calib: $(cat "$T/err")"
     expect 0 "$QK" quant -q --to modelopt-nvfp4 --calib "$CC" -c 64 --calib-chunks 2 --tokenizer "$CG" "$CH" "$T/sm1"
     expect 0 "$QK" run -q -m "$T/sm1" --tokenizer "$CG" -p "Once upon a time" -n 4
+    # --rotate with static scales: the observers see the rotated model, R4 applied online, as in
+    # llm-compressor's [SpinQuantModifier, QuantizationModifier] (the scales against its own are
+    # tests/test_static.c's); it runs, its bytes do not depend on the thread count, and nothing but the
+    # output is left (the rotated F32 copy it calibrates on is a temporary beside the output)
+    mkdir "$T/rot"
+    for t in 1 3; do
+        expect 0 "$QK" quant -q --to ct-nvfp4a4 --rotate hadamard --calib "$CC" -c 64 --calib-chunks 2 \
+            --tokenizer "$CG" -t $t "$CH" "$T/rot/s$t"
+    done
+    cmp -s "$T/rot/s1/model.safetensors" "$T/rot/s3/model.safetensors" && ok || bad "ct-nvfp4a4 --rotate: bytes depend on threads"
+    [ "$(ls "$T/rot" | tr '\n' ' ')" = "s1 s3 " ] && ok || bad "ct-nvfp4a4 --rotate left: $(ls "$T/rot")"
+    grep -q '"transform_config"' "$T/rot/s1/config.json" && grep -q '"input_global_scale"\|input_global_scale' \
+        "$T/rot/s1/model.safetensors" && ok || bad "ct-nvfp4a4 --rotate: no transform_config or input_global_scale"
+    expect 0 "$QK" run -q -m "$T/rot/s1" --tokenizer "$CG" -p "Once upon a time" -n 4
 fi
 # --calib without a method on a scheme with dynamic activations: nothing to calibrate
 expect 2 "$QK" quant --to ct-fp8 --calib "$CC" --tokenizer "$CG" "$CH" "$T/ys5"

@@ -50,19 +50,22 @@ TestSuite(static_scales, .init = setup, .fini = teardown);
  * golden's numbers (those are the plain pass's, bit for bit), so that make check stays in its budget. */
 static bool sanitized(void) { return getenv("QK_SANITIZED") != NULL; }
 
-/* Write S4M as scheme, calibrated as the golden was (sanitized: one chunk of 32), into tmproot. */
-static const char *make(const char *scheme, int threads)
+/* Write S4M as scheme, calibrated as the golden was (sanitized: one chunk of 32), into tmproot; rotate:
+ * --rotate hadamard. */
+static const char *make_rot(const char *scheme, int threads, bool rotate)
 {
     static char out[128];
-    snprintf(out, sizeof out, "%s/%s-%d", tmproot, scheme, threads);
+    snprintf(out, sizeof out, "%s/%s-%d%s", tmproot, scheme, threads, rotate ? "-rot" : "");
     qk_ckpt_calib c = {.text = "goldens/calib/calib-6k.txt", .tokenizer = "goldens/models/stories4M/stories4M-f32.gguf",
                        .n_ctx = sanitized() ? 32 : 128, .n_chunks = sanitized() ? 1 : 2, .o = {.nthreads = threads},
                        .quiet = true};
-    qk_ckpt_opts o = {.quiet = true, .calib = &c};
+    qk_ckpt_opts o = {.quiet = true, .calib = &c, .rotate = rotate};
     qk_err err = {0};
     cr_assert_eq(qk_ckpt_quantize(S4M, out, scheme, &o, &err), 0, "%s: %s", scheme, err.msg);
     return out;
 }
+
+static const char *make(const char *scheme, int threads) { return make_rot(scheme, threads, false); }
 
 /* Every golden line of preset against dir's tensors (sanitized: the input scales only there, positive);
  * returns how many input scales. */
@@ -114,6 +117,14 @@ Test(static_scales, fp8_static_is_llm_compressors)
 Test(static_scales, nvfp4a4_is_llm_compressors)
 {
     cr_assert_eq(against_golden(make("ct-nvfp4a4", 2), "NVFP4", "input_global_scale"), 28);
+}
+
+/* --rotate hadamard: the scales observed on the rotated model (R4 online before down_proj), as
+ * llm-compressor's [SpinQuantModifier (R4 on blocks of 16), QuantizationModifier(scheme=NVFP4)] gives them;
+ * the weights' global scales are those of the rotated weights. */
+Test(static_scales, nvfp4a4_rotated_is_llm_compressors)
+{
+    cr_assert_eq(against_golden(make_rot("ct-nvfp4a4", 2, true), "NVFP4_SPIN", "input_global_scale"), 28);
 }
 
 Test(static_scales, w8a8_static_is_llm_compressors)

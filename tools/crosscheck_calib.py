@@ -24,14 +24,18 @@ Checkpoints (stories4M's HF directory, F32):
            compressed-tensors 0.19; "group" was removed there)
   lc-awq   AWQModifier() (its defaults: grid 20, duo scaling, the Llama
            mappings) then QuantizationModifier(scheme=W4A16)
+  lc-gptq-spin  SpinQuantModifier(R1, R2, R4, hadamard; R4 on blocks of
+           256, qk-quant --rotate's block for ct-w4a16 on stories4M) then
+           GPTQModifier(scheme=W4A16): GPTQ on the rotated model
   qk-rtn   qk-quant --to ct-w4a16
   qk-gptq  qk-quant --to ct-w4a16 --method gptq --calib ...
   qk-awq   qk-quant --to ct-w4a16 --method awq --calib ...
+  qk-gptq-spin  qk-quant --to ct-w4a16 --method gptq --rotate hadamard --calib ...
 Each is evaluated by qk-kld against the F32 base (the HF directory itself)
 on the evaluation text, and qk's config.json is compared with
 llm-compressor's key by key (apart from the compressed-tensors release
 qk's writer follows: VERSION_KEYS).  Gates (issue 19):
-qk GPTQ and AWQ Mean KLD <= 1.05 x llm-compressor's, and GPTQ >= 15 % below
+qk GPTQ, AWQ and rotated GPTQ Mean KLD <= 1.05 x llm-compressor's, and GPTQ >= 15 % below
 RTN W4A16 (AWQ's distance from RTN is printed: llm-compressor's own AWQ is
 about RTN's on stories4M).
 Writes WORK/calib.md (the table) and prints one line per check; with
@@ -85,6 +89,19 @@ def calib_rows(qk, calib, ctx, chunks):
     return rows
 
 
+def spin(r4):
+    """llm-compressor's SpinQuantModifier (R1, R2, R4, hadamard) with R4 on blocks of r4
+    (transform_block_size would set R1's block too)."""
+    from llmcompressor.modifiers.transform import SpinQuantModifier
+
+    class Spin(SpinQuantModifier):
+        def _create_r4_scheme(self):
+            sc = super()._create_r4_scheme()
+            sc.head_dim = r4
+            return sc
+    return Spin(rotations=["R1", "R2", "R4"], transform_type="hadamard")
+
+
 def lc_make(how, out, rows, threads, src=S4M):
     import torch
     from datasets import Dataset
@@ -105,6 +122,8 @@ def lc_make(how, out, rows, threads, src=S4M):
             rec = [AWQModifier(), QuantizationModifier(targets="Linear", scheme="W4A16", ignore=["lm_head"])]
         else:
             rec = GPTQModifier(targets="Linear", scheme="W4A16", ignore=["lm_head"])
+            if how == "gptq-spin":
+                rec = [spin(256), rec]
         ds = Dataset.from_dict({"input_ids": rows, "attention_mask": [[1] * len(r) for r in rows]})
         kw = dict(dataset=ds, num_calibration_samples=len(rows), max_seq_length=len(rows[0]),
                   processor=id_processor(model.config.vocab_size))
@@ -156,8 +175,8 @@ def run(qk, w, tag, a, calib_bytes, sets, eval_ctx, eval_chunks):
             subprocess.run(["rm", "-rf", d], check=True)
             cmd = [qk, "quant", "-q", "--to", "ct-w4a16", "-t", str(a.threads)]
             if how != "rtn":
-                cmd += ["--method", how, "--calib", calib, "-c", str(ctx), "--calib-chunks", str(chunks),
-                        "--tokenizer", GGUF]
+                cmd += ["--method", how.split("-")[0], "--calib", calib, "-c", str(ctx), "--calib-chunks", str(chunks),
+                        "--tokenizer", GGUF] + (["--rotate", "hadamard"] if how.endswith("-spin") else [])
             t0 = time.perf_counter()
             subprocess.run(cmd + [S4M, d], check=True)
             secs["qk-" + how] = time.perf_counter() - t0
@@ -196,8 +215,8 @@ def main():
     # full: issue 19's acceptance set for GPTQ (llm-compressor's AWQ grid search on it takes hours on a
     # CPU: each of its 20 points re-runs self_attn or the mlp on every cached batch); small: GPTQ and AWQ
     # on 8 x 128 tokens, and tiny: AWQ on 2 x 64, the numbers make check gates (goldens/calib/)
-    for tag, cb, sets, ec, en in (("full", 200000, {"gptq": (64, 256)}, 256, 0),
-                                  ("small", 6000, {"gptq": (8, 128), "awq": (8, 128)}, 128, 8),
+    for tag, cb, sets, ec, en in (("full", 200000, {"gptq": (64, 256), "gptq-spin": (64, 256)}, 256, 0),
+                                  ("small", 6000, {"gptq": (8, 128), "awq": (8, 128), "gptq-spin": (8, 128)}, 128, 8),
                                   ("tiny", 6000, {"awq": (2, 64)}, 128, 8)):
         k, secs = run(qk, w, tag, a, cb, sets, ec, en)
         for how in ("rtn",) + tuple(sets):
@@ -223,12 +242,14 @@ def main():
                   "| checkpoint | Mean KLD | seconds |\n|---|---|---|\n" +
                   "".join(f"| {n} | {k[n]:.6f} | {secs.get(n, float('nan')):.1f} |\n" for n in k))
         if tag == "small":
-            golden = [f"lc_rtn {k['lc-rtn']:.6f}", f"lc_gptq {k['lc-gptq']:.6f}"]
+            golden = [f"lc_rtn {k['lc-rtn']:.6f}", f"lc_gptq {k['lc-gptq']:.6f}",
+                      f"lc_gptq_spin {k['lc-gptq-spin']:.6f}"]
         if tag == "tiny" and a.golden:
             with open(a.golden, "w") as f:
                 f.write("# tools/crosscheck_calib.py, llm-compressor oneshot W4A16 on stories4M's HF directory "
                         "calibrated on qk's tokenization of bytes [128 KiB, +6000) of tinystories-valid.txt: "
-                        "GPTQ 8 x 128 tokens, AWQ 2 x 64; Mean KLD by qk-kld -c 128 --chunks 8 on eval-64k.txt "
+                        "GPTQ 8 x 128 tokens (gptq_spin: SpinQuantModifier R1/R2/R4 hadamard, R4 blocks of 256, "
+                        "then GPTQ), AWQ 2 x 64; Mean KLD by qk-kld -c 128 --chunks 8 on eval-64k.txt "
                         "against the F32 base\n")
                 f.write("\n".join(golden + [f"lc_awq {k['lc-awq']:.6f}"]) + "\n")
     with open(os.path.join(w, "calib.md"), "w") as f:

@@ -5,8 +5,11 @@ QuantizationModifier(scheme="FP8") / (scheme="NVFP4") on the same tokens, and
 --to ct-w8a8-static against QuantizationModifier(config_groups: INT8 weights
 per channel, static per-tensor INT8 activations, observer static_minmax)
 and --to modelopt-nvfp4 --calib against ModelOpt 0.47's mtq.quantize
-(NVFP4_DEFAULT_CFG) + export_hf_checkpoint (part of make crosscheck; issue
-19, "Calibrated Hugging Face checkpoints").
+(NVFP4_DEFAULT_CFG) + export_hf_checkpoint, and --to ct-nvfp4a4 --rotate
+hadamard --calib against [SpinQuantModifier (R1, R2, R4 hadamard, R4 on
+blocks of 16, the NVFP4 group), QuantizationModifier(scheme="NVFP4")]: the
+observers see the rotated model, R4 applied online (part of make crosscheck;
+issue 19, "Calibrated Hugging Face checkpoints" and "Rotations").
 
     crosscheck_static.py QK WORK [--threads N] [--keep] [--golden FILE]
 
@@ -43,6 +46,7 @@ import crosscheck_calib as C  # noqa: E402
 
 REL = 1e-5
 SCHEMES = (("FP8", "ct-fp8-static", "input_scale"), ("NVFP4", "ct-nvfp4a4", "input_global_scale"),
+           ("NVFP4_SPIN", "ct-nvfp4a4", "input_global_scale"),
            ("W8A8_STATIC", "ct-w8a8-static", "input_scale"), ("MO_NVFP4", "modelopt-nvfp4", "input_scale"),
            # weights only (once, in the tiny set): ct-nvfp4's fused global scales are NVFP4A16's too
            ("NVFP4A16", "ct-nvfp4", None))
@@ -65,9 +69,12 @@ def lc_make(preset, out, rows, threads):
     torch.set_num_threads(threads)
     model = AutoModelForCausalLM.from_pretrained(C.S4M, dtype=torch.float32)
     ds = Dataset.from_dict({"input_ids": rows, "attention_mask": [[1] * len(r) for r in rows]})
+    spin = preset.endswith("_SPIN")
+    preset = preset.removesuffix("_SPIN")
     sch = ({"config_groups": {"group_0": dict(targets=["Linear"], **CUSTOM[preset])}} if preset in CUSTOM else
            {"scheme": preset})
-    oneshot(model=model, recipe=QuantizationModifier(targets="Linear", ignore=["lm_head"], **sch),
+    rec = QuantizationModifier(targets="Linear", ignore=["lm_head"], **sch)
+    oneshot(model=model, recipe=[C.spin(16), rec] if spin else rec,
             dataset=ds, num_calibration_samples=len(rows), max_seq_length=len(rows[0]),
             processor=C.id_processor(model.config.vocab_size))
     model.save_pretrained(out, save_compressed=True)
@@ -170,6 +177,7 @@ def main():
     ap.add_argument("--keep", action="store_true", help="reuse the checkpoints already in WORK")
     ap.add_argument("--golden", help="write the tiny set's reference scales to this file")
     ap.add_argument("--only", help="run only this set (full, small, tiny)")
+    ap.add_argument("--preset", help="run only this preset (FP8, NVFP4, NVFP4_SPIN, ...)")
     a = ap.parse_args()
     qk, w = os.path.abspath(a.qk), os.path.abspath(a.work)
     os.makedirs(w, exist_ok=True)
@@ -186,7 +194,7 @@ def main():
                 open(calib, "wb").write(f.read(nbytes).rstrip(b"\n"))
         rows = C.calib_rows(qk, calib, ctx, chunks)
         for preset, scheme, leaf in SCHEMES:
-            if not leaf and tag != "tiny":
+            if (not leaf and tag != "tiny") or (a.preset and preset != a.preset):
                 continue
             ld, qd = os.path.join(w, f"{tag}-lc-{preset}"), os.path.join(w, f"{tag}-qk-{preset}")
             if not (a.keep and os.path.isdir(ld)):
@@ -194,7 +202,8 @@ def main():
                 (mo_make(ld, rows, a.threads) if preset == "MO_NVFP4" else lc_make(preset, ld, rows, a.threads))
             subprocess.run(["rm", "-rf", qd], check=True)
             cal = ["--calib", calib, "-c", str(ctx), "--calib-chunks", str(chunks), "--tokenizer", C.GGUF] if leaf else []
-            subprocess.run([qk, "quant", "-q", "--to", scheme, *cal, "-t", str(a.threads), C.S4M, qd], check=True)
+            rot = ["--rotate", "hadamard"] if preset.endswith("_SPIN") else []
+            subprocess.run([qk, "quant", "-q", "--to", scheme, *cal, *rot, "-t", str(a.threads), C.S4M, qd], check=True)
             rel = compare(tag, preset, leaf, ld, qd)
             if not leaf:
                 continue
@@ -210,7 +219,8 @@ def main():
             md.append(f"| {tag} {chunks}x{ctx} | {preset} ({scheme}) | {kl:.6f} | {kq:.6f} | {floor:.6f} | {rel:.3g} |")
             if tag == "tiny":
                 t = tensors(ld)
-                wl = {"FP8": "weight_scale", "NVFP4": "weight_global_scale", "MO_NVFP4": "weight_scale_2"}.get(preset)
+                wl = {"FP8": "weight_scale", "NVFP4": "weight_global_scale", "NVFP4_SPIN": "weight_global_scale",
+                      "MO_NVFP4": "weight_scale_2"}.get(preset)
                 golden += [f"{preset} {k.rsplit('.', 1)[0]} {k.rsplit('.', 1)[1]} {float(t[k]):.9g}"
                            for k in sorted(t) if k.endswith("." + leaf) or (wl and k.endswith("." + wl))]
     if a.golden:
@@ -221,6 +231,8 @@ def main():
                     "PRESET MODULE TENSOR VALUE (float32, %.9g), FP8: input_scale and the per-tensor "
                     "weight_scale, NVFP4: input_global_scale and weight_global_scale, W8A8_STATIC (config_groups: "
                     "INT8 channel weights, static tensor INT8 activations, observer static_minmax): input_scale; "
+                    "NVFP4_SPIN: SpinQuantModifier(R1, R2, R4 hadamard, R4 on blocks of 16) before NVFP4's: "
+                    "input_global_scale and weight_global_scale; "
                     "MO_NVFP4: ModelOpt 0.47 mtq.quantize(NVFP4_DEFAULT_CFG) + export_hf_checkpoint on the same "
                     "rows: input_scale and weight_scale_2\n")
             f.write("\n".join(golden) + "\n")

@@ -243,8 +243,6 @@ int qk_ckw_static_prepare(wctx *w, const char *src_dir)
     if (!c || !c->text)
         return qk_errf(w->err, QK_EINPUT, "--to %s: its static %s comes from calibration activations: --calib TEXT "
                        "is missing", scheme_name(w), w->tg.k == K_CT_NVFP4 ? "input_global_scale" : "input_scale");
-    if (w->rot) /* the calibration runs the source model, not the rotated one */
-        return qk_errf(w->err, QK_EINPUT, "--rotate with --to %s: not supported yet", scheme_name(w));
     const char **mods = calloc(w->nm ? w->nm : 1, sizeof *mods);
     char (*names)[1024] = malloc((w->nm ? w->nm : 1) * sizeof *names);
     size_t *at = malloc((w->nm ? w->nm : 1) * sizeof *at), n = 0;

@@ -63,6 +63,8 @@ typedef struct wctx {
     omod *m;
     size_t nm;
     qk_rot *rot;          /* --rotate */
+    int r4;               /* --rotate: R4's block (0 until rotation() sets it; a rotated calibration source
+                           * takes its output's) */
     qk_ck_tensor lm_t, r4_t; /* --rotate: the untied lm head (the embeddings' source), R4's matrix */
     int nshards;
     qk_outdir out;

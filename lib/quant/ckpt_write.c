@@ -572,8 +572,9 @@ static int rotation(wctx *w)
     if (w->tg.k == K_MO_NVFP4 || w->tg.k == K_MLX)
         return qk_errf(w->err, QK_EINPUT, "--rotate writes compressed-tensors' transform_config: a ct-* scheme, "
                        "or f32/f16/bf16");
-    const int r4 = w->tg.k == K_CT_NVFP4 ? 16 : w->tg.k == K_CT_MXFP4 ? 32 : 0;
-    int rc = qk_rot_open(&w->rot, w->hf, w->ck, r4, w->err);
+    if (!w->r4) /* R4's block: the scheme's group where it is MX/NVFP4 (else qk_rot_open's default) */
+        w->r4 = w->tg.k == K_CT_NVFP4 ? 16 : w->tg.k == K_CT_MXFP4 ? 32 : 0;
+    int rc = qk_rot_open(&w->rot, w->hf, w->ck, w->r4, w->err);
     if (!rc)
         qk_rot_added(w->rot, w->ck, &w->lm_t, &w->r4_t);
     return rc;
@@ -593,9 +594,6 @@ static int calibrate(wctx *w, const char *src_dir)
     if (w->tg.astatic) /* llm-compressor observes the static scales on the layers GPTQ has already quantized */
         return qk_errf(w->err, QK_EINPUT, "--method %s with a scheme of static input scales (ct-fp8-static, "
                        "ct-w8a8-static, ct-nvfp4a4): not supported yet", qk_calib_method_name(c->method));
-    if (w->rot) /* the calibration runs the source model, not the rotated one */
-        return qk_errf(w->err, QK_EINPUT, "--method %s with --rotate: not supported yet (use one or the other)",
-                       qk_calib_method_name(c->method));
     const char **mods = calloc(w->nm ? w->nm : 1, sizeof *mods);
     char (*names)[1024] = malloc((w->nm ? w->nm : 1) * sizeof *names);
     qk_calib_target t = {.scheme = scheme, .modules = mods};
@@ -612,86 +610,144 @@ static int calibrate(wctx *w, const char *src_dir)
     return rc;
 }
 
+static void wctx_free(wctx *w)
+{
+    qk_outdir_abort(&w->out);
+    for (size_t i = 0; w->m && i < w->nm; i++)
+        for (int j = 0; j < w->m[i].np; j++)
+            free(w->m[i].p[j].name);
+    qk_rot_free(w->rot);
+    free(w->m);
+    qk_calib_res_free(&w->cres);
+    free(w->act);
+    free(w->wglob);
+    if (w->has_ignore)
+        regfree(&w->ignore_re);
+    qk_ckpt_close(w->ck);
+    qk_hf_close(w->hf);
+}
+
+/* Parse scheme and the options into w, and open its output directory (built
+ * beside out_dir). */
+static int wctx_open(wctx *w, const char *out_dir, const char *scheme, qk_err *err)
+{
+    int rc = parse_target(scheme, w->o, &w->tg, err);
+    if (rc)
+        return rc;
+    if (w->o->ignore) {
+        char msg[128];
+        if (qk_ere_compile(&w->ignore_re, w->o->ignore, REG_EXTENDED | REG_NOSUB, msg, sizeof msg))
+            return qk_errf(err, QK_EINPUT, "--ignore: bad regular expression '%s': %s", w->o->ignore, msg);
+        w->has_ignore = true;
+    }
+    /* the output: must not exist, or be an empty directory; built beside it */
+    return qk_outdir_open(&w->out, out_dir, err);
+}
+
+static int build(wctx *w, const char *src_dir);
+
+/* --rotate with calibration (--method, or a scheme of static input scales):
+ * llm-compressor's SpinQuantModifier runs before GPTQModifier, AWQModifier
+ * and the activation observers, so they see the rotated model.  That model,
+ * in F32 with the same R4 block (its online R4 applied by the engine from its
+ * transform_config), is written to a temporary directory beside the output
+ * (removed by the caller, or at exit and on SIGINT/SIGTERM/SIGHUP), and the
+ * calibration runs on it.  Its weights are the floats w's writer rotates
+ * itself, bit for bit (qk_rot_tensor rounds to F32 after each step). */
+static int rotated_source(const wctx *w, const char *src_dir, wctx *r)
+{
+    static const qk_ckpt_opts ro = {.rotate = true, .quiet = true};
+    *r = (wctx){.o = &ro, .err = w->err, .r4 = w->r4};
+    size_t l = strlen(w->out.tmp);
+    char *dst = malloc(l + 16);
+    if (!dst)
+        return oom(w->err);
+    snprintf(dst, l + 16, "%s.rotated", w->out.tmp);
+    int rc = wctx_open(r, dst, "f32", w->err);
+    free(dst);
+    if (!rc)
+        rc = build(r, src_dir);
+    return rc;
+}
+
+/* Everything between opening w's output directory and committing it. */
+static int build(wctx *w, const char *src_dir)
+{
+    qk_err *err = w->err;
+    int rc;
+    if ((rc = qk_hf_open(&w->hf, src_dir, err)) || (rc = qk_ckpt_open(&w->ck, w->hf, err)))
+        return rc;
+    w->model_dtype = model_dtype(w);
+    if ((rc = rotation(w)))
+        return rc;
+    if (!(w->m = calloc(w->ck->n + 2, sizeof *w->m)))
+        return oom(err);
+    for (size_t i = 0; i < w->ck->n && !rc; i++, w->nm++)
+        rc = plan_module(w, &w->m[i], &w->ck->t[i]);
+    if (!rc && w->rot && qk_rot_unties(w->rot))
+        rc = plan_module(w, &w->m[w->nm++], &w->lm_t);
+    if (!rc && w->rot)
+        rc = plan_module(w, &w->m[w->nm++], &w->r4_t);
+    if (rc)
+        return rc;
+    const qk_ckpt_calib *c = w->o->calib;
+    if (w->rot && (w->tg.astatic || (c && c->method != QK_CALIB_RTN))) {
+        wctx r;
+        if ((rc = rotated_source(w, src_dir, &r))) { /* writing it: named OUT_DIR.rotated */
+            qk_outdir_name_err(&r.out, err);
+            qk_outdir_name_err(&w->out, err);
+        } else if ((rc = calibrate(w, r.out.tmp)) || (rc = qk_ckw_static_prepare(w, r.out.tmp))) {
+            const qk_outdir as_src = {.tmp = r.out.tmp, .dst = (char *)src_dir}; /* reading it: named SRC */
+            qk_outdir_name_err(&as_src, err);
+        }
+        wctx_free(&r);
+    } else if (!(rc = calibrate(w, src_dir))) {
+        rc = qk_ckw_static_prepare(w, src_dir);
+    }
+    if (rc)
+        return rc;
+    if ((w->tg.k == K_CT_NVFP4 || w->tg.k == K_MO_NVFP4) && (rc = qk_ckw_nvfp4_globals(w)))
+        return rc;
+    uint64_t max = w->o->shard_size ? w->o->shard_size : DEFAULT_SHARD, cur = 0;
+    w->nshards = 1;
+    for (size_t i = 0; i < w->nm; i++) {
+        if (cur && cur + w->m[i].bytes > max) {
+            w->nshards++;
+            cur = 0;
+        }
+        w->m[i].shard = w->nshards - 1;
+        cur += w->m[i].bytes;
+    }
+    qk_progress pr;
+    qk_progress_init(&pr, "quantize", w->nm, w->o->quiet);
+    for (int s = 0; s < w->nshards && !rc; s++)
+        rc = write_shard(w, s, &pr);
+    qk_progress_end(&pr);
+    if (!rc && w->nshards > 1)
+        rc = write_index(w);
+    if (!rc)
+        rc = qk_ckw_write_config(w);
+    for (int i = 0; !rc && copied[i]; i++) {
+        char *src = qk_path_join(w->hf->dir, copied[i]), *dst = qk_outdir_path(&w->out, copied[i]);
+        rc = src && dst ? qk_copy_file_if_exists(src, dst, err) : oom(err);
+        free(src);
+        free(dst);
+    }
+    return rc;
+}
+
 int qk_ckpt_quantize(const char *src_dir, const char *out_dir, const char *scheme, const qk_ckpt_opts *o,
                      qk_err *err)
 {
     static const qk_ckpt_opts dflt;
     wctx w = {.o = o ? o : &dflt, .err = err};
-    int rc = parse_target(scheme, w.o, &w.tg, err);
-    if (rc)
-        return rc;
-    if (w.o->ignore) {
-        char msg[128];
-        if (qk_ere_compile(&w.ignore_re, w.o->ignore, REG_EXTENDED | REG_NOSUB, msg, sizeof msg))
-            return qk_errf(err, QK_EINPUT, "--ignore: bad regular expression '%s': %s", w.o->ignore, msg);
-        w.has_ignore = true;
-    }
-    /* the output: must not exist, or be an empty directory; built beside it */
-    if ((rc = qk_outdir_open(&w.out, out_dir, err)))
-        goto done;
-    if ((rc = qk_hf_open(&w.hf, src_dir, err)) || (rc = qk_ckpt_open(&w.ck, w.hf, err)))
-        goto done;
-    w.model_dtype = model_dtype(&w);
-    if ((rc = rotation(&w)))
-        goto done;
-    if (!(w.m = calloc(w.ck->n + 2, sizeof *w.m))) {
-        rc = oom(err);
-        goto done;
-    }
-    for (size_t i = 0; i < w.ck->n && !rc; i++, w.nm++)
-        rc = plan_module(&w, &w.m[i], &w.ck->t[i]);
-    if (!rc && w.rot && qk_rot_unties(w.rot))
-        rc = plan_module(&w, &w.m[w.nm++], &w.lm_t);
-    if (!rc && w.rot)
-        rc = plan_module(&w, &w.m[w.nm++], &w.r4_t);
-    if (rc)
-        goto done;
-    if ((rc = calibrate(&w, src_dir)) || (rc = qk_ckw_static_prepare(&w, src_dir)))
-        goto done;
-    if ((w.tg.k == K_CT_NVFP4 || w.tg.k == K_MO_NVFP4) && (rc = qk_ckw_nvfp4_globals(&w)))
-        goto done;
-    uint64_t max = w.o->shard_size ? w.o->shard_size : DEFAULT_SHARD, cur = 0;
-    w.nshards = 1;
-    for (size_t i = 0; i < w.nm; i++) {
-        if (cur && cur + w.m[i].bytes > max) {
-            w.nshards++;
-            cur = 0;
-        }
-        w.m[i].shard = w.nshards - 1;
-        cur += w.m[i].bytes;
-    }
-    qk_progress pr;
-    qk_progress_init(&pr, "quantize", w.nm, w.o->quiet);
-    for (int s = 0; s < w.nshards && !rc; s++)
-        rc = write_shard(&w, s, &pr);
-    qk_progress_end(&pr);
-    if (!rc && w.nshards > 1)
-        rc = write_index(&w);
+    int rc = wctx_open(&w, out_dir, scheme, err);
     if (!rc)
-        rc = qk_ckw_write_config(&w);
-    for (int i = 0; !rc && copied[i]; i++) {
-        char *src = qk_path_join(w.hf->dir, copied[i]), *dst = qk_outdir_path(&w.out, copied[i]);
-        rc = src && dst ? qk_copy_file_if_exists(src, dst, err) : oom(err);
-        free(src);
-        free(dst);
-    }
+        rc = build(&w, src_dir);
     if (!rc)
         rc = qk_outdir_commit(&w.out, err);
-done:
     if (rc)
         qk_outdir_name_err(&w.out, err);
-    qk_outdir_abort(&w.out);
-    for (size_t i = 0; w.m && i < w.nm; i++)
-        for (int j = 0; j < w.m[i].np; j++)
-            free(w.m[i].p[j].name);
-    qk_rot_free(w.rot);
-    free(w.m);
-    qk_calib_res_free(&w.cres);
-    free(w.act);
-    free(w.wglob);
-    if (w.has_ignore)
-        regfree(&w.ignore_re);
-    qk_ckpt_close(w.ck);
-    qk_hf_close(w.hf);
+    wctx_free(&w);
     return rc;
 }
