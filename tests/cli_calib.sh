@@ -24,6 +24,13 @@ if [ -z "${QK_SANITIZED:-}" ]; then
     awk -v g="$kg" -v r="$kr" 'BEGIN {exit !(g > 0 && g <= 0.85 * r)}' && ok ||
         bad "ct-w4a16 gptq: Mean KLD $kg, not 15 % below RTN's $kr"
     grep -q '"actorder": "static"' "$T/cg/config.json" && ok || bad "ct-w4a16 gptq: config.json actorder"
+    # GPTQ on the rotated model (--rotate hadamard: llm-compressor's [SpinQuantModifier, GPTQModifier]), bounded
+    # the same way by its number on the same tokens (lc_gptq_spin)
+    expect 0 "$QK" quant -q --to ct-w4a16 --method gptq --rotate hadamard --calib "$CC" -c 128 --calib-chunks 8 \
+        --tokenizer "$CG" -t 2 "$CH" "$T/cgs"
+    ks=$(ckld "$T/cgs") lcs=$(awk '$1 == "lc_gptq_spin" {print $2}' goldens/calib/w4a16-lc.txt)
+    awk -v g="$ks" -v l="$lcs" 'BEGIN {exit !(g > 0 && g <= 1.05 * l)}' && ok ||
+        bad "ct-w4a16 gptq --rotate: Mean KLD $ks, llm-compressor's $lcs (bound 1.05x)"
     grep -q '"actorder": null' "$T/cr/config.json" && ok || bad "ct-w4a16 rtn: config.json actorder"
     # AWQ W4A16 (its grid search reruns each layer 40 times: 2 x 64 calibration tokens here), bounded
     # the same way by llm-compressor's AWQModifier + QuantizationModifier on those tokens; its scales are

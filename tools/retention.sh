@@ -50,6 +50,8 @@ INT8 W8A8 SmoothQuant + GPTQ|--to ct-w8a8 --method smoothquant+gptq CAL
 W4A16 RTN|--to ct-w4a16
 W4A16 GPTQ|--to ct-w4a16 --method gptq CAL
 W4A16 AWQ|--to ct-w4a16 --method awq CAL
+W4A16 RTN + rotation|--to ct-w4a16 --rotate hadamard
+W4A16 GPTQ + rotation|--to ct-w4a16 --method gptq --rotate hadamard CAL
 NVFP4A16|--to ct-nvfp4
 NVFP4 W4A4|--to ct-nvfp4a4 CAL
 NVFP4 W4A4 + rotation|--to ct-nvfp4a4 --rotate hadamard CAL
