@@ -47,6 +47,7 @@ FP8 W8A8 (static input scale)|--to ct-fp8-static CAL
 INT8 W8A8 (RTN)|--to ct-w8a8
 INT8 W8A8 SmoothQuant|--to ct-w8a8 --method smoothquant CAL
 INT8 W8A8 SmoothQuant + GPTQ|--to ct-w8a8 --method smoothquant+gptq CAL
+INT8 W8A8 + rotation|--to ct-w8a8 --rotate hadamard
 W4A16 RTN|--to ct-w4a16
 W4A16 GPTQ|--to ct-w4a16 --method gptq CAL
 W4A16 AWQ|--to ct-w4a16 --method awq CAL
@@ -57,7 +58,8 @@ NVFP4 W4A4|--to ct-nvfp4a4 CAL
 NVFP4 W4A4 + rotation|--to ct-nvfp4a4 --rotate hadamard CAL
 MXFP4A16|--to ct-mxfp4
 W4A8 (INT4 weights, INT8 activations)|--to ct-w4a8
-W4A8 + rotation|--to ct-w4a8 --rotate hadamard"
+W4A8 + rotation|--to ct-w4a8 --rotate hadamard
+rotation alone (F32)|--to f32 --rotate hadamard"
 
 list=""
 for mdl in ${RET_MODELS:-stories4M smol135m}; do
@@ -83,6 +85,18 @@ for mdl in ${RET_MODELS:-stories4M smol135m}; do
             --json -q -t 2 >"$W/$id.json" 2>"$W/$id.err" ||
             { printf '%s\t%s\t-\tqk-kld: %s\n' "$mdl" "$label" "$(head -n 1 "$W/$id.err")" >>"$W/rows.tsv.new"; continue; }
         printf '%s\t%s\t%s\t-\n' "$mdl" "$label" "$W/$id.json" >>"$W/rows.tsv.new"
+    done
+    # each rotated checkpoint also against the rotated float model (--rotate hadamard --to f32), which
+    # tells the rotation's effect on the quantization error from its own change of the model
+    rf=$W/$(printf '%s' "$mdl-rotation alone (F32)" | tr -c 'A-Za-z0-9' '_')
+    [ -f "$rf/config.json" ] || continue
+    echo "$ROWS" | while IFS='|' read -r label opts; do
+        case $label in *"+ rotation") ;; *) continue ;; esac
+        id=$(printf '%s' "$mdl-$label" | tr -c 'A-Za-z0-9' '_')
+        [ -f "$W/$id/config.json" ] || continue
+        "$QK" kld -m "$W/$id" --base "$rf" --tokenizer "$tok" -f "$W/eval.txt" -c 256 --chunks "$ch" \
+            --json -q -t 2 >"$W/$id.vsrot.json" 2>"$W/$id.err" &&
+            printf '%s\t%s (vs rotated F32)\t%s\t-\n' "$mdl" "$label" "$W/$id.vsrot.json" >>"$W/rows.tsv.new"
     done
 done
 mv "$W/rows.tsv.new" "$W/rows.tsv"
