@@ -10,6 +10,9 @@
  *                                       v_proj's rows are not o_proj's columns (GQA)
  *   post_attention_layernorm -> gate/up loss on the mlp's output (down_proj's)
  *   up_proj -> down_proj                loss on down_proj's output
+ * A mapping whose balance layers have an online input transform (a rotated
+ * model's R4 before down_proj, --rotate) is skipped: the smooth layer's
+ * scale would land on the other side of the transform.
  * x = mean |input| per channel of the balance layers (from the calibration
  * pass), w = mean over the balance layers' rows of |W| / (group amax + 1e-6)
  * per column; for the grid (0, plain) and ratio r = i / 18, i = 0..18
@@ -287,7 +290,12 @@ int qk_awq_layer(qk_awq *a, qk_gptq_seq *s, int l, qk_err *err)
     for (int k = 0; k < 4 && !rc; k++) {
         if (k == 1 && a->rows[W_V] != a->cols[W_O])
             continue; /* llm-compressor skips v_proj -> o_proj when the shapes differ */
-        rc = do_mapping(a, s, l, &maps[k], err);
+        bool online = false; /* a rotated model's online transform (R4 before down_proj) between the smooth
+                              * layer and a balance layer: a per-channel scale cannot move across it */
+        for (int b = 0; b < maps[k].nb; b++)
+            online |= lw(L, maps[k].bal[b])->in_had != 0;
+        if (!online)
+            rc = do_mapping(a, s, l, &maps[k], err);
     }
     /* the next pass runs the smoothed float layer */
     for (int k = 0; k < QK_GS_N; k++) {
