@@ -2,7 +2,31 @@
  * UTF-8 handling (src/unicode.cpp at d32676d). */
 #include "lib/core/unicode.h"
 
+#include <pthread.h>
+
+static uint16_t flags_of(uint32_t cpt);
+
+/* The first 256 code points' flags, looked up by the tokenizers' pre-splitting
+ * for nearly every character of most text: filled once from the tables. */
+static uint16_t latin1[256];
+static pthread_once_t latin1_once = PTHREAD_ONCE_INIT;
+
+static void latin1_fill(void)
+{
+    for (uint32_t c = 0; c < 256; c++)
+        latin1[c] = flags_of(c);
+}
+
 uint16_t qk_ucd_flags(uint32_t cpt)
+{
+    if (cpt < 256) {
+        pthread_once(&latin1_once, latin1_fill);
+        return latin1[cpt];
+    }
+    return flags_of(cpt);
+}
+
+static uint16_t flags_of(uint32_t cpt)
 {
     if (cpt >= QK_UCD_MAX_CPT)
         return QK_UCD_UNDEFINED;
