@@ -22,7 +22,7 @@ const char *qk_cpu_level_name(int level)
 /* ---- detection ----------------------------------------------------------- */
 
 static qk_cpu_level supported = QK_CPU_SCALAR, active = QK_CPU_SCALAR;
-static int has_vnni;
+static int has_vnni, has_bf16_vbmi;
 static qk_kernels kern[QK_CPU_LEVELS][QK_TYPE_MAX];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
@@ -56,6 +56,10 @@ static void detect(void)
     if (f && dq && bw && vl && (x & 0xe6) == 0xe6) { /* opmask, ZMM_Hi256, Hi16_ZMM */
         supported = QK_CPU_AVX512;
         has_vnni = c >> 11 & 1;
+        const int vbmi = c >> 1 & 1;
+        unsigned a1, b1, c1, d1;
+        if (vbmi && __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1))
+            has_bf16_vbmi = a1 >> 5 & 1; /* AVX512_BF16 */
     }
 }
 #else
@@ -214,6 +218,12 @@ int qk_cpu_has_vnni(void)
 {
     pthread_once(&once, init);
     return has_vnni;
+}
+
+int qk_cpu_has_bf16_vbmi(void)
+{
+    pthread_once(&once, init);
+    return has_bf16_vbmi;
 }
 
 void qk_dot_tile(const qk_kernels *k, int64_t n, const void *x, size_t xs, int nr, const void *y,

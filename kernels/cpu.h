@@ -116,6 +116,9 @@ qk_cpu_level qk_cpu_level_active(void);
 const char *qk_cpu_level_name(int level);
 /* True when the CPU has AVX-512 VNNI (informational). */
 int qk_cpu_has_vnni(void);
+/* True when the CPU has AVX512-BF16 and AVX512-VBMI (the FP8 W8A8 products,
+ * kernels/x86/avx512_wq_f8.c). */
+int qk_cpu_has_bf16_vbmi(void);
 
 /* Kernels of type id at the active level, or NULL for an unknown id. */
 const qk_kernels *qk_kernels_for(int id);

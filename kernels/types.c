@@ -77,6 +77,7 @@ static qk_type_traits table[QK_TYPE_MAX] = {
     AROW("a_int8", QK_A_I8, 1, 1, QK_A_I8_HEAD),  /* header, int8 codes */
     AROW("a_nvfp4", QK_A_NV4, 16, 24, 0),          /* 16 int8 codes, a float multiplier and their int32 sum a block */
     AROW("a_llm_int8", QK_A_I8O, 1, 5, QK_A_I8_HEAD), /* header, int8 codes, float outliers */
+    AROW("a_fp8_bf16", QK_A_F8B, 1, 2, QK_A_I8_HEAD),   /* header, E4M3 values as BF16 */
 };
 
 static const qk_kernel_ops *const families[] = {

@@ -45,6 +45,13 @@
  *   integer (QK_A_I8 with W_INT8 / W_PACK, QK_A_NV4 with W_NVFP4): integer
  *          products summed exactly (int32) per scale group, then the
  *          scales in the order documented at each kernel (kernels/wq_int.c).
+ *   E4M3 x E4M3 (QK_A_F8B with W_FP8 E4M3 weights of one float scale a
+ *          row or a tensor, dynamic per-token or static per-tensor FP8
+ *          activations): the products of the two codes' values (exact in
+ *          float) summed in FP8 ORDER (kernels/wq_f8.c: 32 lanes, a pair of
+ *          elements a lane step, AVX512-BF16's vdpbf16ps), then
+ *          out = as * (ws * sum): vLLM's FP8 GEMM, the codes multiplied and
+ *          summed in float, then both scales.
  * Every SIMD level returns the scalar reference's bits for every element,
  * whatever the tile (kernels/x86/avx2_wq*.c; tests/test_wq.c).  A level may
  * repack a view's codes at load (cpu.h wq_pack; lib/engine/matmul.c
@@ -177,6 +184,14 @@ typedef struct qk_a_i8_head {
 /* QK_A_I8O (bitsandbytes LLM.int8): qk_a_i8_head {scale: the row's absmax
  * over its non-outliers, zero: the number of outliers}, n int8 codes (0 at
  * the outliers), then n floats: the outliers' values, 0 elsewhere. */
+
+/* QK_A_F8B: qk_a_i8_head {scale: the token's scale (dynamic) or the static
+ * input_scale}, then n BF16 words: each code's E4M3 value (exact in BF16).
+ * The encoding of QK_A_FP8 (the same codes and scale), kept apart. */
+
+/* Does w take QK_A_F8B for its FP8 activations (E4M3 codes, one float scale
+ * a row or a tensor, rows a multiple of 32, a token-wide scale)? */
+bool qk_wq_f8b_takes(const qk_wq *w);
 
 /* A checkpoint's FP8 E4M3 KV cache with a static per-tensor scale
  * (compressed-tensors kv_cache_scheme, k_scale / v_scale): x[i] =

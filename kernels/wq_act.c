@@ -75,6 +75,34 @@ void qk_wq_act_fp8(const qk_wq *w, const float *x, void *dst, int64_t n)
     }
 }
 
+/* QK_A_F8B: qk_wq_act_fp8's codes and scale for a token-wide scale
+ * (dynamic per token, or static), the scale in the header and each code's
+ * E4M3 value as BF16 bits (the float's top half: exact, 3 mantissa bits). */
+void qk_wq_act_f8b(const qk_wq *w, const float *x, void *dst, int64_t n)
+{
+    qk_a_i8_head h = {0};
+    uint8_t *q = (uint8_t *)dst + QK_A_I8_HEAD;
+    float op; /* x is multiplied by op (static) or divided by it (dynamic) */
+    if (w->a_static) {
+        h.scale = w->a_scale;
+        op = vmul(w, 1.0f / w->a_scale);
+    } else {
+        float amax = 0.0f;
+        for (int64_t i = 0; i < n; i++)
+            amax = fmaxf(amax, fabsf(x[i]));
+        h.scale = fmaxf(amax / 448.0f, 1.0f / (448.0f * 512.0f));
+        op = vdiv(w, h.scale);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const float v = e4m3_qdq(clampf(w->a_static ? x[i] * op : x[i] / op, -448.0f, 448.0f));
+        uint32_t u;
+        memcpy(&u, &v, 4);
+        const uint16_t b = (uint16_t)(u >> 16);
+        memcpy(q + 2 * i, &b, 2);
+    }
+    memcpy(dst, &h, sizeof h);
+}
+
 /* The FP8 KV cache of a checkpoint's kv_cache_scheme (float, 8 bits,
  * tensor, static): compressed-tensors' fake quantization of the cached
  * key and value states with the layer's k_scale / v_scale

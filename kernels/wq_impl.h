@@ -34,6 +34,8 @@ void qk_wq_tile_i8(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys,
                    size_t ldo);
 void qk_wq_tile_nv4(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out,
                     size_t ldo);
+void qk_wq_tile_f8b(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out,
+                    size_t ldo);
 void qk_wq_tile_i8o(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out,
                     size_t ldo);
 
@@ -43,5 +45,6 @@ void qk_wq_act_mx(const qk_wq *w, const float *x, void *dst, int64_t n);
 void qk_wq_act_i8(const qk_wq *w, const float *x, void *dst, int64_t n);
 void qk_wq_act_nv4(const qk_wq *w, const float *x, void *dst, int64_t n);
 void qk_wq_act_i8o(const qk_wq *w, const float *x, void *dst, int64_t n);
+void qk_wq_act_f8b(const qk_wq *w, const float *x, void *dst, int64_t n);
 
 #endif

@@ -60,6 +60,10 @@ extern const qk_wq_ops qk_x86_avx512_wq[];
 size_t qk_x86_avx512_i8_pack(const struct qk_wq *w, uint8_t *dst, int64_t g0, int64_t g1);
 void qk_x86_avx512_act_i8(const struct qk_wq *w, const float *x, void *dst, int64_t n);
 void qk_x86_avx512_act_fp8(const struct qk_wq *w, const float *x, void *dst, int64_t n);
+void qk_x86_avx512_act_f8b(const struct qk_wq *w, const float *x, void *dst, int64_t n);
+size_t qk_x86_avx512_f8_pack(const struct qk_wq *w, uint8_t *dst, int64_t g0, int64_t g1);
+bool qk_x86_avx512_f8_tile(const struct qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out,
+                           size_t ldo);
 bool qk_x86_avx512_i8_tile(const struct qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out,
                            size_t ldo);
 /* NVFP4 W4A4 with VNNI (avx512_wq_nv4.c): the same three */
@@ -147,5 +151,7 @@ void qk_x86_avx2_iq4_pack(const float *x, float id, const int8_t *codebook, uint
     __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")))
 #define QK_TARGET_AVX512VNNI \
     __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
+#define QK_TARGET_AVX512BF16 \
+    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512bf16")))
 
 #endif

@@ -107,10 +107,15 @@ int qk_hf_weight_view(const qk_ckpt *ck, const qk_ck_tensor *t, const char *conf
         if (w->type != QK_W_FP8 && w->type != QK_W_PACK && w->type != QK_W_INT8)
             return cannot(ck, t, &sc, config_path, "input_activations", "FP8 activations with these weights are not computed", err);
         w->act = QK_A_FP8;
-        if (strcmp(st, "token") == 0 && a->dynamic)
+        if (strcmp(st, "token") == 0 && a->dynamic) {
+            if (qk_wq_f8b_takes(w)) /* FP8 x FP8 codes, then the scales (kernels/wq_f8.c) */
+                w->act = QK_A_F8B;
             return QK_OK;
+        }
         if (strcmp(st, "tensor") == 0 && !a->dynamic) {
             w->a_static = true;
+            if (qk_wq_f8b_takes(w))
+                w->act = QK_A_F8B;
             return scalar(ck, t, &sc, config_path, "input_scale", &w->a_scale, err);
         }
         if (strcmp(st, "group") == 0 && a->dynamic && a->group_size > 0) {

@@ -1,0 +1,77 @@
+/* wq_f8.c - FP8 W8A8 as the engines compute it: E4M3 weight codes times
+ * E4M3 activation codes, summed in float, then the two scales (wq.h, QK_A_F8B).
+ *
+ * compressed-tensors FP8 (FP8_DYNAMIC, static FP8, ModelOpt FP8) with one
+ * weight scale a row or a tensor: vLLM quantizes the token to E4M3
+ * (kernels/wq_act.c qk_wq_act_f8b), multiplies the two FP8 operands with
+ * float accumulation (cutlass_scaled_mm; torch._scaled_mm on other
+ * devices), then applies the scales in the epilogue, D = a_scale *
+ * (b_scale * accum) (csrc/quantization/cutlass_w8a8/Epilogues.md,
+ * ScaledEpilogue).  The product of two E4M3 values has at most 8 significant
+ * bits, so it is exact in float: only the order of the sums is a choice.
+ *
+ * THE FP8 ORDER.  32 float lanes, all +0.  Elements go in pairs (k, k + 1),
+ * k even, in increasing order; the pair's lane is l = (k mod 64) / 2, and
+ *     lane[l] = fmaf(w[k + 1], a[k + 1], lane[l]);
+ *     lane[l] = fmaf(w[k], a[k], lane[l]);
+ * (the odd element first: what AVX512-BF16's vdpbf16ps does with a dword's
+ * two BF16 pairs, each product exact and each sum rounded to nearest even;
+ * measured on the instruction, and probed again before a level uses it,
+ * kernels/x86/avx512_wq_f8.c).  Then
+ *     s[l] = lane[l] + lane[l + 16]  (l < 16);   t[l] = s[l] + s[l + 8]  (l < 8);
+ *     sum = ((t0+t4) + (t2+t6)) + ((t1+t5) + (t3+t7));
+ *     out = as * (ws * sum).
+ * n is a multiple of 32 (qk_wq_f8b_takes).  No sum is a float denormal:
+ * every product is a multiple of 2^-18 (E4M3's least value is 2^-9), so is
+ * every rounded sum, and the instruction's flushing of denormals never
+ * applies. */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/elements.h"
+#include "kernels/fdot.h"
+#include "kernels/wq_impl.h"
+
+bool qk_wq_f8b_takes(const qk_wq *w)
+{
+    const bool fscale = w->s.type == QK_F32 || w->s.type == QK_F16 || w->s.type == QK_BF16;
+    return w->type == QK_W_FP8 && w->elem == QK_ELEM_FP8_E4M3 && w->s.p && fscale && w->s.cdiv >= w->cols &&
+           !w->gidx && w->cols > 0 && w->cols % 32 == 0 && w->a_group == 0;
+}
+
+static inline float bf16_val(const uint8_t *p)
+{
+    uint16_t h;
+    memcpy(&h, p, 2);
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+void qk_wq_tile_f8b(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out, size_t ldo)
+{
+    const int64_t n = w->cols;
+    for (int t = 0; t < nt; t++) {
+        const uint8_t *row = (const uint8_t *)y + (size_t)t * ys;
+        qk_a_i8_head h;
+        memcpy(&h, row, sizeof h);
+        const uint8_t *a = row + QK_A_I8_HEAD;
+        for (int r = 0; r < nr; r++) {
+            const uint8_t *q = w->q + (r0 + r) * w->q_rs;
+            float lane[32] = {0};
+            for (int64_t k = 0; k < n; k += 2) {
+                float *l = &lane[(k % 64) / 2];
+                *l = fmaf(qk_elem_decode(QK_ELEM_FP8_E4M3, q[k + 1]), bf16_val(a + 2 * (k + 1)), *l);
+                *l = fmaf(qk_elem_decode(QK_ELEM_FP8_E4M3, q[k]), bf16_val(a + 2 * k), *l);
+            }
+            float s[16], t8[8];
+            for (int l = 0; l < 16; l++)
+                s[l] = lane[l] + lane[l + 16];
+            for (int l = 0; l < 8; l++)
+                t8[l] = s[l] + s[l + 8];
+            const float ws = qk_wq_scale(w, r0 + r, 0);
+            out[(size_t)t * ldo + (size_t)r] = h.scale * (ws * qk_fdot_hsum8(t8));
+        }
+    }
+}

@@ -1,0 +1,321 @@
+/* avx512_wq_f8.c - FP8 W8A8 (W_FP8 E4M3 weights x QK_A_F8B activations) with
+ * AVX512-BF16's vdpbf16ps on rows repacked at load, bitwise equal to the
+ * scalar reference qk_wq_tile_f8b (kernels/wq_f8.c, THE FP8 ORDER).
+ *
+ * Every E4M3 value is a BF16 exactly, and the product of two has at most 8
+ * significant bits, so vdpbf16ps's products are exact; each of its two sums
+ * a lane is rounded to nearest even, the odd element's first.  That is what
+ * this CPU's instruction is measured to do (tests/test_wq.c), and a level
+ * uses it only when a probe at load agrees (f8_probe: a case where the odd
+ * element first, the even first and one rounding give three answers, and
+ * random E4M3 pairs against the fused multiply-adds of the reference).
+ *
+ * THE PACKING: the header (64 bytes), then per group of 8 rows their 8
+ * float scales (as the reference reads them), one flag byte a 64 columns
+ * (padded to 32 bytes), and per 64 columns each row's 64 codes as stored
+ * (zeros past the row's end).  A flag is set when one of the chunk's codes
+ * has exponent field 0 (zero or subnormal: about 1 code in 7,000 of a
+ * per-channel FP8 matrix).
+ *
+ * THE DECODING: vpmovsxbw widens 32 codes to words; shifted left by 4 and
+ * masked (sign to bit 15, exponent and mantissa to bits 10..4) with
+ * exponent 112 ORed in, a normal code is the BF16 of its value times 2^-8
+ * (one vpternlogd).  In a flagged chunk the codes of exponent field 0 take
+ * their BF16 (value times 2^-8, normal in BF16: the instruction flushes
+ * denormal inputs) from an 8-entry table (vpermw) and their sign.  Each
+ * product is then exactly the reference's times 2^-8, so is each sum (no sum
+ * gets near the float's least normal, 2^-26 being the least product), and the
+ * lane sums times 256 are the reference's bits.  Three instructions a 32
+ * weights, shared by every token of the tile, then one vdpbf16ps a 32 weights
+ * and token.  (A NaN E4M3 code, 0x7F/0xFF, decodes to a finite value here and
+ * to NaN in the reference; no producer writes one into a weight.) */
+#include "kernels/x86/packed512.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "kernels/elements.h"
+#include "kernels/wq_impl.h"
+
+#ifdef QK_X86
+
+#define F8_MAGIC 0x38465751u /* "QWF8" */
+#define F8_HEAD 64
+#define F8_NT 8
+
+typedef struct {
+    uint32_t magic;
+    int32_t pad;
+    int64_t rows, cols;
+} f8_head;
+
+static bool f8_takes(const qk_wq *w)
+{
+    return w->act == QK_A_F8B && qk_wq_f8b_takes(w) && w->rows > 0 && w->rows % 8 == 0;
+}
+
+static inline int64_t chunks(int64_t n) { return (n + 63) / 64; }
+static inline size_t flag_bytes(int64_t n) { return ((size_t)chunks(n) + 31) / 32 * 32; }
+static inline size_t group_bytes(int64_t n) { return 32 + flag_bytes(n) + (size_t)chunks(n) * 512; }
+
+/* ---- the probe ----------------------------------------------------------------- */
+
+static float bf16_f(uint16_t h)
+{
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static uint16_t e4m3_bf16(uint8_t c)
+{
+    const float v = qk_elem_decode(QK_ELEM_FP8_E4M3, c);
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return (uint16_t)(u >> 16);
+}
+
+QK_TARGET_AVX512BF16 static void dp16(const float acc[16], const uint16_t a[32], const uint16_t b[32], float o[16])
+{
+    __m512bh x, y;
+    memcpy(&x, a, 64);
+    memcpy(&y, b, 64);
+    _mm512_storeu_ps(o, _mm512_dpbf16_ps(_mm512_loadu_ps(acc), x, y));
+}
+
+static int probe_ok;
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+
+static void f8_probe(void)
+{
+    if (!qk_cpu_has_bf16_vbmi())
+        return;
+    float acc[16] = {0}, o[16];
+    uint16_t a[32] = {0}, b[32] = {0};
+    /* 2^24 + 1 (odd first: rounds to 2^24) - 1 = 2^24 - 1; even first or one rounding: 2^24 */
+    acc[0] = 16777216.0f;
+    a[1] = e4m3_bf16(0x38), b[1] = e4m3_bf16(0x38); /* 1 x 1 */
+    a[0] = e4m3_bf16(0xB8), b[0] = e4m3_bf16(0x38); /* -1 x 1 */
+    dp16(acc, a, b, o);
+    if (o[0] != 16777215.0f)
+        return;
+    uint64_t s = 0x9E3779B97F4A7C15ull;
+    for (int it = 0; it < 256; it++) {
+        for (int i = 0; i < 32; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            uint8_t ca = (uint8_t)(s >> 33), cb = (uint8_t)(s >> 45);
+            ca = (ca & 0x7F) == 0x7F ? 0 : ca, cb = (cb & 0x7F) == 0x7F ? 0 : cb;
+            const float wv = ldexpf(bf16_f(e4m3_bf16(ca)), -8); /* the kernel's weight: value * 2^-8 */
+            uint32_t u;
+            memcpy(&u, &wv, 4);
+            a[i] = (uint16_t)(u >> 16);
+            b[i] = e4m3_bf16(cb);
+        }
+        for (int j = 0; j < 16; j++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            acc[j] = (float)(int32_t)(s >> 40) * 0x1p-18f * (float)(1 << (s >> 60));
+        }
+        dp16(acc, a, b, o);
+        for (int j = 0; j < 16; j++) {
+            const float want = fmaf(bf16_f(a[2 * j]), bf16_f(b[2 * j]), fmaf(bf16_f(a[2 * j + 1]), bf16_f(b[2 * j + 1]), acc[j]));
+            if (memcmp(&want, &o[j], 4) != 0)
+                return;
+        }
+    }
+    probe_ok = 1;
+}
+
+static bool f8_ready(void)
+{
+    pthread_once(&probe_once, f8_probe);
+    return probe_ok;
+}
+
+/* ---- packing -------------------------------------------------------------------- */
+
+size_t qk_x86_avx512_f8_pack(const qk_wq *w, uint8_t *dst, int64_t g0, int64_t g1)
+{
+    if (!f8_takes(w) || !f8_ready())
+        return 0;
+    const int64_t n = w->cols;
+    const size_t gb = group_bytes(n), bytes = F8_HEAD + gb * (size_t)(w->rows / 8);
+    if (!dst)
+        return bytes;
+    if (g0 == 0) {
+        const f8_head h = {.magic = F8_MAGIC, .rows = w->rows, .cols = n};
+        memset(dst, 0, F8_HEAD);
+        memcpy(dst, &h, sizeof h);
+    }
+    for (int64_t g = g0; g < g1; g++) {
+        uint8_t *gp = dst + F8_HEAD + gb * (size_t)g, *flags = gp + 32, *codes = flags + flag_bytes(n);
+        for (int i = 0; i < 8; i++) {
+            const float s = qk_wq_scale(w, g * 8 + i, 0);
+            memcpy(gp + 4 * i, &s, 4);
+        }
+        memset(flags, 0, gb - 32);
+        for (int i = 0; i < 8; i++) {
+            const uint8_t *q = w->q + (g * 8 + i) * w->q_rs;
+            for (int64_t k = 0; k < n; k++) {
+                codes[(size_t)(k / 64) * 512 + 64 * (size_t)i + (size_t)(k % 64)] = q[k];
+                flags[k / 64] |= (q[k] & 0x78) == 0;
+            }
+        }
+    }
+    return bytes;
+}
+
+/* ---- the products ---------------------------------------------------------------- */
+
+/* 32 codes at p as BF16 of value * 2^-8: the normal codes' (sign, exponent
+ * and mantissa in place, exponent + 112); with SUB, the codes of exponent
+ * field 0 from the table sub (zero and the seven subnormals) with their sign. */
+QK_TARGET_AVX512BF16 static inline __m512bh dec32(const uint8_t *p, const bool SUB, __m512i sub)
+{
+    const __m512i w = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)p));
+    const __m512i t = _mm512_ternarylogic_epi32(_mm512_slli_epi16(w, 4), _mm512_set1_epi16((short)0x87F0),
+                                                _mm512_set1_epi16(0x3800), 0xEA); /* (a & b) | c */
+    if (!SUB)
+        return (__m512bh)t;
+    const __mmask32 z = _mm512_testn_epi16_mask(w, _mm512_set1_epi16(0x78));
+    const __m512i sv = _mm512_ternarylogic_epi32(_mm512_permutexvar_epi16(w, sub), w, _mm512_set1_epi16((short)0x8000),
+                                                 0xF8); /* a | (b & c) */
+    return (__m512bh)_mm512_mask_blend_epi16(z, t, sv);
+}
+
+/* The table of dec32: BF16 of m * 2^-17 (m = 0..7), the rest 0. */
+QK_TARGET_AVX512BF16 static __m512i sub_table(void)
+{
+    uint16_t t[32] = {0};
+    for (int m = 1; m < 8; m++) {
+        const float v = ldexpf((float)m, -17);
+        uint32_t u;
+        memcpy(&u, &v, 4);
+        t[m] = (uint16_t)(u >> 16);
+    }
+    __m512i r;
+    memcpy(&r, t, 64);
+    return r;
+}
+
+/* The reference's lane sums: lanes 0-15 in a0, 16-31 in a1. */
+QK_TARGET_AVX512BF16 static inline float lanes_sum(__m512 a0, __m512 a1)
+{
+    const __m512 s = _mm512_add_ps(a0, a1);
+    return qk_hsum8_ps(_mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps(s, 1)));
+}
+
+static inline const uint8_t *act_words(const void *y, size_t ys, int t)
+{
+    return (const uint8_t *)y + (size_t)t * ys + QK_A_I8_HEAD;
+}
+
+static inline float act_scale(const void *y, size_t ys, int t)
+{
+    qk_a_i8_head h;
+    memcpy(&h, (const uint8_t *)y + (size_t)t * ys, sizeof h);
+    return h.scale;
+}
+
+/* Rows of the chunk at cp against one token's 64 words at a: acc0/acc1 of each row. */
+#define ROWS8_CHUNK(SUB, B)                                                                                    \
+    _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) {                                                   \
+        qk_prefetch_span(cp + 64 * r + QK_PREFETCH_AHEAD, 64);                                              \
+        acc0[r] = _mm512_dpbf16_ps(acc0[r], dec32(cp + 64 * r, SUB, sub), xa);                              \
+        if (B)                                                                                              \
+            acc1[r] = _mm512_dpbf16_ps(acc1[r], dec32(cp + 64 * r + 32, SUB, sub), xb);                     \
+    }
+
+/* One token against the 8 rows of a group (gp): their sums times 2^-8. */
+QK_TARGET_AVX512BF16 static void rows8(const uint8_t *gp, int64_t n, const uint8_t *a, __m512i sub, float o[8])
+{
+    __m512 acc0[8], acc1[8];
+    _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++)
+        acc0[r] = acc1[r] = _mm512_setzero_ps();
+    const uint8_t *flags = gp + 32, *cp = flags + flag_bytes(n);
+    for (int64_t c = 0, k = 0; k < n; c++, k += 64, cp += 512) {
+        const __m512bh xa = (__m512bh)_mm512_loadu_si512((const void *)(a + 2 * k));
+        if (k + 64 <= n) {
+            const __m512bh xb = (__m512bh)_mm512_loadu_si512((const void *)(a + 2 * k + 64));
+            if (flags[c])
+                ROWS8_CHUNK(true, true)
+            else
+                ROWS8_CHUNK(false, true)
+        } else { /* the last 32 columns: lanes 0-15 only */
+            const __m512bh xb = xa;
+            ROWS8_CHUNK(true, false)
+        }
+    }
+    _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++)
+        o[r] = lanes_sum(acc0[r], acc1[r]);
+}
+
+/* NT tokens against row i of a group (gp): their sums times 2^-8. */
+QK_TARGET_AVX512BF16 __attribute__((always_inline)) static inline void
+toks(const uint8_t *gp, int i, int64_t n, const uint8_t *const a[F8_NT], __m512i sub, const int NT, float o[F8_NT])
+{
+    __m512 acc0[F8_NT], acc1[F8_NT];
+    _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
+        acc0[t] = acc1[t] = _mm512_setzero_ps();
+    const uint8_t *flags = gp + 32, *cp = flags + flag_bytes(n) + 64 * (size_t)i;
+    for (int64_t c = 0, k = 0; k < n; c++, k += 64, cp += 512) {
+        const __m512bh A = dec32(cp, flags[c], sub);
+        if (k + 64 <= n) {
+            const __m512bh B = dec32(cp + 32, flags[c], sub);
+            _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {
+                acc0[t] = _mm512_dpbf16_ps(acc0[t], A, (__m512bh)_mm512_loadu_si512((const void *)(a[t] + 2 * k)));
+                acc1[t] = _mm512_dpbf16_ps(acc1[t], B, (__m512bh)_mm512_loadu_si512((const void *)(a[t] + 2 * k + 64)));
+            }
+        } else {
+            _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
+                acc0[t] = _mm512_dpbf16_ps(acc0[t], A, (__m512bh)_mm512_loadu_si512((const void *)(a[t] + 2 * k)));
+        }
+    }
+    _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
+        o[t] = lanes_sum(acc0[t], acc1[t]);
+}
+
+QK_TARGET_AVX512BF16 bool qk_x86_avx512_f8_tile(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt,
+                                                float *out, size_t ldo)
+{
+    if (!w->packed || !f8_takes(w))
+        return false;
+    f8_head h;
+    memcpy(&h, w->packed, sizeof h);
+    if (h.magic != F8_MAGIC || h.rows != w->rows || h.cols != w->cols)
+        return false;
+    const int64_t n = w->cols;
+    const size_t gb = group_bytes(n);
+    const __m512i sub = sub_table();
+    for (int64_t g = r0 / 8; g * 8 < r0 + nr; g++) {
+        const uint8_t *gp = w->packed + F8_HEAD + gb * (size_t)g;
+        const int64_t ra = g * 8 > r0 ? g * 8 : r0, rb = g * 8 + 8 < r0 + nr ? g * 8 + 8 : r0 + nr;
+        float ws[8];
+        memcpy(ws, gp, sizeof ws);
+        if (nt == 1) {
+            float o[8];
+            rows8(gp, n, act_words(y, ys, 0), sub, o);
+            const float as = act_scale(y, ys, 0);
+            for (int64_t r = ra; r < rb; r++)
+                out[r - r0] = as * (ws[r - g * 8] * (256.0f * o[r - g * 8]));
+            continue;
+        }
+        for (int64_t r = ra; r < rb; r++) {
+            const int i = (int)(r - g * 8);
+            for (int t0 = 0; t0 < nt; t0 += F8_NT) {
+                const int mt = nt - t0 < F8_NT ? nt - t0 : F8_NT;
+                const uint8_t *a[F8_NT];
+                float o[F8_NT];
+                for (int t = 0; t < mt; t++)
+                    a[t] = act_words(y, ys, t0 + t);
+                QK_BY_NT8(mt, toks(gp, i, n, a, sub, N, o))
+                for (int t = 0; t < mt; t++)
+                    out[(size_t)(t0 + t) * ldo + (size_t)(r - r0)] = act_scale(y, ys, t0 + t) * (ws[i] * (256.0f * o[t]));
+            }
+        }
+    }
+    return true;
+}
+
+#endif
