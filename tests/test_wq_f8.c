@@ -45,15 +45,15 @@ static float rule(const uint8_t *q, const uint8_t *row, int64_t n, float ws)
     qk_a_i8_head h;
     memcpy(&h, row, sizeof h);
     const uint8_t *a = row + QK_A_I8_HEAD;
-    float lane[32] = {0};
+    float lane[16] = {0};
     for (int64_t k = 0; k < n; k += 2) {
-        const int l = (int)(k % 64) / 2;
+        const int l = (int)(k % 32) / 2;
         lane[l] = fmaf(qk_fp8_e4m3_to_f32(q[k + 1]), bf16v(a + 2 * (k + 1)), lane[l]);
         lane[l] = fmaf(qk_fp8_e4m3_to_f32(q[k]), bf16v(a + 2 * k), lane[l]);
     }
     float t[8];
     for (int l = 0; l < 8; l++)
-        t[l] = (lane[l] + lane[l + 16]) + (lane[l + 8] + lane[l + 24]);
+        t[l] = lane[l] + lane[l + 8];
     return h.scale * (ws * (((t[0] + t[4]) + (t[2] + t[6])) + ((t[1] + t[5]) + (t[3] + t[7]))));
 }
 

@@ -563,13 +563,13 @@ QK_TARGET_AVX2 static void nv4_tile(const qk_wq *w, int64_t r0, int nr, const ui
  * codes shuffled odd before even, each an F16's bits (as float_tile's
  * E4M3: the value * 2^-8 once widened, subnormals too), the activations'
  * BF16 pairs split into odd (the dword's high half) and even (low half)
- * floats; lanes (k mod 64) / 2 .. + 7 take the odd element, then the even,
+ * floats; lanes (k mod 32) / 2 .. + 7 take the odd element, then the even,
  * by fused multiply-adds.  Each product is the reference's times 2^-8
  * exactly, so is each sum (none nears the float's least normal), and the
  * lane sums times 256 are the reference's bits.  Two tokens a pass over a
  * row. */
 QK_TARGET_AVX2 static inline void f8_span(const uint8_t *q, const uint8_t *const a[2], int64_t n, const int NT,
-                                          __m256 acc[2][4])
+                                          __m256 acc[2][2])
 {
     const __m128i odd_even = _mm_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14);
     const __m256i f16m = _mm256_set1_epi16((short)0xBFFF), hi16 = _mm256_set1_epi32((int)0xFFFF0000u);
@@ -577,7 +577,7 @@ QK_TARGET_AVX2 static inline void f8_span(const uint8_t *q, const uint8_t *const
         const __m128i b = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(q + k)), odd_even);
         const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 7), f16m);
         const __m256 wo = _mm256_cvtph_ps(_mm256_castsi256_si128(h)), we = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
-        const int l = (int)(k % 64) / 16;
+        const int l = (int)(k % 32) / 16;
         for (int t = 0; t < NT; t++) {
             const __m256i d = _mm256_loadu_si256((const __m256i *)(a[t] + 2 * k));
             acc[t][l] = _mm256_fmadd_ps(wo, _mm256_castsi256_ps(_mm256_and_si256(d, hi16)), acc[t][l]);
@@ -595,9 +595,9 @@ QK_TARGET_AVX2 static void f8_tile(const qk_wq *w, int64_t r0, int nr, const uin
         for (int t0 = 0; t0 < nt; t0 += 2) {
             const int mt = nt - t0 < 2 ? nt - t0 : 2;
             const uint8_t *a[2] = {y + (size_t)t0 * ys + QK_A_I8_HEAD, y + (size_t)(t0 + mt - 1) * ys + QK_A_I8_HEAD};
-            __m256 acc[2][4];
+            __m256 acc[2][2];
             for (int t = 0; t < 2; t++)
-                for (int l = 0; l < 4; l++)
+                for (int l = 0; l < 2; l++)
                     acc[t][l] = _mm256_setzero_ps();
             if (mt == 2)
                 f8_span(q, a, w->cols, 2, acc);
@@ -606,7 +606,7 @@ QK_TARGET_AVX2 static void f8_tile(const qk_wq *w, int64_t r0, int nr, const uin
             for (int t = 0; t < mt; t++) {
                 qk_a_i8_head h;
                 memcpy(&h, y + (size_t)(t0 + t) * ys, sizeof h);
-                const __m256 s = _mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][2]), _mm256_add_ps(acc[t][1], acc[t][3]));
+                const __m256 s = _mm256_add_ps(acc[t][0], acc[t][1]);
                 out[(size_t)(t0 + t) * ldo + (size_t)r] = h.scale * (ws * (256.0f * qk_hsum8_ps(s)));
             }
         }

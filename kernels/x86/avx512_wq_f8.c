@@ -199,11 +199,10 @@ QK_TARGET_AVX512BF16 static __m512i sub_table(void)
     return r;
 }
 
-/* The reference's lane sums: lanes 0-15 in a0, 16-31 in a1. */
-QK_TARGET_AVX512BF16 static inline float lanes_sum(__m512 a0, __m512 a1)
+/* The reference's lane sums: t[l] = lane[l] + lane[l + 8], then hsum8. */
+QK_TARGET_AVX512BF16 static inline float lanes_sum(__m512 a)
 {
-    const __m512 s = _mm512_add_ps(a0, a1);
-    return qk_hsum8_ps(_mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps(s, 1)));
+    return qk_hsum8_ps(_mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1)));
 }
 
 static inline const uint8_t *act_words(const void *y, size_t ys, int t)
@@ -218,62 +217,75 @@ static inline float act_scale(const void *y, size_t ys, int t)
     return h.scale;
 }
 
-/* Rows of the chunk at cp against one token's 64 words at a: acc0/acc1 of each row. */
-#define ROWS8_CHUNK(SUB, B)                                                                                    \
+/* The 8 rows of a chunk at cp against one token's 64 words at a (32 when !B),
+ * into acc[0..8). */
+#define ROWS8_CHUNK(cp, acc, SUB, B)                                                                           \
     _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) {                                                   \
         qk_prefetch_span(cp + 64 * r + QK_PREFETCH_AHEAD, 64);                                              \
-        acc0[r] = _mm512_dpbf16_ps(acc0[r], dec32(cp + 64 * r, SUB, sub), xa);                              \
+        acc[r] = _mm512_dpbf16_ps(acc[r], dec32(cp + 64 * r, SUB, sub), xa);                                \
         if (B)                                                                                              \
-            acc1[r] = _mm512_dpbf16_ps(acc1[r], dec32(cp + 64 * r + 32, SUB, sub), xb);                     \
+            acc[r] = _mm512_dpbf16_ps(acc[r], dec32(cp + 64 * r + 32, SUB, sub), xb);                       \
     }
 
-/* One token against the 8 rows of a group (gp): their sums times 2^-8. */
-QK_TARGET_AVX512BF16 static void rows8(const uint8_t *gp, int64_t n, const uint8_t *a, __m512i sub, float o[8])
+/* One token against the rows of NG (1 or 2) consecutive groups at gp (gb
+ * bytes apart): their sums times 2^-8, o[0 .. 8 * NG).  Two groups are two
+ * streams through memory, read faster than one (wq_f8.c). */
+QK_TARGET_AVX512BF16 __attribute__((always_inline)) static inline void
+rows(const uint8_t *gp, size_t gb, int64_t n, const uint8_t *a, __m512i sub, const int NG, float o[16])
 {
-    __m512 acc0[8], acc1[8];
-    _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++)
-        acc0[r] = acc1[r] = _mm512_setzero_ps();
-    const uint8_t *flags = gp + 32, *cp = flags + flag_bytes(n);
-    for (int64_t c = 0, k = 0; k < n; c++, k += 64, cp += 512) {
+    __m512 acc[16];
+    _Pragma("GCC unroll 16") for (int r = 0; r < 8 * NG; r++)
+        acc[r] = _mm512_setzero_ps();
+    const uint8_t *f0 = gp + 32, *f1 = gp + gb + 32;
+    const uint8_t *c0 = f0 + flag_bytes(n), *c1 = f1 + flag_bytes(n);
+    for (int64_t c = 0, k = 0; k < n; c++, k += 64, c0 += 512, c1 += 512) {
         const __m512bh xa = (__m512bh)_mm512_loadu_si512((const void *)(a + 2 * k));
         if (k + 64 <= n) {
             const __m512bh xb = (__m512bh)_mm512_loadu_si512((const void *)(a + 2 * k + 64));
-            if (flags[c])
-                ROWS8_CHUNK(true, true)
+            if (f0[c])
+                ROWS8_CHUNK(c0, acc, true, true)
             else
-                ROWS8_CHUNK(false, true)
-        } else { /* the last 32 columns: lanes 0-15 only */
+                ROWS8_CHUNK(c0, acc, false, true)
+            if (NG > 1) {
+                if (f1[c])
+                    ROWS8_CHUNK(c1, (acc + 8), true, true)
+                else
+                    ROWS8_CHUNK(c1, (acc + 8), false, true)
+            }
+        } else { /* the last 32 columns */
             const __m512bh xb = xa;
-            ROWS8_CHUNK(true, false)
+            ROWS8_CHUNK(c0, acc, true, false)
+            if (NG > 1)
+                ROWS8_CHUNK(c1, (acc + 8), true, false)
         }
     }
-    _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++)
-        o[r] = lanes_sum(acc0[r], acc1[r]);
+    _Pragma("GCC unroll 16") for (int r = 0; r < 8 * NG; r++)
+        o[r] = lanes_sum(acc[r]);
 }
 
 /* NT tokens against row i of a group (gp): their sums times 2^-8. */
 QK_TARGET_AVX512BF16 __attribute__((always_inline)) static inline void
 toks(const uint8_t *gp, int i, int64_t n, const uint8_t *const a[F8_NT], __m512i sub, const int NT, float o[F8_NT])
 {
-    __m512 acc0[F8_NT], acc1[F8_NT];
+    __m512 acc[F8_NT];
     _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
-        acc0[t] = acc1[t] = _mm512_setzero_ps();
+        acc[t] = _mm512_setzero_ps();
     const uint8_t *flags = gp + 32, *cp = flags + flag_bytes(n) + 64 * (size_t)i;
     for (int64_t c = 0, k = 0; k < n; c++, k += 64, cp += 512) {
         const __m512bh A = dec32(cp, flags[c], sub);
         if (k + 64 <= n) {
             const __m512bh B = dec32(cp + 32, flags[c], sub);
             _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {
-                acc0[t] = _mm512_dpbf16_ps(acc0[t], A, (__m512bh)_mm512_loadu_si512((const void *)(a[t] + 2 * k)));
-                acc1[t] = _mm512_dpbf16_ps(acc1[t], B, (__m512bh)_mm512_loadu_si512((const void *)(a[t] + 2 * k + 64)));
+                acc[t] = _mm512_dpbf16_ps(acc[t], A, (__m512bh)_mm512_loadu_si512((const void *)(a[t] + 2 * k)));
+                acc[t] = _mm512_dpbf16_ps(acc[t], B, (__m512bh)_mm512_loadu_si512((const void *)(a[t] + 2 * k + 64)));
             }
         } else {
             _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
-                acc0[t] = _mm512_dpbf16_ps(acc0[t], A, (__m512bh)_mm512_loadu_si512((const void *)(a[t] + 2 * k)));
+                acc[t] = _mm512_dpbf16_ps(acc[t], A, (__m512bh)_mm512_loadu_si512((const void *)(a[t] + 2 * k)));
         }
     }
     _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
-        o[t] = lanes_sum(acc0[t], acc1[t]);
+        o[t] = lanes_sum(acc[t]);
 }
 
 QK_TARGET_AVX512BF16 bool qk_x86_avx512_f8_tile(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt,
@@ -288,19 +300,28 @@ QK_TARGET_AVX512BF16 bool qk_x86_avx512_f8_tile(const qk_wq *w, int64_t r0, int 
     const int64_t n = w->cols;
     const size_t gb = group_bytes(n);
     const __m512i sub = sub_table();
-    for (int64_t g = r0 / 8; g * 8 < r0 + nr; g++) {
+    for (int64_t g = r0 / 8; g * 8 < r0 + nr;) {
         const uint8_t *gp = w->packed + F8_HEAD + gb * (size_t)g;
-        const int64_t ra = g * 8 > r0 ? g * 8 : r0, rb = g * 8 + 8 < r0 + nr ? g * 8 + 8 : r0 + nr;
-        float ws[8];
-        memcpy(ws, gp, sizeof ws);
-        if (nt == 1) {
-            float o[8];
-            rows8(gp, n, act_words(y, ys, 0), sub, o);
+        if (nt == 1) { /* two groups at a time where the tile has them */
+            const int ng = (g + 1) * 8 < r0 + nr ? 2 : 1;
+            float o[16], ws[16];
+            memcpy(ws, gp, 32);
+            if (ng == 2) {
+                memcpy(ws + 8, gp + gb, 32);
+                rows(gp, gb, n, act_words(y, ys, 0), sub, 2, o);
+            } else {
+                rows(gp, gb, n, act_words(y, ys, 0), sub, 1, o);
+            }
             const float as = act_scale(y, ys, 0);
+            const int64_t ra = g * 8 > r0 ? g * 8 : r0, rb = (g + ng) * 8 < r0 + nr ? (g + ng) * 8 : r0 + nr;
             for (int64_t r = ra; r < rb; r++)
                 out[r - r0] = as * (ws[r - g * 8] * (256.0f * o[r - g * 8]));
+            g += ng;
             continue;
         }
+        float ws[8];
+        memcpy(ws, gp, sizeof ws);
+        const int64_t ra = g * 8 > r0 ? g * 8 : r0, rb = g * 8 + 8 < r0 + nr ? g * 8 + 8 : r0 + nr;
         for (int64_t r = ra; r < rb; r++) {
             const int i = (int)(r - g * 8);
             for (int t0 = 0; t0 < nt; t0 += F8_NT) {
@@ -314,6 +335,7 @@ QK_TARGET_AVX512BF16 bool qk_x86_avx512_f8_tile(const qk_wq *w, int64_t r0, int 
                     out[(size_t)(t0 + t) * ldo + (size_t)(r - r0)] = act_scale(y, ys, t0 + t) * (ws[i] * (256.0f * o[t]));
             }
         }
+        g++;
     }
     return true;
 }
