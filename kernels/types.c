@@ -78,6 +78,7 @@ static qk_type_traits table[QK_TYPE_MAX] = {
     AROW("a_nvfp4", QK_A_NV4, 16, 24, 0),          /* 16 int8 codes, a float multiplier and their int32 sum a block */
     AROW("a_llm_int8", QK_A_I8O, 1, 5, QK_A_I8_HEAD), /* header, int8 codes, float outliers */
     AROW("a_fp8_bf16", QK_A_F8B, 1, 2, QK_A_I8_HEAD),   /* header, E4M3 values as BF16 */
+    AROW("a_fp8_bf16_g128", QK_A_F8G, 128, 260, QK_A_I8_HEAD), /* header, E4M3 values as BF16, group scales */
 };
 
 static const qk_kernel_ops *const families[] = {

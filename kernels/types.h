@@ -40,7 +40,7 @@ typedef enum qk_type {
     QK_W_FP8 = 80, QK_W_INT8 = 81, QK_W_PACK = 82, QK_W_NVFP4 = 83, QK_W_MXFP4 = 84,
     QK_W_AWQ = 86, QK_W_GPTQ = 87, QK_W_MLX = 88, QK_W_BNB4 = 89, QK_W_BNB8 = 90,
     /* ... and the activation encodings of their schemes (wq.h) */
-    QK_A_FP8 = 96, QK_A_MX8 = 97, QK_A_MX4 = 98, QK_A_I8 = 99, QK_A_NV4 = 100, QK_A_I8O = 101, QK_A_F8B = 102,
+    QK_A_FP8 = 96, QK_A_MX8 = 97, QK_A_MX4 = 98, QK_A_I8 = 99, QK_A_NV4 = 100, QK_A_I8O = 101, QK_A_F8B = 102, QK_A_F8G = 103,
     QK_TYPE_MAX = 128
 } qk_type;
 

@@ -269,7 +269,8 @@ static void wq_tile(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys
     case QK_A_I8: qk_wq_tile_i8(w, r0, nr, y, ys, nt, out, ldo); return;
     case QK_A_NV4: qk_wq_tile_nv4(w, r0, nr, y, ys, nt, out, ldo); return;
     case QK_A_I8O: qk_wq_tile_i8o(w, r0, nr, y, ys, nt, out, ldo); return;
-    case QK_A_F8B: qk_wq_tile_f8b(w, r0, nr, y, ys, nt, out, ldo); return;
+    case QK_A_F8B:
+    case QK_A_F8G: qk_wq_tile_f8b(w, r0, nr, y, ys, nt, out, ldo); return;
     default: float_tile(w, r0, nr, y, ys, nt, out, ldo); return;
     }
 }
@@ -286,6 +287,6 @@ const qk_wq_ops qk_ops_wq[] = {
     {.id = QK_A_FP8, .wq_act = qk_wq_act_fp8}, {.id = QK_A_MX8, .wq_act = qk_wq_act_mx},
     {.id = QK_A_MX4, .wq_act = qk_wq_act_mx}, {.id = QK_A_I8, .wq_act = qk_wq_act_i8},
     {.id = QK_A_NV4, .wq_act = qk_wq_act_nv4}, {.id = QK_A_I8O, .wq_act = qk_wq_act_i8o},
-    {.id = QK_A_F8B, .wq_act = qk_wq_act_f8b},
+    {.id = QK_A_F8B, .wq_act = qk_wq_act_f8b}, {.id = QK_A_F8G, .wq_act = qk_wq_act_f8g},
     {.id = -1},
 };

@@ -48,10 +48,12 @@
  *   E4M3 x E4M3 (QK_A_F8B with W_FP8 E4M3 weights of one float scale a
  *          row or a tensor, dynamic per-token or static per-tensor FP8
  *          activations): the products of the two codes' values (exact in
- *          float) summed in FP8 ORDER (kernels/wq_f8.c: 32 lanes, a pair of
+ *          float) summed in FP8 ORDER (kernels/wq_f8.c: 16 lanes, a pair of
  *          elements a lane step, AVX512-BF16's vdpbf16ps), then
  *          out = as * (ws * sum): vLLM's FP8 GEMM, the codes multiplied and
- *          summed in float, then both scales.
+ *          summed in float, then both scales; QK_A_F8G, FP8_BLOCK's 128 x 128
+ *          weight blocks with activations in groups of 128, the same sums
+ *          per group, each scaled by its two scales into a running sum.
  * Every SIMD level returns the scalar reference's bits for every element,
  * whatever the tile (kernels/x86/avx2_wq*.c; tests/test_wq.c).  A level may
  * repack a view's codes at load (cpu.h wq_pack; lib/engine/matmul.c
@@ -189,9 +191,17 @@ typedef struct qk_a_i8_head {
  * input_scale}, then n BF16 words: each code's E4M3 value (exact in BF16).
  * The encoding of QK_A_FP8 (the same codes and scale), kept apart. */
 
+/* QK_A_F8G (FP8_BLOCK's activations, dynamic per token group of 128):
+ * qk_a_i8_head (unused), n BF16 words as QK_A_F8B's, then the n / 128 group
+ * scales (floats). */
+#define QK_A_F8G_GROUP 128
+
 /* Does w take QK_A_F8B for its FP8 activations (E4M3 codes, one float scale
  * a row or a tensor, rows a multiple of 32, a token-wide scale)? */
 bool qk_wq_f8b_takes(const qk_wq *w);
+/* Does w take QK_A_F8G (E4M3 codes with float scales of 128 x 128 blocks
+ * or one a row, activations in groups of 128, rows a multiple of 128)? */
+bool qk_wq_f8g_takes(const qk_wq *w);
 
 /* A checkpoint's FP8 E4M3 KV cache with a static per-tensor scale
  * (compressed-tensors kv_cache_scheme, k_scale / v_scale): x[i] =

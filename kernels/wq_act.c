@@ -103,6 +103,31 @@ void qk_wq_act_f8b(const qk_wq *w, const float *x, void *dst, int64_t n)
     memcpy(dst, &h, sizeof h);
 }
 
+/* QK_A_F8G: qk_wq_act_fp8's codes and scales for groups of 128 (vLLM's
+ * per_token_group_quant_fp8: amax from 1e-10, scale amax / 448), each code's
+ * E4M3 value as BF16 bits, the group scales after them. */
+void qk_wq_act_f8g(const qk_wq *w, const float *x, void *dst, int64_t n)
+{
+    const qk_a_i8_head h = {0};
+    uint8_t *q = (uint8_t *)dst + QK_A_I8_HEAD, *sc = q + 2 * n;
+    for (int64_t i0 = 0; i0 < n; i0 += QK_A_F8G_GROUP) {
+        const int64_t m = n - i0 < QK_A_F8G_GROUP ? n - i0 : QK_A_F8G_GROUP;
+        float amax = 1e-10f;
+        for (int64_t i = i0; i < i0 + m; i++)
+            amax = fmaxf(amax, fabsf(x[i]));
+        const float s = amax / 448.0f, sd = vdiv(w, s);
+        for (int64_t i = i0; i < i0 + m; i++) {
+            const float v = e4m3_qdq(clampf(x[i] / sd, -448.0f, 448.0f));
+            uint32_t u;
+            memcpy(&u, &v, 4);
+            const uint16_t b = (uint16_t)(u >> 16);
+            memcpy(q + 2 * i, &b, 2);
+        }
+        memcpy(sc + 4 * (i0 / QK_A_F8G_GROUP), &s, 4);
+    }
+    memcpy(dst, &h, sizeof h);
+}
+
 /* The FP8 KV cache of a checkpoint's kv_cache_scheme (float, 8 bits,
  * tensor, static): compressed-tensors' fake quantization of the cached
  * key and value states with the layer's k_scale / v_scale

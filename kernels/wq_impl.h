@@ -46,5 +46,6 @@ void qk_wq_act_i8(const qk_wq *w, const float *x, void *dst, int64_t n);
 void qk_wq_act_nv4(const qk_wq *w, const float *x, void *dst, int64_t n);
 void qk_wq_act_i8o(const qk_wq *w, const float *x, void *dst, int64_t n);
 void qk_wq_act_f8b(const qk_wq *w, const float *x, void *dst, int64_t n);
+void qk_wq_act_f8g(const qk_wq *w, const float *x, void *dst, int64_t n);
 
 #endif

@@ -39,45 +39,64 @@ static float *acts(int64_t n, int nt, uint64_t *rng)
     return x;
 }
 
-/* THE FP8 ORDER over weight codes q and an encoded activation row. */
-static float rule(const uint8_t *q, const uint8_t *row, int64_t n, float ws)
+/* THE FP8 ORDER over weight codes q and an encoded activation row; grouped
+ * (QK_A_F8G): per 128 columns, into the running lanes with the two scales. */
+static float rule(const qk_wq *w, const uint8_t *q, const uint8_t *row, int64_t n, int64_t r)
 {
+    const bool grp = w->act == QK_A_F8G;
+    const int64_t G = grp ? 128 : n;
     qk_a_i8_head h;
     memcpy(&h, row, sizeof h);
     const uint8_t *a = row + QK_A_I8_HEAD;
-    float lane[16] = {0};
-    for (int64_t k = 0; k < n; k += 2) {
-        const int l = (int)(k % 32) / 2;
-        lane[l] = fmaf(qk_fp8_e4m3_to_f32(q[k + 1]), bf16v(a + 2 * (k + 1)), lane[l]);
-        lane[l] = fmaf(qk_fp8_e4m3_to_f32(q[k]), bf16v(a + 2 * k), lane[l]);
+    float run[16] = {0}, lane[16] = {0};
+    for (int64_t g0 = 0; g0 < n; g0 += G) {
+        memset(lane, 0, sizeof lane);
+        for (int64_t k = g0; k < g0 + G; k += 2) {
+            const int l = (int)(k % 32) / 2;
+            lane[l] = fmaf(qk_fp8_e4m3_to_f32(q[k + 1]), bf16v(a + 2 * (k + 1)), lane[l]);
+            lane[l] = fmaf(qk_fp8_e4m3_to_f32(q[k]), bf16v(a + 2 * k), lane[l]);
+        }
+        if (grp) {
+            float ag;
+            memcpy(&ag, a + 2 * n + 4 * (g0 / 128), 4);
+            const float f = ag * qk_wq_scale(w, r, g0);
+            for (int l = 0; l < 16; l++)
+                run[l] = fmaf(lane[l], f, run[l]);
+        }
     }
+    const float *s = grp ? run : lane;
     float t[8];
     for (int l = 0; l < 8; l++)
-        t[l] = lane[l] + lane[l + 8];
-    return h.scale * (ws * (((t[0] + t[4]) + (t[2] + t[6])) + ((t[1] + t[5]) + (t[3] + t[7]))));
+        t[l] = s[l] + s[l + 8];
+    const float sum = ((t[0] + t[4]) + (t[2] + t[6])) + ((t[1] + t[5]) + (t[3] + t[7]));
+    return grp ? sum : h.scale * (qk_wq_scale(w, r, 0) * sum);
 }
 
 /* Every level's encoder gives the scalar bytes; the codes and scale are QK_A_FP8's. */
 static void check_encoder(const qk_wq *w, const float *x, int64_t n)
 {
-    const size_t ys = qk_row_size(QK_A_F8B, n);
+    const int act = w->act;
+    const size_t ys = qk_row_size(act, n);
     uint8_t *want = malloc(ys), *got = malloc(ys);
     float *fl = malloc(sizeof(float) * (size_t)n);
     cr_assert(want && got && fl);
-    qk_kernels_at(QK_A_F8B, QK_CPU_SCALAR)->wq_act(w, x, want, n);
+    qk_kernels_at(act, QK_CPU_SCALAR)->wq_act(w, x, want, n);
     qk_wq wf = *w;
     wf.act = QK_A_FP8;
     qk_kernels_at(QK_A_FP8, QK_CPU_SCALAR)->wq_act(&wf, x, fl, n);
     qk_a_i8_head h;
     memcpy(&h, want, sizeof h);
     for (int64_t i = 0; i < n; i++) {
-        const float v = bf16v(want + QK_A_I8_HEAD + 2 * i) * h.scale;
+        float s = h.scale;
+        if (act == QK_A_F8G)
+            memcpy(&s, want + QK_A_I8_HEAD + 2 * n + 4 * (i / 128), 4);
+        const float v = bf16v(want + QK_A_I8_HEAD + 2 * i) * s;
         cr_assert(memcmp(&v, &fl[i], 4) == 0, "element %lld: code value x scale %a, QK_A_FP8 has %a", (long long)i,
                   (double)v, (double)fl[i]);
     }
     for (int level = 1; level <= (int)qk_cpu_supported(); level++) {
         memset(got, 0x5A, ys);
-        qk_kernels_at(QK_A_F8B, level)->wq_act(w, x, got, n);
+        qk_kernels_at(act, level)->wq_act(w, x, got, n);
         cr_assert(memcmp(got, want, ys) == 0, "%s encoder differs", qk_cpu_level_name(level));
     }
     free(want), free(got), free(fl);
@@ -105,12 +124,12 @@ static void check_tiles(const qk_wq *w, const qk_kernels *k, const float *want, 
     free(got);
 }
 
-static void fp8_case(int64_t C, int stype, bool per_tensor, bool astatic, int *packed)
+static void fp8_case(int64_t C, int stype, bool per_tensor, bool astatic, bool block, int *packed)
 {
     enum { R = 48, T = 11 };
     uint64_t rng = 0xF8B0ull + (uint64_t)C * 7 + (uint64_t)astatic;
     uint8_t *q = malloc((size_t)(R * C));
-    uint8_t sc[R * 4];
+    uint8_t sc[R * 4 * 8];
     cr_assert(q);
     for (int64_t i = 0; i < R * C; i++) {
         uint8_t c = (uint8_t)(tu_rand(&rng) >> 56);
@@ -118,30 +137,32 @@ static void fp8_case(int64_t C, int stype, bool per_tensor, bool astatic, int *p
             c = 0x80;
         q[i] = i % 53 == 0 ? (uint8_t)(i & 0x87) : c; /* subnormals, zeros, -0 */
     }
-    for (int r = 0; r < R; r++) {
-        const float s = 0.001f * (float)(1 + r % 7);
+    const int64_t nsc = block ? R * (C / 128) : R; /* block: 16 x 128 blocks (rows 16 at a time) */
+    for (int64_t i = 0; i < nsc; i++) {
+        const float s = 0.001f * (float)(1 + i % 7);
         if (stype == QK_F32)
-            memcpy(sc + 4 * r, &s, 4);
+            memcpy(sc + 4 * i, &s, 4);
         else {
             const uint16_t b = qk_f32_to_bf16(s);
-            memcpy(sc + 2 * r, &b, 2);
+            memcpy(sc + 2 * i, &b, 2);
         }
     }
-    qk_wq w = {.type = QK_W_FP8, .elem = QK_ELEM_FP8_E4M3, .act = QK_A_F8B, .rows = R, .cols = C, .q = q, .q_rs = C,
-               .g = 1.0f, .a_static = astatic, .a_scale = 0.04f,
-               .s = {.p = sc, .type = stype, .rdiv = per_tensor ? R : 1, .cdiv = C, .rs = 1, .cs = 1}};
-    cr_assert(qk_wq_f8b_takes(&w));
+    qk_wq w = {.type = QK_W_FP8, .elem = QK_ELEM_FP8_E4M3, .act = block ? QK_A_F8G : QK_A_F8B, .rows = R, .cols = C,
+               .q = q, .q_rs = C, .g = 1.0f, .a_static = astatic && !block, .a_scale = 0.04f, .a_group = block ? 128 : 0,
+               .s = {.p = sc, .type = stype, .rdiv = block ? 16 : per_tensor ? R : 1, .cdiv = block ? 128 : C,
+                     .rs = block ? C / 128 : 1, .cs = 1}};
+    cr_assert(block ? qk_wq_f8g_takes(&w) : qk_wq_f8b_takes(&w));
     float *x = acts(C, T, &rng);
     check_encoder(&w, x, C);
-    const size_t ys = qk_row_size(QK_A_F8B, C);
+    const size_t ys = qk_row_size(w.act, C);
     uint8_t *y = malloc(ys * T);
     float want[R * T];
     cr_assert(y);
     for (int t = 0; t < T; t++)
-        qk_kernels_at(QK_A_F8B, QK_CPU_SCALAR)->wq_act(&w, x + t * C, y + (size_t)t * ys, C);
+        qk_kernels_at(w.act, QK_CPU_SCALAR)->wq_act(&w, x + t * C, y + (size_t)t * ys, C);
     for (int t = 0; t < T; t++)
         for (int r = 0; r < R; r++)
-            want[t * R + r] = rule(q + r * C, y + (size_t)t * ys, C, qk_wq_scale(&w, r, 0));
+            want[t * R + r] = rule(&w, q + r * C, y + (size_t)t * ys, C, r);
     char what[96];
     for (int level = 0; level <= (int)qk_cpu_supported(); level++) {
         const qk_kernels *k = qk_kernels_at(QK_W_FP8, level);
@@ -169,8 +190,12 @@ Test(wq_f8, products_every_level)
     int packed = 0, cases = 0;
     static const int64_t cols[] = {320, 288, 32, 1024};
     for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++)
-        for (int m = 0; m < 4; m++, cases++)
-            fp8_case(cols[c], m & 1 ? QK_BF16 : QK_F32, m & 1, m & 2, &packed);
+        for (int m = 0; m < 6; m++) {
+            if (m >= 4 && cols[c] % 128) /* FP8_BLOCK: 128 x 128 blocks, activations in groups of 128 */
+                continue;
+            fp8_case(cols[c], m & 1 ? QK_BF16 : QK_F32, m & 1, (m & 2) != 0, m >= 4, &packed);
+            cases++;
+        }
     if (qk_cpu_supported() >= QK_CPU_AVX512 && qk_cpu_has_bf16_vbmi())
         cr_assert_eq(packed, cases, "this CPU has AVX512-BF16 and VBMI, but the AVX-512 level packed %d of %d", packed,
                      cases);
@@ -194,6 +219,12 @@ Test(wq_f8, takes)
     cr_assert(!qk_wq_f8b_takes(&w), "MXFP8 takes the float products");
     w.s.type = QK_F32, w.elem = QK_ELEM_FP8_E5M2;
     cr_assert(!qk_wq_f8b_takes(&w));
+    w.elem = QK_ELEM_FP8_E4M3, w.cols = 256, w.s.cdiv = 128, w.a_group = 128;
+    cr_assert(qk_wq_f8g_takes(&w), "FP8_BLOCK takes the grouped products");
+    w.a_group = 64;
+    cr_assert(!qk_wq_f8g_takes(&w), "groups of 64 take the float products");
+    w.a_group = 128, w.cols = 192;
+    cr_assert(!qk_wq_f8g_takes(&w));
 }
 
 #ifdef __x86_64__

@@ -157,7 +157,7 @@ static size_t avx512_wq_pack(const qk_wq *w, uint8_t *dst, int64_t g0, int64_t g
         return qk_x86_avx512_i8_pack(w, dst, g0, g1);
     if (w->act == QK_A_NV4)
         return qk_x86_avx512_nv4_pack(w, dst, g0, g1);
-    if (w->act == QK_A_F8B)
+    if (w->act == QK_A_F8B || w->act == QK_A_F8G)
         return qk_x86_avx512_f8_pack(w, dst, g0, g1);
     pk_geo p;
     if (!qk_wq_act_float(w->act) || !pk_geo_of(w, pk_kind(w), &p)) /* the other integer products read the codes as stored */
@@ -556,7 +556,7 @@ static void avx512_wq_tile(const qk_wq *w, int64_t r0, int nr, const void *y, si
         return;
     if (w->act == QK_A_NV4 && qk_x86_avx512_nv4_tile(w, r0, nr, y, ys, nt, out, ldo))
         return;
-    if (w->act == QK_A_F8B && qk_x86_avx512_f8_tile(w, r0, nr, y, ys, nt, out, ldo))
+    if ((w->act == QK_A_F8B || w->act == QK_A_F8G) && qk_x86_avx512_f8_tile(w, r0, nr, y, ys, nt, out, ldo))
         return;
     if (pk_ready(w, &c)) {
         pk_tile(&c, r0, nr, y, ys, nt, out, ldo);
@@ -572,7 +572,7 @@ const qk_wq_ops qk_x86_avx512_wq[] = {
     PK_ROW(QK_W_AWQ),  PK_ROW(QK_W_GPTQ), PK_ROW(QK_W_MLX),  {.id = QK_A_I8, .wq_act = qk_x86_avx512_act_i8},
     {.id = QK_A_FP8, .wq_act = qk_x86_avx512_act_fp8},
     {.id = QK_A_NV4, .wq_act = qk_x86_avx512_act_nv4},
-    {.id = QK_A_F8B, .wq_act = qk_x86_avx512_act_f8b},
+    {.id = QK_A_F8B, .wq_act = qk_x86_avx512_act_f8b}, {.id = QK_A_F8G, .wq_act = qk_x86_avx512_act_f8g},
     {.id = -1},
 };
 #endif

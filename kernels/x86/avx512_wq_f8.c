@@ -52,12 +52,19 @@ typedef struct {
 
 static bool f8_takes(const qk_wq *w)
 {
-    return w->act == QK_A_F8B && qk_wq_f8b_takes(w) && w->rows > 0 && w->rows % 8 == 0;
+    return ((w->act == QK_A_F8B && qk_wq_f8b_takes(w)) || (w->act == QK_A_F8G && qk_wq_f8g_takes(w))) &&
+           w->rows > 0 && w->rows % 8 == 0;
 }
 
+/* The scale groups of a row: one, or FP8_BLOCK's one a 128 columns. */
+static inline int64_t sgroups(const qk_wq *w) { return w->act == QK_A_F8G ? w->cols / QK_A_F8G_GROUP : 1; }
 static inline int64_t chunks(int64_t n) { return (n + 63) / 64; }
 static inline size_t flag_bytes(int64_t n) { return ((size_t)chunks(n) + 31) / 32 * 32; }
-static inline size_t group_bytes(int64_t n) { return 32 + flag_bytes(n) + (size_t)chunks(n) * 512; }
+static inline size_t scale_bytes(int64_t nsg) { return 32 * (size_t)nsg; }
+static inline size_t group_bytes(int64_t n, int64_t nsg)
+{
+    return scale_bytes(nsg) + flag_bytes(n) + (size_t)chunks(n) * 512;
+}
 
 /* ---- the probe ----------------------------------------------------------------- */
 
@@ -139,8 +146,8 @@ size_t qk_x86_avx512_f8_pack(const qk_wq *w, uint8_t *dst, int64_t g0, int64_t g
 {
     if (!f8_takes(w) || !f8_ready())
         return 0;
-    const int64_t n = w->cols;
-    const size_t gb = group_bytes(n), bytes = F8_HEAD + gb * (size_t)(w->rows / 8);
+    const int64_t n = w->cols, nsg = sgroups(w);
+    const size_t gb = group_bytes(n, nsg), bytes = F8_HEAD + gb * (size_t)(w->rows / 8);
     if (!dst)
         return bytes;
     if (g0 == 0) {
@@ -149,12 +156,13 @@ size_t qk_x86_avx512_f8_pack(const qk_wq *w, uint8_t *dst, int64_t g0, int64_t g
         memcpy(dst, &h, sizeof h);
     }
     for (int64_t g = g0; g < g1; g++) {
-        uint8_t *gp = dst + F8_HEAD + gb * (size_t)g, *flags = gp + 32, *codes = flags + flag_bytes(n);
-        for (int i = 0; i < 8; i++) {
-            const float s = qk_wq_scale(w, g * 8 + i, 0);
-            memcpy(gp + 4 * i, &s, 4);
-        }
-        memset(flags, 0, gb - 32);
+        uint8_t *gp = dst + F8_HEAD + gb * (size_t)g, *flags = gp + scale_bytes(nsg), *codes = flags + flag_bytes(n);
+        for (int64_t j = 0; j < nsg; j++) /* the 8 rows' scales of each scale group */
+            for (int i = 0; i < 8; i++) {
+                const float s = qk_wq_scale(w, g * 8 + i, j * QK_A_F8G_GROUP);
+                memcpy(gp + 32 * j + 4 * (size_t)i, &s, 4);
+            }
+        memset(flags, 0, gb - scale_bytes(nsg));
         for (int i = 0; i < 8; i++) {
             const uint8_t *q = w->q + (g * 8 + i) * w->q_rs;
             for (int64_t k = 0; k < n; k++) {
@@ -236,7 +244,7 @@ rows(const uint8_t *gp, size_t gb, int64_t n, const uint8_t *a, __m512i sub, con
     __m512 acc[16];
     _Pragma("GCC unroll 16") for (int r = 0; r < 8 * NG; r++)
         acc[r] = _mm512_setzero_ps();
-    const uint8_t *f0 = gp + 32, *f1 = gp + gb + 32;
+    const uint8_t *f0 = gp + scale_bytes(1), *f1 = gp + gb + scale_bytes(1);
     const uint8_t *c0 = f0 + flag_bytes(n), *c1 = f1 + flag_bytes(n);
     for (int64_t c = 0, k = 0; k < n; c++, k += 64, c0 += 512, c1 += 512) {
         const __m512bh xa = (__m512bh)_mm512_loadu_si512((const void *)(a + 2 * k));
@@ -270,7 +278,7 @@ toks(const uint8_t *gp, int i, int64_t n, const uint8_t *const a[F8_NT], __m512i
     __m512 acc[F8_NT];
     _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
         acc[t] = _mm512_setzero_ps();
-    const uint8_t *flags = gp + 32, *cp = flags + flag_bytes(n) + 64 * (size_t)i;
+    const uint8_t *flags = gp + scale_bytes(1), *cp = flags + flag_bytes(n) + 64 * (size_t)i;
     for (int64_t c = 0, k = 0; k < n; c++, k += 64, cp += 512) {
         const __m512bh A = dec32(cp, flags[c], sub);
         if (k + 64 <= n) {
@@ -288,6 +296,118 @@ toks(const uint8_t *gp, int i, int64_t n, const uint8_t *const a[F8_NT], __m512i
         o[t] = lanes_sum(acc[t]);
 }
 
+/* FP8_BLOCK, one token against the rows of NG (1 or 2) consecutive groups
+ * at gp (gb bytes apart; two streams, as rows): per 128 columns the lanes
+ * from zero, then into the running lanes (in memory: 16 rows' lanes and
+ * running lanes would take every register) with the group's scales (as_g *
+ * ws_g * 256: the lanes hold the sums times 2^-8); the running lanes' sums,
+ * o[0 .. 8 * NG). */
+QK_TARGET_AVX512BF16 __attribute__((always_inline)) static inline void
+rows_g(const uint8_t *gp, size_t gb, int64_t n, const uint8_t *a, __m512i sub, const int NG, float o[16])
+{
+    const int64_t nsg = n / QK_A_F8G_GROUP;
+    const float *as = (const float *)(const void *)(a + 2 * n);
+    __m512 acc[16];
+    float run[16][16] = {{0}};
+    const uint8_t *f0 = gp + scale_bytes(nsg), *f1 = gp + gb + scale_bytes(nsg);
+    const uint8_t *c0 = f0 + flag_bytes(n), *c1 = f1 + flag_bytes(n);
+    for (int64_t j = 0; j < nsg; j++) {
+        _Pragma("GCC unroll 16") for (int r = 0; r < 8 * NG; r++)
+            acc[r] = _mm512_setzero_ps();
+        for (int64_t c = 2 * j; c < 2 * j + 2; c++, c0 += 512, c1 += 512) {
+            const __m512bh xa = (__m512bh)_mm512_loadu_si512((const void *)(a + 128 * c));
+            const __m512bh xb = (__m512bh)_mm512_loadu_si512((const void *)(a + 128 * c + 64));
+            if (f0[c])
+                ROWS8_CHUNK(c0, acc, true, true)
+            else
+                ROWS8_CHUNK(c0, acc, false, true)
+            if (NG > 1) {
+                if (f1[c])
+                    ROWS8_CHUNK(c1, (acc + 8), true, true)
+                else
+                    ROWS8_CHUNK(c1, (acc + 8), false, true)
+            }
+        }
+        float f[16]; /* as_g * ws_g * 256 of each row, as the reference rounds them */
+        _Pragma("GCC unroll 2") for (int i = 0; i < NG; i++) {
+            const float *ws = (const float *)(const void *)(gp + (size_t)i * gb) + 8 * j;
+            _mm256_storeu_ps(f + 8 * i, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(as[j]), _mm256_loadu_ps(ws)),
+                                                      _mm256_set1_ps(256.0f)));
+        }
+        _Pragma("GCC unroll 16") for (int r = 0; r < 8 * NG; r++)
+            _mm512_storeu_ps(run[r], _mm512_fmadd_ps(acc[r], _mm512_set1_ps(f[r]), _mm512_loadu_ps(run[r])));
+    }
+    _Pragma("GCC unroll 16") for (int r = 0; r < 8 * NG; r++)
+        o[r] = lanes_sum(_mm512_loadu_ps(run[r]));
+}
+
+/* FP8_BLOCK, NT tokens against row i of a group (gp): the running lanes' sums. */
+QK_TARGET_AVX512BF16 __attribute__((always_inline)) static inline void
+toks_g(const uint8_t *gp, int i, int64_t n, const uint8_t *const a[F8_NT], __m512i sub, const int NT, float o[F8_NT])
+{
+    const int64_t nsg = n / QK_A_F8G_GROUP;
+    const float *ws = (const float *)(const void *)gp;
+    __m512 acc[F8_NT], run[F8_NT];
+    _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
+        run[t] = _mm512_setzero_ps();
+    const uint8_t *flags = gp + scale_bytes(nsg), *cp = flags + flag_bytes(n) + 64 * (size_t)i;
+    for (int64_t j = 0; j < nsg; j++) {
+        _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
+            acc[t] = _mm512_setzero_ps();
+        for (int64_t c = 2 * j; c < 2 * j + 2; c++, cp += 512) {
+            const __m512bh A = dec32(cp, flags[c], sub), B = dec32(cp + 32, flags[c], sub);
+            _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {
+                acc[t] = _mm512_dpbf16_ps(acc[t], A, (__m512bh)_mm512_loadu_si512((const void *)(a[t] + 128 * c)));
+                acc[t] = _mm512_dpbf16_ps(acc[t], B, (__m512bh)_mm512_loadu_si512((const void *)(a[t] + 128 * c + 64)));
+            }
+        }
+        _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {
+            float ag;
+            memcpy(&ag, a[t] + 2 * n + 4 * j, 4);
+            run[t] = _mm512_fmadd_ps(acc[t], _mm512_set1_ps(ag * ws[8 * j + i] * 256.0f), run[t]);
+        }
+    }
+    _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
+        o[t] = lanes_sum(run[t]);
+}
+
+/* FP8_BLOCK's tiles: rows_g for one token, toks_g for several. */
+QK_TARGET_AVX512BF16 static void tile_g(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt,
+                                        float *out, size_t ldo)
+{
+    const int64_t n = w->cols;
+    const size_t gb = group_bytes(n, sgroups(w));
+    const __m512i sub = sub_table();
+    for (int64_t g = r0 / 8; g * 8 < r0 + nr; g++) {
+        const uint8_t *gp = w->packed + F8_HEAD + gb * (size_t)g;
+        const int64_t ra = g * 8 > r0 ? g * 8 : r0, rb = g * 8 + 8 < r0 + nr ? g * 8 + 8 : r0 + nr;
+        if (nt == 1) { /* two groups at a time where the tile has them */
+            const int ng = (g + 1) * 8 < r0 + nr ? 2 : 1;
+            float o[16];
+            if (ng == 2)
+                rows_g(gp, gb, n, act_words(y, ys, 0), sub, 2, o);
+            else
+                rows_g(gp, gb, n, act_words(y, ys, 0), sub, 1, o);
+            const int64_t re = (g + ng) * 8 < r0 + nr ? (g + ng) * 8 : r0 + nr;
+            for (int64_t r = ra; r < re; r++)
+                out[r - r0] = o[r - g * 8];
+            g += ng - 1;
+            continue;
+        }
+        for (int64_t r = ra; r < rb; r++)
+            for (int t0 = 0; t0 < nt; t0 += F8_NT) {
+                const int mt = nt - t0 < F8_NT ? nt - t0 : F8_NT;
+                const uint8_t *a[F8_NT];
+                float o[F8_NT];
+                for (int t = 0; t < mt; t++)
+                    a[t] = act_words(y, ys, t0 + t);
+                QK_BY_NT8(mt, toks_g(gp, (int)(r - g * 8), n, a, sub, N, o))
+                for (int t = 0; t < mt; t++)
+                    out[(size_t)(t0 + t) * ldo + (size_t)(r - r0)] = o[t];
+            }
+    }
+}
+
 QK_TARGET_AVX512BF16 bool qk_x86_avx512_f8_tile(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt,
                                                 float *out, size_t ldo)
 {
@@ -297,8 +417,12 @@ QK_TARGET_AVX512BF16 bool qk_x86_avx512_f8_tile(const qk_wq *w, int64_t r0, int 
     memcpy(&h, w->packed, sizeof h);
     if (h.magic != F8_MAGIC || h.rows != w->rows || h.cols != w->cols)
         return false;
+    if (w->act == QK_A_F8G) {
+        tile_g(w, r0, nr, y, ys, nt, out, ldo);
+        return true;
+    }
     const int64_t n = w->cols;
-    const size_t gb = group_bytes(n);
+    const size_t gb = group_bytes(n, 1);
     const __m512i sub = sub_table();
     for (int64_t g = r0 / 8; g * 8 < r0 + nr;) {
         const uint8_t *gp = w->packed + F8_HEAD + gb * (size_t)g;

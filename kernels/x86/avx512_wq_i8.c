@@ -271,6 +271,38 @@ QK_TARGET_AVX512 void qk_x86_avx512_act_fp8(const qk_wq *w, const float *x, void
     }
 }
 
+/* Codes of x[0..n) divided by s (or times it: mul) as E4M3 values' BF16 bits at q. */
+QK_TARGET_AVX512 static inline void f8_words(const float *x, int64_t n, float s, bool mul, uint8_t *q)
+{
+    const __m512 ov = _mm512_set1_ps(s), lo = _mm512_set1_ps(-448.0f), hi = _mm512_set1_ps(448.0f);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = i + 16 <= n ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 xv = _mm512_maskz_loadu_ps(k, x + i);
+        const __m512 v = mul ? _mm512_mul_ps(xv, ov) : _mm512_div_ps(xv, ov);
+        const __m512i b = _mm512_srli_epi32(_mm512_castps_si512(e4m3_qdq16(_mm512_min_ps(_mm512_max_ps(v, lo), hi))), 16);
+        _mm256_mask_storeu_epi16(q + 2 * i, k, _mm512_cvtepi32_epi16(b));
+    }
+}
+
+/* QK_A_F8G as qk_wq_act_f8g computes it: per group of 128 the amax from
+ * 1e-10, scale amax / 448, the codes as above. */
+QK_TARGET_AVX512 void qk_x86_avx512_act_f8g(const qk_wq *w, const float *x, void *dst, int64_t n)
+{
+    if (w->a_variant) {
+        qk_wq_act_f8g(w, x, dst, n);
+        return;
+    }
+    const qk_a_i8_head h = {0};
+    uint8_t *q = (uint8_t *)dst + QK_A_I8_HEAD, *sc = q + 2 * n;
+    for (int64_t i0 = 0; i0 < n; i0 += QK_A_F8G_GROUP) {
+        const int64_t m = n - i0 < QK_A_F8G_GROUP ? n - i0 : QK_A_F8G_GROUP;
+        const float s = amax_abs(x + i0, m, 1e-10f) / 448.0f;
+        f8_words(x + i0, m, s, false, q + 2 * i0);
+        memcpy(sc + 4 * (i0 / QK_A_F8G_GROUP), &s, 4);
+    }
+    memcpy(dst, &h, sizeof h);
+}
+
 /* QK_A_F8B as qk_wq_act_f8b computes it: qk_x86_avx512_act_fp8's codes
  * (token-wide scale), each kept as its E4M3 value's BF16 bits (the float's
  * top half), the scale in the header. */
@@ -288,15 +320,7 @@ QK_TARGET_AVX512 void qk_x86_avx512_act_f8b(const qk_wq *w, const float *x, void
         h.scale = fmaxf(amax_abs(x, n, 0.0f) / 448.0f, 1.0f / (448.0f * 512.0f));
         op = h.scale;
     }
-    uint8_t *q = (uint8_t *)dst + QK_A_I8_HEAD;
-    const __m512 ov = _mm512_set1_ps(op), lo = _mm512_set1_ps(-448.0f), hi = _mm512_set1_ps(448.0f);
-    for (int64_t i = 0; i < n; i += 16) {
-        const __mmask16 k = i + 16 <= n ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
-        const __m512 xv = _mm512_maskz_loadu_ps(k, x + i);
-        const __m512 v = w->a_static ? _mm512_mul_ps(xv, ov) : _mm512_div_ps(xv, ov);
-        const __m512i b = _mm512_srli_epi32(_mm512_castps_si512(e4m3_qdq16(_mm512_min_ps(_mm512_max_ps(v, lo), hi))), 16);
-        _mm256_mask_storeu_epi16(q + 2 * i, k, _mm512_cvtepi32_epi16(b));
-    }
+    f8_words(x, n, op, w->a_static, (uint8_t *)dst + QK_A_I8_HEAD);
     memcpy(dst, &h, sizeof h);
 }
 

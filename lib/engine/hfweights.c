@@ -120,6 +120,8 @@ int qk_hf_weight_view(const qk_ckpt *ck, const qk_ck_tensor *t, const char *conf
         }
         if (strcmp(st, "group") == 0 && a->dynamic && a->group_size > 0) {
             w->a_group = a->group_size;
+            if (qk_wq_f8g_takes(w)) /* FP8_BLOCK: codes x codes a group, then the block scales */
+                w->act = QK_A_F8G;
             if (w->type == QK_W_FP8 && w->s.type == QK_E8M0 && a->group_size == 32)
                 w->act = QK_A_MX8;
             return QK_OK;
