@@ -1,17 +1,19 @@
-/* avx512_wq_f8.c - FP8 W8A8 (W_FP8 E4M3 weights x QK_A_F8B activations) with
+/* avx512_wq_f8.c - FP8 W8A8 (W_FP8 E4M3 weights x QK_A_F8B activations, and
+ * FP8_BLOCK's x QK_A_F8G) with
  * AVX512-BF16's vdpbf16ps on rows repacked at load, bitwise equal to the
  * scalar reference qk_wq_tile_f8b (kernels/wq_f8.c, THE FP8 ORDER).
  *
  * Every E4M3 value is a BF16 exactly, and the product of two has at most 8
  * significant bits, so vdpbf16ps's products are exact; each of its two sums
  * a lane is rounded to nearest even, the odd element's first.  That is what
- * this CPU's instruction is measured to do (tests/test_wq.c), and a level
+ * this CPU's instruction is measured to do (tests/test_wq_f8.c), and a level
  * uses it only when a probe at load agrees (f8_probe: a case where the odd
  * element first, the even first and one rounding give three answers, and
  * random E4M3 pairs against the fused multiply-adds of the reference).
  *
  * THE PACKING: the header (64 bytes), then per group of 8 rows their 8
- * float scales (as the reference reads them), one flag byte a 64 columns
+ * float scales (as the reference reads them; FP8_BLOCK: 8 for each 128
+ * columns), one flag byte a 64 columns
  * (padded to 32 bytes), and per 64 columns each row's 64 codes as stored
  * (zeros past the row's end).  A flag is set when one of the chunk's codes
  * has exponent field 0 (zero or subnormal: about 1 code in 7,000 of a
