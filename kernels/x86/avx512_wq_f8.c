@@ -237,6 +237,21 @@ static inline float act_scale(const void *y, size_t ys, int t)
             acc[r] = _mm512_dpbf16_ps(acc[r], dec32(cp + 64 * r + 32, SUB, sub), xb);                       \
     }
 
+/* Chunk c of NG groups (codes at c0 and c1, flags f0 and f1) into acc[0 .. 8 * NG). */
+#define ROWS_CHUNK(c, B)                                                                                       \
+    do {                                                                                                       \
+        if (f0[c])                                                                                             \
+            ROWS8_CHUNK(c0, acc, true, B)                                                                      \
+        else                                                                                                   \
+            ROWS8_CHUNK(c0, acc, false, B)                                                                     \
+        if (NG > 1) {                                                                                          \
+            if (f1[c])                                                                                         \
+                ROWS8_CHUNK(c1, (acc + 8), true, B)                                                            \
+            else                                                                                               \
+                ROWS8_CHUNK(c1, (acc + 8), false, B)                                                           \
+        }                                                                                                      \
+    } while (0)
+
 /* One token against the rows of NG (1 or 2) consecutive groups at gp (gb
  * bytes apart): their sums times 2^-8, o[0 .. 8 * NG).  Two groups are two
  * streams through memory, read faster than one (wq_f8.c). */
@@ -252,21 +267,10 @@ rows(const uint8_t *gp, size_t gb, int64_t n, const uint8_t *a, __m512i sub, con
         const __m512bh xa = (__m512bh)_mm512_loadu_si512((const void *)(a + 2 * k));
         if (k + 64 <= n) {
             const __m512bh xb = (__m512bh)_mm512_loadu_si512((const void *)(a + 2 * k + 64));
-            if (f0[c])
-                ROWS8_CHUNK(c0, acc, true, true)
-            else
-                ROWS8_CHUNK(c0, acc, false, true)
-            if (NG > 1) {
-                if (f1[c])
-                    ROWS8_CHUNK(c1, (acc + 8), true, true)
-                else
-                    ROWS8_CHUNK(c1, (acc + 8), false, true)
-            }
+            ROWS_CHUNK(c, true);
         } else { /* the last 32 columns */
             const __m512bh xb = xa;
-            ROWS8_CHUNK(c0, acc, true, false)
-            if (NG > 1)
-                ROWS8_CHUNK(c1, (acc + 8), true, false)
+            ROWS_CHUNK(c, false);
         }
     }
     _Pragma("GCC unroll 16") for (int r = 0; r < 8 * NG; r++)
@@ -319,16 +323,7 @@ rows_g(const uint8_t *gp, size_t gb, int64_t n, const uint8_t *a, __m512i sub, c
         for (int64_t c = 2 * j; c < 2 * j + 2; c++, c0 += 512, c1 += 512) {
             const __m512bh xa = (__m512bh)_mm512_loadu_si512((const void *)(a + 128 * c));
             const __m512bh xb = (__m512bh)_mm512_loadu_si512((const void *)(a + 128 * c + 64));
-            if (f0[c])
-                ROWS8_CHUNK(c0, acc, true, true)
-            else
-                ROWS8_CHUNK(c0, acc, false, true)
-            if (NG > 1) {
-                if (f1[c])
-                    ROWS8_CHUNK(c1, (acc + 8), true, true)
-                else
-                    ROWS8_CHUNK(c1, (acc + 8), false, true)
-            }
+            ROWS_CHUNK(c, true);
         }
         float f[16]; /* as_g * ws_g * 256 of each row, as the reference rounds them */
         _Pragma("GCC unroll 2") for (int i = 0; i < NG; i++) {
@@ -373,40 +368,31 @@ toks_g(const uint8_t *gp, int i, int64_t n, const uint8_t *const a[F8_NT], __m51
         o[t] = lanes_sum(run[t]);
 }
 
-/* FP8_BLOCK's tiles: rows_g for one token, toks_g for several. */
-QK_TARGET_AVX512BF16 static void tile_g(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt,
-                                        float *out, size_t ldo)
+/* One token against rows [ra, rb) of the NG groups at gp (their first row
+ * g8): out[r - r0] as the reference finishes it. */
+QK_TARGET_AVX512BF16 static void one_token(const qk_wq *w, const uint8_t *gp, size_t gb, int NG, int64_t g8, int64_t ra,
+                                           int64_t rb, int64_t r0, const void *y, size_t ys, __m512i sub, float *out)
 {
     const int64_t n = w->cols;
-    const size_t gb = group_bytes(n, sgroups(w));
-    const __m512i sub = sub_table();
-    for (int64_t g = r0 / 8; g * 8 < r0 + nr; g++) {
-        const uint8_t *gp = w->packed + F8_HEAD + gb * (size_t)g;
-        const int64_t ra = g * 8 > r0 ? g * 8 : r0, rb = g * 8 + 8 < r0 + nr ? g * 8 + 8 : r0 + nr;
-        if (nt == 1) { /* two groups at a time where the tile has them */
-            const int ng = (g + 1) * 8 < r0 + nr ? 2 : 1;
-            float o[16];
-            if (ng == 2)
-                rows_g(gp, gb, n, act_words(y, ys, 0), sub, 2, o);
-            else
-                rows_g(gp, gb, n, act_words(y, ys, 0), sub, 1, o);
-            const int64_t re = (g + ng) * 8 < r0 + nr ? (g + ng) * 8 : r0 + nr;
-            for (int64_t r = ra; r < re; r++)
-                out[r - r0] = o[r - g * 8];
-            g += ng - 1;
-            continue;
-        }
+    float o[16];
+    if (w->act == QK_A_F8G) {
+        if (NG == 2)
+            rows_g(gp, gb, n, act_words(y, ys, 0), sub, 2, o);
+        else
+            rows_g(gp, gb, n, act_words(y, ys, 0), sub, 1, o);
         for (int64_t r = ra; r < rb; r++)
-            for (int t0 = 0; t0 < nt; t0 += F8_NT) {
-                const int mt = nt - t0 < F8_NT ? nt - t0 : F8_NT;
-                const uint8_t *a[F8_NT];
-                float o[F8_NT];
-                for (int t = 0; t < mt; t++)
-                    a[t] = act_words(y, ys, t0 + t);
-                QK_BY_NT8(mt, toks_g(gp, (int)(r - g * 8), n, a, sub, N, o))
-                for (int t = 0; t < mt; t++)
-                    out[(size_t)(t0 + t) * ldo + (size_t)(r - r0)] = o[t];
-            }
+            out[r - r0] = o[r - g8];
+        return;
+    }
+    if (NG == 2)
+        rows(gp, gb, n, act_words(y, ys, 0), sub, 2, o);
+    else
+        rows(gp, gb, n, act_words(y, ys, 0), sub, 1, o);
+    const float as = act_scale(y, ys, 0);
+    for (int64_t r = ra; r < rb; r++) {
+        float ws; /* row r's scale: group (r - g8) / 8 of the NG, lane (r - g8) % 8 */
+        memcpy(&ws, gp + (size_t)((r - g8) / 8) * gb + 4 * (size_t)((r - g8) % 8), 4);
+        out[r - r0] = as * (ws * (256.0f * o[r - g8]));
     }
 }
 
@@ -419,46 +405,36 @@ QK_TARGET_AVX512BF16 bool qk_x86_avx512_f8_tile(const qk_wq *w, int64_t r0, int 
     memcpy(&h, w->packed, sizeof h);
     if (h.magic != F8_MAGIC || h.rows != w->rows || h.cols != w->cols)
         return false;
-    if (w->act == QK_A_F8G) {
-        tile_g(w, r0, nr, y, ys, nt, out, ldo);
-        return true;
-    }
+    const bool grp = w->act == QK_A_F8G;
     const int64_t n = w->cols;
-    const size_t gb = group_bytes(n, 1);
+    const size_t gb = group_bytes(n, sgroups(w));
     const __m512i sub = sub_table();
     for (int64_t g = r0 / 8; g * 8 < r0 + nr;) {
         const uint8_t *gp = w->packed + F8_HEAD + gb * (size_t)g;
-        if (nt == 1) { /* two groups at a time where the tile has them */
-            const int ng = (g + 1) * 8 < r0 + nr ? 2 : 1;
-            float o[16], ws[16];
-            memcpy(ws, gp, 32);
-            if (ng == 2) {
-                memcpy(ws + 8, gp + gb, 32);
-                rows(gp, gb, n, act_words(y, ys, 0), sub, 2, o);
-            } else {
-                rows(gp, gb, n, act_words(y, ys, 0), sub, 1, o);
-            }
-            const float as = act_scale(y, ys, 0);
-            const int64_t ra = g * 8 > r0 ? g * 8 : r0, rb = (g + ng) * 8 < r0 + nr ? (g + ng) * 8 : r0 + nr;
-            for (int64_t r = ra; r < rb; r++)
-                out[r - r0] = as * (ws[r - g * 8] * (256.0f * o[r - g * 8]));
+        const int ng = nt == 1 && (g + 1) * 8 < r0 + nr ? 2 : 1; /* one token: two groups where the tile has them */
+        const int64_t ra = g * 8 > r0 ? g * 8 : r0, rb = (g + ng) * 8 < r0 + nr ? (g + ng) * 8 : r0 + nr;
+        if (nt == 1) {
+            one_token(w, gp, gb, ng, g * 8, ra, rb, r0, y, ys, sub, out);
             g += ng;
             continue;
         }
-        float ws[8];
-        memcpy(ws, gp, sizeof ws);
-        const int64_t ra = g * 8 > r0 ? g * 8 : r0, rb = g * 8 + 8 < r0 + nr ? g * 8 + 8 : r0 + nr;
         for (int64_t r = ra; r < rb; r++) {
             const int i = (int)(r - g * 8);
+            float ws;
+            memcpy(&ws, gp + 4 * (size_t)i, 4);
             for (int t0 = 0; t0 < nt; t0 += F8_NT) {
                 const int mt = nt - t0 < F8_NT ? nt - t0 : F8_NT;
                 const uint8_t *a[F8_NT];
                 float o[F8_NT];
                 for (int t = 0; t < mt; t++)
                     a[t] = act_words(y, ys, t0 + t);
-                QK_BY_NT8(mt, toks(gp, i, n, a, sub, N, o))
+                if (grp)
+                    QK_BY_NT8(mt, toks_g(gp, i, n, a, sub, N, o))
+                else
+                    QK_BY_NT8(mt, toks(gp, i, n, a, sub, N, o))
                 for (int t = 0; t < mt; t++)
-                    out[(size_t)(t0 + t) * ldo + (size_t)(r - r0)] = act_scale(y, ys, t0 + t) * (ws[i] * (256.0f * o[t]));
+                    out[(size_t)(t0 + t) * ldo + (size_t)(r - r0)] =
+                        grp ? o[t] : act_scale(y, ys, t0 + t) * (ws * (256.0f * o[t]));
             }
         }
         g++;
