@@ -559,85 +559,6 @@ QK_TARGET_AVX2 static void nv4_tile(const qk_wq *w, int64_t r0, int nr, const ui
     }
 }
 
-/* W_FP8 x QK_A_F8B (kernels/wq_f8.c, THE FP8 ORDER): per 16 columns the
- * codes shuffled odd before even, each an F16's bits (as float_tile's
- * E4M3: the value * 2^-8 once widened, subnormals too), the activations'
- * BF16 pairs split into odd (the dword's high half) and even (low half)
- * floats; lanes (k mod 32) / 2 .. + 7 take the odd element, then the even,
- * by fused multiply-adds.  Each product is the reference's times 2^-8
- * exactly, so is each sum (none nears the float's least normal), and the
- * lane sums times 256 are the reference's bits.  Two tokens a pass over a
- * row. */
-QK_TARGET_AVX2 static inline void f8_span(const uint8_t *q, const uint8_t *const a[2], int64_t n, const int NT,
-                                          __m256 acc[2][2])
-{
-    const __m128i odd_even = _mm_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14);
-    const __m256i f16m = _mm256_set1_epi16((short)0xBFFF), hi16 = _mm256_set1_epi32((int)0xFFFF0000u);
-    for (int64_t k = 0; k < n; k += 16) {
-        const __m128i b = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(q + k)), odd_even);
-        const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 7), f16m);
-        const __m256 wo = _mm256_cvtph_ps(_mm256_castsi256_si128(h)), we = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
-        const int l = (int)(k % 32) / 16;
-        for (int t = 0; t < NT; t++) {
-            const __m256i d = _mm256_loadu_si256((const __m256i *)(a[t] + 2 * k));
-            acc[t][l] = _mm256_fmadd_ps(wo, _mm256_castsi256_ps(_mm256_and_si256(d, hi16)), acc[t][l]);
-            acc[t][l] = _mm256_fmadd_ps(we, _mm256_castsi256_ps(_mm256_slli_epi32(d, 16)), acc[t][l]);
-        }
-    }
-}
-
-/* FP8_BLOCK (QK_A_F8G) takes the sums a group of 128 at a time, each into
- * the running lanes by a fused multiply-add with the group's two scales
- * (times 256: the lanes hold the sums times 2^-8), as wq_f8.c. */
-QK_TARGET_AVX2 static void f8_tile(const qk_wq *w, int64_t r0, int nr, const uint8_t *y, size_t ys, int nt,
-                                   float *out, size_t ldo)
-{
-    const int64_t n = w->cols;
-    const bool grp = w->act == QK_A_F8G;
-    const int64_t G = grp ? QK_A_F8G_GROUP : n;
-    for (int r = 0; r < nr; r++) {
-        const uint8_t *q = w->q + (r0 + r) * w->q_rs;
-        for (int t0 = 0; t0 < nt; t0 += 2) {
-            const int mt = nt - t0 < 2 ? nt - t0 : 2;
-            const uint8_t *row[2] = {y + (size_t)t0 * ys, y + (size_t)(t0 + mt - 1) * ys};
-            __m256 run[2][2], acc[2][2];
-            for (int t = 0; t < 2; t++)
-                for (int l = 0; l < 2; l++)
-                    run[t][l] = _mm256_setzero_ps();
-            for (int64_t g0 = 0; g0 < n; g0 += G) {
-                const uint8_t *a[2] = {row[0] + QK_A_I8_HEAD + 2 * g0, row[1] + QK_A_I8_HEAD + 2 * g0};
-                for (int t = 0; t < 2; t++)
-                    for (int l = 0; l < 2; l++)
-                        acc[t][l] = _mm256_setzero_ps();
-                if (mt == 2)
-                    f8_span(q + g0, a, G, 2, acc);
-                else
-                    f8_span(q + g0, a, G, 1, acc);
-                if (!grp)
-                    break;
-                const float ws = qk_wq_scale(w, r0 + r, g0);
-                for (int t = 0; t < mt; t++) {
-                    float ag;
-                    memcpy(&ag, row[t] + QK_A_I8_HEAD + 2 * n + 4 * (g0 / G), 4);
-                    const __m256 f = _mm256_set1_ps(ag * ws * 256.0f);
-                    for (int l = 0; l < 2; l++)
-                        run[t][l] = _mm256_fmadd_ps(acc[t][l], f, run[t][l]);
-                }
-            }
-            for (int t = 0; t < mt; t++) {
-                if (grp) {
-                    out[(size_t)(t0 + t) * ldo + (size_t)r] = qk_hsum8_ps(_mm256_add_ps(run[t][0], run[t][1]));
-                    continue;
-                }
-                qk_a_i8_head h;
-                memcpy(&h, row[t], sizeof h);
-                const __m256 sv = _mm256_add_ps(acc[t][0], acc[t][1]);
-                out[(size_t)(t0 + t) * ldo + (size_t)r] = h.scale * (qk_wq_scale(w, r0 + r, 0) * (256.0f * qk_hsum8_ps(sv)));
-            }
-        }
-    }
-}
-
 QK_TARGET_AVX2 void qk_x86_avx2_wq_tile(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt,
                                         float *out, size_t ldo)
 {
@@ -651,8 +572,7 @@ QK_TARGET_AVX2 void qk_x86_avx2_wq_tile(const qk_wq *w, int64_t r0, int nr, cons
                !w->gidx) {
         i8_tile(w, r0, nr, y, ys, nt, out, ldo);
         return;
-    } else if ((w->act == QK_A_F8B && qk_wq_f8b_takes(w)) || (w->act == QK_A_F8G && qk_wq_f8g_takes(w))) {
-        f8_tile(w, r0, nr, y, ys, nt, out, ldo);
+    } else if ((w->act == QK_A_F8B || w->act == QK_A_F8G) && qk_x86_avx2_f8_tile(w, r0, nr, y, ys, nt, out, ldo)) {
         return;
     } else if (w->act == QK_A_NV4 && w->type == QK_W_NVFP4 && w->s.cdiv == 16 && w->s.cs == 1) {
         nv4_tile(w, r0, nr, y, ys, nt, out, ldo);

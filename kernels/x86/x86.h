@@ -62,6 +62,8 @@ void qk_x86_avx512_act_i8(const struct qk_wq *w, const float *x, void *dst, int6
 void qk_x86_avx512_act_fp8(const struct qk_wq *w, const float *x, void *dst, int64_t n);
 void qk_x86_avx512_act_f8b(const struct qk_wq *w, const float *x, void *dst, int64_t n);
 void qk_x86_avx512_act_f8g(const struct qk_wq *w, const float *x, void *dst, int64_t n);
+bool qk_x86_avx2_f8_tile(const struct qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out,
+                         size_t ldo);
 size_t qk_x86_avx512_f8_pack(const struct qk_wq *w, uint8_t *dst, int64_t g0, int64_t g1);
 bool qk_x86_avx512_f8_tile(const struct qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out,
                            size_t ldo);
