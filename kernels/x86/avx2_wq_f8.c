@@ -49,29 +49,50 @@ QK_TARGET_AVX2 static inline void act16(const uint8_t *a, __m256 *xo, __m256 *xe
     *xe = _mm256_castsi256_ps(_mm256_slli_epi32(d, 16));
 }
 
-/* R rows (codes q[r]) x NT tokens (words a[t]) over columns [k0, k1): acc[r * NT + t][0..2]. */
+/* R rows (codes q[r]) against one token's words a over columns [k0, k1): acc[r][0..2]. */
 QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
-span(const uint8_t *const q[4], const uint8_t *const a[4], int64_t k0, int64_t k1, const int R, const int NT,
-     __m256 acc[4][2])
+span(const uint8_t *const q[4], const uint8_t *a, int64_t k0, int64_t k1, const int R, __m256 acc[4][2])
 {
     for (int64_t k = k0; k < k1; k += 32) { /* k0 and k1 multiples of 32: lanes 0-7, then 8-15 */
         if (k % 64 == 0) /* the rows are R streams of their own (no packing here): each a line ahead */
             _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
                 __builtin_prefetch(q[r] + k + QK_PREFETCH_AHEAD / 4, 0, 2);
         _Pragma("GCC unroll 2") for (int l = 0; l < 2; l++) {
-            __m256 xo[4], xe[4];
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)
-                act16(a[t] + 2 * (k + 16 * l), &xo[t], &xe[t]);
+            __m256 xo, xe;
+            act16(a + 2 * (k + 16 * l), &xo, &xe);
             _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
                 __m256 wo, we;
                 dec16(q[r] + k + 16 * l, &wo, &we);
-                _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-                    acc[r * NT + t][l] = _mm256_fmadd_ps(wo, xo[t], acc[r * NT + t][l]);
-                    acc[r * NT + t][l] = _mm256_fmadd_ps(we, xe[t], acc[r * NT + t][l]);
-                }
+                acc[r][l] = _mm256_fmadd_ps(wo, xo, acc[r][l]);
+                acc[r][l] = _mm256_fmadd_ps(we, xe, acc[r][l]);
             }
         }
     }
+}
+
+/* FP8_BLOCK: one group's lanes (acc, the sums times 2^-8) into the running
+ * lanes at p with the group's scales: as_g (from the token's words a of n
+ * columns) * ws * 256, as wq_f8.c rounds it. */
+QK_TARGET_AVX2 static inline void run_add(float p[16], const __m256 acc[2], const uint8_t *a, int64_t n, int64_t g0,
+                                          float ws)
+{
+    float ag;
+    memcpy(&ag, a + 2 * n + 4 * (g0 / QK_A_F8G_GROUP), 4);
+    const __m256 f = _mm256_set1_ps(ag * ws * 256.0f);
+    _mm256_storeu_ps(p, _mm256_fmadd_ps(acc[0], f, _mm256_loadu_ps(p)));
+    _mm256_storeu_ps(p + 8, _mm256_fmadd_ps(acc[1], f, _mm256_loadu_ps(p + 8)));
+}
+
+/* Row r's output for the token row at row from its 16 lanes (lo, hi): their
+ * sum (FP8_BLOCK's running lanes), or as * (ws * (256 * sum)). */
+QK_TARGET_AVX2 static inline float finish(const qk_wq *w, const uint8_t *row, int64_t r, __m256 lo, __m256 hi)
+{
+    const float sum = qk_hsum8_ps(_mm256_add_ps(lo, hi));
+    if (w->act == QK_A_F8G)
+        return sum;
+    qk_a_i8_head h;
+    memcpy(&h, row, sizeof h);
+    return h.scale * (qk_wq_scale(w, r, 0) * (256.0f * sum));
 }
 
 /* One row (codes q) against NT tokens whose words are already split (xs[t]:
@@ -129,16 +150,12 @@ QK_TARGET_AVX2 static void tokens4(const qk_wq *w, int64_t r0, int r, int nr, in
                 span_split(q, xp, g0, g0 + G, NT, acc);
                 const float ws = grp ? qk_wq_scale(w, r0 + r + i, g0) : 0.0f;
                 for (int t = 0; t < NT; t++) {
-                    if (!grp) {
-                        _mm256_storeu_ps(lanes[i][t], acc[t][0]);
-                        _mm256_storeu_ps(lanes[i][t] + 8, acc[t][1]);
+                    if (grp) {
+                        run_add(run[i][t], acc[t], a[t], n, g0, ws);
                         continue;
                     }
-                    float ag;
-                    memcpy(&ag, a[t] + 2 * n + 4 * (g0 / QK_A_F8G_GROUP), 4);
-                    const __m256 f = _mm256_set1_ps(ag * ws * 256.0f);
-                    _mm256_storeu_ps(run[i][t], _mm256_fmadd_ps(acc[t][0], f, _mm256_loadu_ps(run[i][t])));
-                    _mm256_storeu_ps(run[i][t] + 8, _mm256_fmadd_ps(acc[t][1], f, _mm256_loadu_ps(run[i][t] + 8)));
+                    _mm256_storeu_ps(lanes[i][t], acc[t][0]);
+                    _mm256_storeu_ps(lanes[i][t] + 8, acc[t][1]);
                 }
             }
         }
@@ -146,61 +163,34 @@ QK_TARGET_AVX2 static void tokens4(const qk_wq *w, int64_t r0, int r, int nr, in
     for (int i = 0; i < nr; i++)
         for (int t = 0; t < NT; t++) {
             const float *l = grp ? run[i][t] : lanes[i][t];
-            const float sum = qk_hsum8_ps(_mm256_add_ps(_mm256_loadu_ps(l), _mm256_loadu_ps(l + 8)));
-            qk_a_i8_head h;
-            memcpy(&h, y + (size_t)(t0 + t) * ys, sizeof h);
             out[(size_t)(t0 + t) * ldo + (size_t)(r + i)] =
-                grp ? sum : h.scale * (qk_wq_scale(w, r0 + r + i, 0) * (256.0f * sum));
+                finish(w, y + (size_t)(t0 + t) * ys, r0 + r + i, _mm256_loadu_ps(l), _mm256_loadu_ps(l + 8));
         }
 }
 
-/* R rows from r (of the tile starting at r0) x NT tokens from t0: their outputs. */
+/* R rows from r (of the tile starting at r0) against the token row at row: out[r .. r + R). */
 QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
-block(const qk_wq *w, int64_t r0, int r, int t0, const uint8_t *y, size_t ys, const int R, const int NT, float *out,
-      size_t ldo)
+block(const qk_wq *w, int64_t r0, int r, const uint8_t *row, const int R, float *out)
 {
     const int64_t n = w->cols;
     const bool grp = w->act == QK_A_F8G;
     const int64_t G = grp ? QK_A_F8G_GROUP : n;
-    const uint8_t *q[4], *row[4], *a[4];
+    const uint8_t *q[4], *a = row + QK_A_I8_HEAD;
     for (int i = 0; i < R; i++)
         q[i] = w->q + (r0 + r + i) * w->q_rs;
-    for (int t = 0; t < NT; t++) {
-        row[t] = y + (size_t)(t0 + t) * ys;
-        a[t] = row[t] + QK_A_I8_HEAD;
-    }
     __m256 acc[4][2] = {{_mm256_setzero_ps(), _mm256_setzero_ps()}};
-    float run[4][16] = {{0}}; /* FP8_BLOCK's running lanes, one (row, token) pair each */
+    float run[4][16] = {{0}}; /* FP8_BLOCK's running lanes, a row each */
     for (int64_t g0 = 0; g0 < n; g0 += G) {
-        for (int i = 0; i < R * NT; i++)
+        for (int i = 0; i < R; i++)
             acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-        span(q, a, g0, g0 + G, R, NT, acc);
-        if (!grp)
-            break;
-        for (int i = 0; i < R; i++) {
-            const float ws = qk_wq_scale(w, r0 + r + i, g0);
-            for (int t = 0; t < NT; t++) {
-                float ag;
-                memcpy(&ag, a[t] + 2 * n + 4 * (g0 / G), 4);
-                const __m256 f = _mm256_set1_ps(ag * ws * 256.0f);
-                float *p = run[i * NT + t];
-                _mm256_storeu_ps(p, _mm256_fmadd_ps(acc[i * NT + t][0], f, _mm256_loadu_ps(p)));
-                _mm256_storeu_ps(p + 8, _mm256_fmadd_ps(acc[i * NT + t][1], f, _mm256_loadu_ps(p + 8)));
-            }
-        }
+        span(q, a, g0, g0 + G, R, acc);
+        if (grp)
+            for (int i = 0; i < R; i++)
+                run_add(run[i], acc[i], a, n, g0, qk_wq_scale(w, r0 + r + i, g0));
     }
     for (int i = 0; i < R; i++)
-        for (int t = 0; t < NT; t++) {
-            float *o = out + (size_t)(t0 + t) * ldo + (size_t)(r + i);
-            if (grp) {
-                *o = qk_hsum8_ps(_mm256_add_ps(_mm256_loadu_ps(run[i * NT + t]), _mm256_loadu_ps(run[i * NT + t] + 8)));
-                continue;
-            }
-            qk_a_i8_head h;
-            memcpy(&h, row[t], sizeof h);
-            const __m256 s = _mm256_add_ps(acc[i * NT + t][0], acc[i * NT + t][1]);
-            *o = h.scale * (qk_wq_scale(w, r0 + r + i, 0) * (256.0f * qk_hsum8_ps(s)));
-        }
+        out[r + i] = grp ? finish(w, row, r0 + r + i, _mm256_loadu_ps(run[i]), _mm256_loadu_ps(run[i] + 8))
+                         : finish(w, row, r0 + r + i, acc[i][0], acc[i][1]);
 }
 
 QK_TARGET_AVX2 bool qk_x86_avx2_f8_tile(const qk_wq *w, int64_t r0, int nr, const void *yv, size_t ys, int nt, float *out,
@@ -212,9 +202,9 @@ QK_TARGET_AVX2 bool qk_x86_avx2_f8_tile(const qk_wq *w, int64_t r0, int nr, cons
     if (nt == 1) {
         int r = 0;
         for (; r + 4 <= nr; r += 4)
-            block(w, r0, r, 0, y, ys, 4, 1, out, ldo);
+            block(w, r0, r, y, 4, out);
         for (; r < nr; r++)
-            block(w, r0, r, 0, y, ys, 1, 1, out, ldo);
+            block(w, r0, r, y, 1, out);
         return true;
     }
     int t = 0;
@@ -223,7 +213,7 @@ QK_TARGET_AVX2 bool qk_x86_avx2_f8_tile(const qk_wq *w, int64_t r0, int nr, cons
             tokens4(w, r0, r, nr - r < PRE_ROWS ? nr - r : PRE_ROWS, t, y, ys, out, ldo);
     for (int r = 0; r < nr; r++)
         for (int u = t; u < nt; u++)
-            block(w, r0, r, u, y, ys, 1, 1, out, ldo);
+            block(w, r0, r, y + (size_t)u * ys, 1, out + (size_t)u * ldo);
     return true;
 }
 
