@@ -75,9 +75,20 @@ void qk_wq_act_fp8(const qk_wq *w, const float *x, void *dst, int64_t n)
     }
 }
 
+/* The E4M3 codes of x[0..m) times op (mul) or divided by it, clamped as
+ * qk_wq_act_fp8 clamps, as their values' BF16 bits at q (the float's top
+ * half: exact, 3 mantissa bits). */
+static void f8_words(const float *x, int64_t m, float op, bool mul, uint8_t *q)
+{
+    for (int64_t i = 0; i < m; i++) {
+        const float v = e4m3_qdq(clampf(mul ? x[i] * op : x[i] / op, -448.0f, 448.0f));
+        const uint16_t b = (uint16_t)(qk_f32_bits(v) >> 16);
+        memcpy(q + 2 * i, &b, 2);
+    }
+}
+
 /* QK_A_F8B: qk_wq_act_fp8's codes and scale for a token-wide scale
- * (dynamic per token, or static), the scale in the header and each code's
- * E4M3 value as BF16 bits (the float's top half: exact, 3 mantissa bits). */
+ * (dynamic per token, or static), the scale in the header, the codes' words. */
 void qk_wq_act_f8b(const qk_wq *w, const float *x, void *dst, int64_t n)
 {
     qk_a_i8_head h = {0};
@@ -93,13 +104,7 @@ void qk_wq_act_f8b(const qk_wq *w, const float *x, void *dst, int64_t n)
         h.scale = fmaxf(amax / 448.0f, 1.0f / (448.0f * 512.0f));
         op = vdiv(w, h.scale);
     }
-    for (int64_t i = 0; i < n; i++) {
-        const float v = e4m3_qdq(clampf(w->a_static ? x[i] * op : x[i] / op, -448.0f, 448.0f));
-        uint32_t u;
-        memcpy(&u, &v, 4);
-        const uint16_t b = (uint16_t)(u >> 16);
-        memcpy(q + 2 * i, &b, 2);
-    }
+    f8_words(x, n, op, w->a_static, q);
     memcpy(dst, &h, sizeof h);
 }
 
@@ -115,14 +120,8 @@ void qk_wq_act_f8g(const qk_wq *w, const float *x, void *dst, int64_t n)
         float amax = 1e-10f;
         for (int64_t i = i0; i < i0 + m; i++)
             amax = fmaxf(amax, fabsf(x[i]));
-        const float s = amax / 448.0f, sd = vdiv(w, s);
-        for (int64_t i = i0; i < i0 + m; i++) {
-            const float v = e4m3_qdq(clampf(x[i] / sd, -448.0f, 448.0f));
-            uint32_t u;
-            memcpy(&u, &v, 4);
-            const uint16_t b = (uint16_t)(u >> 16);
-            memcpy(q + 2 * i, &b, 2);
-        }
+        const float s = amax / 448.0f;
+        f8_words(x + i0, m, vdiv(w, s), false, q + 2 * i0);
         memcpy(sc + 4 * (i0 / QK_A_F8G_GROUP), &s, 4);
     }
     memcpy(dst, &h, sizeof h);

@@ -39,31 +39,30 @@
 
 #include "kernels/elements.h"
 #include "kernels/fdot.h"
+#include "kernels/half.h"
 #include "kernels/wq_impl.h"
+
+/* E4M3 codes with float scales, no act order, rows of a multiple of m columns. */
+static bool e4m3_rows(const qk_wq *w, int64_t m)
+{
+    const bool fscale = w->s.type == QK_F32 || w->s.type == QK_F16 || w->s.type == QK_BF16;
+    return w->type == QK_W_FP8 && w->elem == QK_ELEM_FP8_E4M3 && w->s.p && fscale && !w->gidx && w->cols > 0 &&
+           w->cols % m == 0;
+}
 
 bool qk_wq_f8g_takes(const qk_wq *w)
 {
-    const bool fscale = w->s.type == QK_F32 || w->s.type == QK_F16 || w->s.type == QK_BF16;
-    return w->type == QK_W_FP8 && w->elem == QK_ELEM_FP8_E4M3 && w->s.p && fscale && !w->gidx &&
-           (w->s.cdiv == QK_A_F8G_GROUP || w->s.cdiv >= w->cols) && w->cols > 0 &&
-           w->cols % QK_A_F8G_GROUP == 0 && w->a_group == QK_A_F8G_GROUP && !w->a_static;
+    return e4m3_rows(w, QK_A_F8G_GROUP) && (w->s.cdiv == QK_A_F8G_GROUP || w->s.cdiv >= w->cols) &&
+           w->a_group == QK_A_F8G_GROUP && !w->a_static;
 }
 
-bool qk_wq_f8b_takes(const qk_wq *w)
-{
-    const bool fscale = w->s.type == QK_F32 || w->s.type == QK_F16 || w->s.type == QK_BF16;
-    return w->type == QK_W_FP8 && w->elem == QK_ELEM_FP8_E4M3 && w->s.p && fscale && w->s.cdiv >= w->cols &&
-           !w->gidx && w->cols > 0 && w->cols % 32 == 0 && w->a_group == 0;
-}
+bool qk_wq_f8b_takes(const qk_wq *w) { return e4m3_rows(w, 32) && w->s.cdiv >= w->cols && w->a_group == 0; }
 
 static inline float bf16_val(const uint8_t *p)
 {
     uint16_t h;
     memcpy(&h, p, 2);
-    const uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
+    return qk_bf16_to_f32(h);
 }
 
 void qk_wq_tile_f8b(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out, size_t ldo)

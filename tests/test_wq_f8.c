@@ -22,10 +22,7 @@ static float bf16v(const uint8_t *p)
 {
     uint16_t h;
     memcpy(&h, p, 2);
-    const uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
+    return qk_bf16_to_f32(h);
 }
 
 /* Activations with the cases the encoder meets: outliers, zeros, a NaN. */

@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "kernels/elements.h"
+#include "kernels/half.h"
 #include "kernels/wq_impl.h"
 
 #ifdef QK_X86
@@ -70,21 +71,9 @@ static inline size_t group_bytes(int64_t n, int64_t nsg)
 
 /* ---- the probe ----------------------------------------------------------------- */
 
-static float bf16_f(uint16_t h)
-{
-    const uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static uint16_t e4m3_bf16(uint8_t c)
-{
-    const float v = qk_elem_decode(QK_ELEM_FP8_E4M3, c);
-    uint32_t u;
-    memcpy(&u, &v, 4);
-    return (uint16_t)(u >> 16);
-}
+/* BF16 bits of a float with at most 8 significant bits (exact). */
+static uint16_t bf16_of(float v) { return (uint16_t)(qk_f32_bits(v) >> 16); }
+static uint16_t e4m3_bf16(uint8_t c) { return bf16_of(qk_elem_decode(QK_ELEM_FP8_E4M3, c)); }
 
 QK_TARGET_AVX512BF16 static void dp16(const float acc[16], const uint16_t a[32], const uint16_t b[32], float o[16])
 {
@@ -116,10 +105,7 @@ static void f8_probe(void)
             s = s * 6364136223846793005ull + 1442695040888963407ull;
             uint8_t ca = (uint8_t)(s >> 33), cb = (uint8_t)(s >> 45);
             ca = (ca & 0x7F) == 0x7F ? 0 : ca, cb = (cb & 0x7F) == 0x7F ? 0 : cb;
-            const float wv = ldexpf(bf16_f(e4m3_bf16(ca)), -8); /* the kernel's weight: value * 2^-8 */
-            uint32_t u;
-            memcpy(&u, &wv, 4);
-            a[i] = (uint16_t)(u >> 16);
+            a[i] = bf16_of(ldexpf(qk_elem_decode(QK_ELEM_FP8_E4M3, ca), -8)); /* the kernel's weight: value * 2^-8 */
             b[i] = e4m3_bf16(cb);
         }
         for (int j = 0; j < 16; j++) {
@@ -128,7 +114,8 @@ static void f8_probe(void)
         }
         dp16(acc, a, b, o);
         for (int j = 0; j < 16; j++) {
-            const float want = fmaf(bf16_f(a[2 * j]), bf16_f(b[2 * j]), fmaf(bf16_f(a[2 * j + 1]), bf16_f(b[2 * j + 1]), acc[j]));
+            const float want = fmaf(qk_bf16_to_f32(a[2 * j]), qk_bf16_to_f32(b[2 * j]),
+                                    fmaf(qk_bf16_to_f32(a[2 * j + 1]), qk_bf16_to_f32(b[2 * j + 1]), acc[j]));
             if (memcmp(&want, &o[j], 4) != 0)
                 return;
         }
