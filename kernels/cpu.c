@@ -10,6 +10,8 @@
 
 #ifdef QK_X86
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 
 static const char *const level_names[QK_CPU_LEVELS] = {"scalar", "avx2", "avx512"};
@@ -22,7 +24,7 @@ const char *qk_cpu_level_name(int level)
 /* ---- detection ----------------------------------------------------------- */
 
 static qk_cpu_level supported = QK_CPU_SCALAR, active = QK_CPU_SCALAR;
-static int has_vnni, has_bf16_vbmi;
+static int has_vnni, has_bf16_vbmi, has_amx, use_amx;
 static qk_kernels kern[QK_CPU_LEVELS][QK_TYPE_MAX];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
@@ -60,6 +62,11 @@ static void detect(void)
         unsigned a1, b1, c1, d1;
         if (vbmi && __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1))
             has_bf16_vbmi = a1 >> 5 & 1; /* AVX512_BF16 */
+        /* AMX-TILE and AMX-INT8, XTILECFG and XTILEDATA in XCR0, then
+         * Linux's per-process permission for the tile data (arch_prctl
+         * ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) */
+        if (has_vnni && (d >> 24 & 1) && (d >> 25 & 1) && (x >> 17 & 3) == 3)
+            has_amx = syscall(SYS_arch_prctl, 0x1023, 18) == 0;
     }
 }
 #else
@@ -127,6 +134,8 @@ static void init(void)
 {
     detect();
     active = supported;
+    const char *amx = getenv("QK_AMX");
+    use_amx = has_amx && !(amx && strcmp(amx, "0") == 0);
     const char *env = getenv("QK_CPU");
     for (int l = 0; env && l < QK_CPU_LEVELS; l++)
         if (strcmp(env, level_names[l]) == 0 && l < (int)supported)
@@ -224,6 +233,18 @@ int qk_cpu_has_bf16_vbmi(void)
 {
     pthread_once(&once, init);
     return has_bf16_vbmi;
+}
+
+int qk_cpu_has_amx(void)
+{
+    pthread_once(&once, init);
+    return use_amx;
+}
+
+void qk_cpu_set_amx(int on)
+{
+    pthread_once(&once, init);
+    use_amx = on && has_amx;
 }
 
 void qk_dot_tile(const qk_kernels *k, int64_t n, const void *x, size_t xs, int nr, const void *y,

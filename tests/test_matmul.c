@@ -160,11 +160,14 @@ static void level_packed(const qk_kernels *k, int level, const qk_weight *w, con
 /* Every level's packed kernel of type on nrows rows of cols columns. */
 static void check_packed_type(int type, int nrows, int64_t cols, const float *x, uint64_t *s)
 {
-    const int ntoks[4] = {1, 5, 9, NTOK};
+    /* NTOK (37): two AMX tiles of 16 tokens and 5 more; 80: two of its chunks of 64 tokens (where x holds them) */
+    const int ntoks[5] = {1, 5, 9, NTOK, 80};
     qk_weight w = make_weight_cols(type, nrows, (int)cols, s);
     const size_t n = (size_t)nrows * sizeof(float);
-    for (int c = 0; c < 4; c++) {
+    for (int c = 0; c < 5; c++) {
         const int nt = ntoks[c];
+        if ((int64_t)nt * cols > (int64_t)LONG * NTOK)
+            continue;
         float *want = malloc(n * (size_t)nt), *got = malloc(n * (size_t)nt);
         cr_assert(want && got);
         scalar_reference(&w, x, nt, want);
@@ -173,12 +176,19 @@ static void check_packed_type(int type, int nrows, int64_t cols, const float *x,
             if (!k->pack || !k->pack_size(cols))
                 continue;
             const size_t tiles[3] = {qk_pack_tile_rows(k, nt), 3 * QK_PACK_ROWS, QK_PACK_ROWS};
-            for (int ti = 0; ti < 3; ti++) {
-                memset(got, 0xff, n * (size_t)nt);
-                level_packed(k, level, &w, x, nt, tiles[ti], got);
-                cr_assert(!memcmp(got, want, n * (size_t)nt), "packed %s at %s, %dx%lld, %d tokens, tiles of %zu rows",
-                          qk_type_get(type)->name, qk_cpu_level_name(level), nrows, (long long)cols, nt, tiles[ti]);
+            /* where the CPU has AMX, the tiles with it and without (QK_AMX=0) */
+            const int amx = qk_cpu_has_amx();
+            for (int ai = amx; ai >= 0; ai--) {
+                qk_cpu_set_amx(ai);
+                for (int ti = 0; ti < 3; ti++) {
+                    memset(got, 0xff, n * (size_t)nt);
+                    level_packed(k, level, &w, x, nt, tiles[ti], got);
+                    cr_assert(!memcmp(got, want, n * (size_t)nt),
+                              "packed %s at %s%s, %dx%lld, %d tokens, tiles of %zu rows", qk_type_get(type)->name,
+                              qk_cpu_level_name(level), ai ? " with AMX" : "", nrows, (long long)cols, nt, tiles[ti]);
+                }
             }
+            qk_cpu_set_amx(amx);
             if (c == 0)
                 cr_log_info("packed %s at %s (its kernel from %s), %dx%lld: bitwise equal to the scalar "
                             "reference", qk_type_get(type)->name, qk_cpu_level_name(level),
@@ -203,6 +213,8 @@ Test(matmul, packed_weights_equal_vec_dot)
     for (int level = QK_CPU_SCALAR + 1; level < QK_CPU_LEVELS; level++)
         if (level > (int)qk_cpu_supported())
             cr_log_info("packed kernels: level %s not supported by this CPU: skipped", qk_cpu_level_name(level));
+    cr_log_info("AMX: %s", qk_cpu_has_amx() ? "used (the Q4_0, Q5_0, Q8_0 and IQ4_XS tiles run with it and without)"
+                                             : "not on this CPU or not permitted by the OS: skipped");
     int npacked = 0;
     for (int type = 0; type < QK_TYPE_MAX; type++) {
         if (!qk_type_get(type) || !qk_kernels_at(type, QK_CPU_SCALAR)->vec_dot)

@@ -74,13 +74,6 @@ QK_TARGET_V512 static void prep_q8_0(const uint8_t *const y[PT8], int nt, int64_
     prep32(y, nt, b0, nb, a, 128);
 }
 
-/* The fifth-bit masks of chunk j of the pair (lo: low nibbles, else high), a's in the low 32 bits. */
-QK_TARGET_V512 static inline __mmask64 q5_mask(const uint8_t *ga, const uint8_t *gb, int j, int hi)
-{
-    const size_t at = 16 + 4 * 32 + 8 * (size_t)j + 4 * (size_t)hi;
-    return _cvtu64_mask64((uint64_t)qk_ld_u32(ga + at) | (uint64_t)qk_ld_u32(gb + at) << 32);
-}
-
 /* Blocks [0, nb) of the pair ga, gb against N tokens (kind Q4, Q5 or Q8). */
 QK_TARGET_V512 __attribute__((always_inline)) static inline void
 span32_nt(const uint8_t *ga, const uint8_t *gb, const int nt, int nb, const act32 *a, pair_state *st,
@@ -169,19 +162,25 @@ QK_TARGET_V512 static void q4_0_packed_tile(int64_t n, const void *xp, int ng, c
         packed_tile_in(qk_x86_avx2_packed, QK_Q4_0)(n, xp, ng, y, ys, nt, out, ldo);
         return;
     }
-    tile32(PB4, prep_q4_0, q4_0_span, n, xp, ng, y, ys, nt, out, ldo);
+    const int done = qk_x86_amx_tile32(QK_AMX_Q4_0, n, xp, ng, y, ys, nt, out, ldo);
+    tile32(PB4, prep_q4_0, q4_0_span, n, xp, ng, (const uint8_t *)y + (size_t)done * ys, ys, nt - done,
+           out + (size_t)done * ldo, ldo);
 }
 
 QK_TARGET_V512 static void q5_0_packed_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys,
                                             int nt, float *out, size_t ldo)
 {
-    tile32(PB5, prep_q5_0, q5_0_span, n, xp, ng, y, ys, nt, out, ldo);
+    const int done = qk_x86_amx_tile32(QK_AMX_Q5_0, n, xp, ng, y, ys, nt, out, ldo);
+    tile32(PB5, prep_q5_0, q5_0_span, n, xp, ng, (const uint8_t *)y + (size_t)done * ys, ys, nt - done,
+           out + (size_t)done * ldo, ldo);
 }
 
 QK_TARGET_V512 static void q8_0_packed_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys,
                                             int nt, float *out, size_t ldo)
 {
-    tile32(PB8, prep_q8_0, q8_0_span, n, xp, ng, y, ys, nt, out, ldo);
+    const int done = qk_x86_amx_tile32(QK_AMX_Q8_0, n, xp, ng, y, ys, nt, out, ldo);
+    tile32(PB8, prep_q8_0, q8_0_span, n, xp, ng, (const uint8_t *)y + (size_t)done * ys, ys, nt - done,
+           out + (size_t)done * ldo, ldo);
 }
 
 static size_t q8_0_pack_size(int64_t n) { return (size_t)(n / QK) * PB8; }

@@ -44,6 +44,14 @@ QK_TARGET_V512 static inline __m512 ld2_f16(const uint8_t *a, const uint8_t *b)
     return _mm512_cvtph_ps(ld2h(a, b));
 }
 
+/* Q5_0's packing (avx512_packed.c): the fifth-bit masks of chunk j of the
+ * pair ga, gb (hi 0: low nibbles, 1: high), a's in the low 32 bits. */
+QK_TARGET_V512 static inline __mmask64 q5_mask(const uint8_t *ga, const uint8_t *gb, int j, int hi)
+{
+    const size_t at = 16 + 4 * 32 + 8 * (size_t)j + 4 * (size_t)hi;
+    return _cvtu64_mask64((uint64_t)qk_ld_u32(ga + at) | (uint64_t)qk_ld_u32(gb + at) << 32);
+}
+
 /* The 4 bytes at p in every int32 lane. */
 QK_TARGET_V512 static inline __m512i bc4(const uint8_t *p) { return _mm512_set1_epi32((int)qk_ld_u32(p)); }
 

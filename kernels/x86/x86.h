@@ -47,6 +47,13 @@ extern const qk_pack_ops qk_x86_avx512_packed[];
 extern const qk_pack_ops qk_x86_avx512_packed_k[];
 extern const qk_pack_ops qk_x86_avx512_packed_f[];
 
+/* amx_packed.c: the first nt - nt % 16 tokens of the AVX-512 level's Q4_0,
+ * Q5_0, Q8_0 or IQ4_XS tile (its packing) with AMX-INT8, the same bits;
+ * returns how many it took (0 without qk_cpu_has_amx()). */
+enum { QK_AMX_Q4_0, QK_AMX_Q5_0, QK_AMX_Q8_0, QK_AMX_IQ4_XS };
+int qk_x86_amx_tile32(int kind, int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt, float *out,
+                      size_t ldo);
+
 /* avx2_packed.c's Q8_0 packing with every quant byte XORed with flip. */
 void qk_x86_q8_0_pack_xor(int64_t n, const void *x, size_t xs, void *dst, uint8_t flip);
 
