@@ -176,9 +176,9 @@ static void check_packed_type(int type, int nrows, int64_t cols, const float *x,
             if (!k->pack || !k->pack_size(cols))
                 continue;
             const size_t tiles[3] = {qk_pack_tile_rows(k, nt), 3 * QK_PACK_ROWS, QK_PACK_ROWS};
-            /* where the CPU has AMX, the tiles with it and without (QK_AMX=0) */
+            /* where the CPU has AMX, the AVX-512 tiles with it and without (QK_AMX=0) */
             const int amx = qk_cpu_has_amx();
-            for (int ai = amx; ai >= 0; ai--) {
+            for (int ai = level == QK_CPU_AVX512 ? amx : 0; ai >= 0; ai--) {
                 qk_cpu_set_amx(ai);
                 for (int ti = 0; ti < 3; ti++) {
                     memset(got, 0xff, n * (size_t)nt);
