@@ -232,29 +232,18 @@ tile(const int kind, int64_t n, const void *xp, int ng, const void *y, size_t ys
     return mt;
 }
 
-QK_TARGET_AMX static int tile_q4_0(int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt, float *out,
-                                   size_t ldo)
-{
-    return tile(QK_AMX_Q4_0, n, xp, ng, y, ys, nt, out, ldo);
-}
-
-QK_TARGET_AMX static int tile_q5_0(int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt, float *out,
-                                   size_t ldo)
-{
-    return tile(QK_AMX_Q5_0, n, xp, ng, y, ys, nt, out, ldo);
-}
-
-QK_TARGET_AMX static int tile_iq4_xs(int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt, float *out,
-                                     size_t ldo)
-{
-    return tile(QK_AMX_IQ4_XS, n, xp, ng, y, ys, nt, out, ldo);
-}
-
-QK_TARGET_AMX static int tile_q8_0(int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt, float *out,
-                                   size_t ldo)
-{
-    return tile(QK_AMX_Q8_0, n, xp, ng, y, ys, nt, out, ldo);
-}
+/* tile's instances, the kind a constant in each */
+#define AMX_TILE(name, kind)                                                                              \
+    QK_TARGET_AMX static int name(int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt,     \
+                                  float *out, size_t ldo)                                                 \
+    {                                                                                                     \
+        return tile(kind, n, xp, ng, y, ys, nt, out, ldo);                                                \
+    }
+AMX_TILE(tile_q4_0, QK_AMX_Q4_0)
+AMX_TILE(tile_q5_0, QK_AMX_Q5_0)
+AMX_TILE(tile_q8_0, QK_AMX_Q8_0)
+AMX_TILE(tile_iq4_xs, QK_AMX_IQ4_XS)
+#undef AMX_TILE
 
 int qk_x86_amx_tile32(int kind, int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt, float *out,
                       size_t ldo)
