@@ -55,7 +55,9 @@ for d_m in "$D_GG" "$D_BF"; do
     done
 done
 
-# quantized weights (Q8_0 activations, integer dots), its own vocabulary
+# quantized weights (Q8_0 activations, integer dots), its own vocabulary; where
+# the CPU has AMX the default run takes its first 16 tokens through the AMX
+# tiles (kernels/x86/amx_packed.c; also IQ4_XS below) and -b 1 never does
 d_run "$T/d_q8ref" "" -m "$D_Q8" --tokens-in "$T/d_ids24" -t 1 && ok || bad "qk-run on $D_Q8: $(cat "$T/err")"
 d_same "Q8_0 -t 3 -b 7" "$T/d_q8ref" "$T/d_out" "" -m "$D_Q8" --tokens-in "$T/d_ids24" -t 3 -b 7
 for d_l in $d_levels; do

@@ -414,6 +414,7 @@ int qk_bench_kernels(const qk_kernels_bench_opts *o, qk_report *r, qk_err *err)
         goto done;
     qk_report_meta_str(r, "simd_supported", qk_cpu_level_name(qk_cpu_supported()));
     qk_report_meta_str(r, "simd_active", qk_cpu_level_name(qk_cpu_level_active()));
+    qk_report_meta_str(r, "amx", qk_cpu_has_amx() ? "yes" : "no");
     qk_report_meta_int(r, "rows", oo.rows);
     qk_report_meta_int(r, "cols", oo.cols);
     qk_report_meta_int(r, "tokens", oo.tokens);

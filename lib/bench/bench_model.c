@@ -389,6 +389,7 @@ int qk_bench_model(const qk_model_bench_opts *o, qk_report *r, qk_err *err)
     qk_bench_cpu_name(cpu, sizeof cpu);
     qk_report_meta_str(r, "cpu", cpu);
     qk_report_meta_str(r, "simd", qk_cpu_level_name(qk_cpu_level_active()));
+    qk_report_meta_str(r, "amx", qk_cpu_has_amx() && qk_cpu_level_active() == QK_CPU_AVX512 ? "yes" : "no");
     qk_report_meta_int(r, "repetitions", o->reps);
     qk_report_meta_str(r, "warmup", o->warmup ? "yes" : "no");
     qk_report_meta_int(r, "n_batch", o->n_batch ? o->n_batch : 512);
