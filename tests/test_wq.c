@@ -592,10 +592,12 @@ Test(wq, fp8_encoder_rules)
 }
 
 /* INT8 W8A8 over several 16-row blocks (the packed VNNI tiles take two
- * at a time): every level's packed products against the scalar tile. */
+ * at a time): every level's packed products against the scalar tile; where
+ * the CPU has AMX, the AVX-512 tiles with it (16-token tiles, up to four,
+ * 64 columns a step and a 20-column tail) and without. */
 Test(wq, int8_packed_blocks)
 {
-    enum { R = 48, C = 320, T = 11 };
+    enum { R = 48, C = 340, T = 70 };
     uint64_t rng = 0x8B10Cull;
     int8_t *q = malloc(R * C);
     float sc[R], *x = malloc(sizeof(float) * C * T);
@@ -624,18 +626,23 @@ Test(wq, int8_packed_blocks)
             k->wq_pack(&w, pk, 0, R / 8);
             qk_wq wp = w;
             wp.packed = pk;
-            static const int shapes[][2] = {{48, T}, {32, 8}, {16, 1}, {20, 3}};
-            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-                memset(got, 0, sizeof got);
-                for (int r0 = 0; r0 < R; r0 += shapes[s][0])
-                    for (int t0 = 0; t0 < T; t0 += shapes[s][1]) {
-                        const int mr = R - r0 < shapes[s][0] ? R - r0 : shapes[s][0];
-                        const int mt = T - t0 < shapes[s][1] ? T - t0 : shapes[s][1];
-                        k->wq_tile(&wp, r0, mr, y + (size_t)t0 * ys, ys, mt, got + t0 * R + r0, R);
-                    }
-                cr_assert(memcmp(got, want, sizeof want) == 0, "mode %d %s: packed tiles %dx%d differ", mode,
-                          qk_cpu_level_name(level), shapes[s][0], shapes[s][1]);
+            static const int shapes[][2] = {{48, T}, {32, 37}, {16, 1}, {20, 3}, {16, 16}};
+            const int amx = qk_cpu_has_amx();
+            for (int ai = level == QK_CPU_AVX512 ? amx : 0; ai >= 0; ai--) {
+                qk_cpu_set_amx(ai);
+                for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+                    memset(got, 0, sizeof got);
+                    for (int r0 = 0; r0 < R; r0 += shapes[s][0])
+                        for (int t0 = 0; t0 < T; t0 += shapes[s][1]) {
+                            const int mr = R - r0 < shapes[s][0] ? R - r0 : shapes[s][0];
+                            const int mt = T - t0 < shapes[s][1] ? T - t0 : shapes[s][1];
+                            k->wq_tile(&wp, r0, mr, y + (size_t)t0 * ys, ys, mt, got + t0 * R + r0, R);
+                        }
+                    cr_assert(memcmp(got, want, sizeof want) == 0, "mode %d %s%s: packed tiles %dx%d differ", mode,
+                              qk_cpu_level_name(level), ai ? " with AMX" : "", shapes[s][0], shapes[s][1]);
+                }
             }
+            qk_cpu_set_amx(amx);
             free(pk);
         }
         free(y);

@@ -108,6 +108,96 @@ QK_TARGET_AVX512VNNI static int32_t i8_corr(const int8_t *a, int64_t n)
     return (int32_t)(-128 * t);
 }
 
+/* ---- AMX-INT8 (where qk_cpu_has_amx): the same exact dots ------------------
+ * One tdpbssd adds 64 columns of 16 tokens x 16 rows into an int32 tile: B
+ * is 16 of the packing's 64-byte vectors made signed again (XOR 0x80, into
+ * a 1 KB buffer), A 64 bytes of each of 16 tokens' codes in place.  Up to
+ * four 16-token tiles share each B tile; the columns past the last multiple
+ * of 64 go through vpdpbusd, started at -128 times their activations' sum.
+ * The sums are the exact dots, as the VNNI path's (no correction to add). */
+#define QK_TARGET_AMX_I8 \
+    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,amx-tile,amx-int8")))
+
+typedef struct {
+    uint8_t palette, start;
+    uint8_t rsv[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} i8_amx_cfg;
+
+/* tmm0..3 the dots of four token tiles, tmm4 the weights, tmm5..6 tokens (a constant: GCC 12's
+ * _tile_loadconfig names only the first 8 bytes of its operand) */
+static const _Alignas(64) i8_amx_cfg i8_cfg = {
+    .palette = 1, .colsb = {64, 64, 64, 64, 64, 64, 64}, .rows = {16, 16, 16, 16, 16, 16, 16}};
+
+#define I8_TDP(c, at)                                          \
+    do {                                                       \
+        _tile_loadd(at, a0 + (c) * 16 * ys + k, (long)ys);     \
+        _tile_dpbssd(c, at, 4);                                \
+    } while (0)
+
+/* The exact dots of block bp (16 rows) and 16 * ntile tokens from y (rows ys
+ * apart), n columns, into d[16 ntile][16]. */
+QK_TARGET_AMX_I8 static void i8_amx(const uint8_t *bp, int64_t n, const uint8_t *y, size_t ys, int ntile,
+                                    int32_t (*d)[16])
+{
+    const int64_t n64 = n / 64 * 64;
+    const uint8_t *a0 = y + QK_A_I8_HEAD;
+    _Alignas(64) uint8_t bs[1024];
+    _tile_loadconfig(&i8_cfg);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int64_t k = 0; k < n64; k += 64) {
+        for (int i = 0; i < 16; i++)
+            _mm512_store_si512((void *)(bs + 64 * i), _mm512_xor_si512(_mm512_loadu_si512((const void *)(bp + 16 * k + 64 * i)),
+                                                                       _mm512_set1_epi8(-128)));
+        _tile_loadd(4, bs, 64);
+        I8_TDP(0, 5);
+        if (ntile > 1)
+            I8_TDP(1, 6);
+        if (ntile > 2)
+            I8_TDP(2, 5);
+        if (ntile > 3)
+            I8_TDP(3, 6);
+    }
+    _tile_stored(0, d[0], 64);
+    if (ntile > 1)
+        _tile_stored(1, d[16], 64);
+    if (ntile > 2)
+        _tile_stored(2, d[32], 64);
+    if (ntile > 3)
+        _tile_stored(3, d[48], 64);
+    _tile_release();
+    for (int t = 0; t < 16 * ntile && n64 < n; t++) {
+        const int8_t *a = (const int8_t *)(a0 + (size_t)t * ys);
+        int32_t tail = 0;
+        for (int64_t k = n64; k < n; k++)
+            tail += a[k];
+        __m512i acc = _mm512_add_epi32(_mm512_loadu_si512((const void *)d[t]), _mm512_set1_epi32(-128 * tail));
+        for (int64_t k = n64; k < n; k += 4)
+            acc = _mm512_dpbusd_epi32(acc, _mm512_loadu_si512((const void *)(bp + 16 * k)),
+                                      _mm512_set1_epi32((int)qk_ld_u32((const uint8_t *)(a + k))));
+        _mm512_storeu_si512((void *)d[t], acc);
+    }
+}
+#undef I8_TDP
+
+/* The reference's float steps of one token's exact dots d of block bj
+ * (lane l row 16 bj + l), rows [r0, r0 + nr) of the call stored. */
+QK_TARGET_AVX512VNNI static inline void i8_out(__m512i d, const qk_a_i8_head *ah, const float *sv,
+                                               const int32_t *zs, int64_t bj, int64_t r0, int nr, float *o)
+{
+    const int64_t ra = bj * 16 > r0 ? bj * 16 : r0, rb = bj * 16 + 16 < r0 + nr ? bj * 16 + 16 : r0 + nr;
+    d = _mm512_sub_epi32(d, _mm512_mullo_epi32(_mm512_set1_epi32(ah->zero), _mm512_loadu_si512((const void *)zs)));
+    const __m512 sum = _mm512_add_ps(_mm512_setzero_ps(), _mm512_mul_ps(_mm512_cvtepi32_ps(d), _mm512_loadu_ps(sv)));
+    /* lanes [ra, rb) compressed down and stored masked (a copy loop is a memcpy call) */
+    const __mmask16 in = (__mmask16)(((1u << (rb - ra)) - 1) << (ra - bj * 16));
+    _mm512_mask_storeu_ps(o + (size_t)(ra - r0), (__mmask16)((1u << (rb - ra)) - 1),
+                          _mm512_maskz_compress_ps(in, _mm512_mul_ps(_mm512_set1_ps(ah->scale), sum)));
+}
+
 QK_TARGET_AVX512VNNI bool qk_x86_avx512_i8_tile(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt,
                                                 float *out, size_t ldo)
 {
@@ -122,9 +212,15 @@ QK_TARGET_AVX512VNNI bool qk_x86_avx512_i8_tile(const qk_wq *w, int64_t r0, int 
     const uint8_t *base = w->packed + I8_HEAD, *wsum = base + blk * (size_t)(w->rows / 16);
     for (int u0 = 0; u0 < nt; u0 += QK_WQ_MAX_NT) { /* each token's correction once */
     const int nu = nt - u0 < QK_WQ_MAX_NT ? nt - u0 : QK_WQ_MAX_NT;
+    /* the first nu - nu % 16 tokens through AMX where there is AMX */
+    const int na = qk_cpu_has_amx() ? nu / 16 * 16 : 0;
     int32_t cor[QK_WQ_MAX_NT];
-    for (int t = 0; t < nu; t++)
-        cor[t] = i8_corr((const int8_t *)((const uint8_t *)y + (size_t)(u0 + t) * ys + QK_A_I8_HEAD), n);
+    qk_a_i8_head ahs[QK_WQ_MAX_NT];
+    for (int t = 0; t < nu; t++) {
+        const uint8_t *row = (const uint8_t *)y + (size_t)(u0 + t) * ys;
+        memcpy(&ahs[t], row, sizeof ahs[t]);
+        cor[t] = t < na ? 0 : i8_corr((const int8_t *)(row + QK_A_I8_HEAD), n); /* the VNNI path's start */
+    }
     for (int64_t b = r0 / 16; b * 16 < r0 + nr;) {
         const int nb = (b + 1) * 16 < r0 + nr ? 2 : 1; /* blocks b .. b + nb - 1 */
         float sv[32];
@@ -132,15 +228,19 @@ QK_TARGET_AVX512VNNI bool qk_x86_avx512_i8_tile(const qk_wq *w, int64_t r0, int 
         for (int l = 0; l < 16 * nb; l++)
             sv[l] = qk_wq_scale(w, b * 16 + l, 0);
         memcpy(zs, wsum + 4 * (size_t)(b * 16), 4 * 16 * (size_t)nb);
-        for (int t0 = u0; t0 < u0 + nu; t0 += I8_NT) {
+        for (int j = 0; j < nb && na; j++) {
+            _Alignas(64) int32_t d[QK_WQ_MAX_NT][16];
+            i8_amx(base + (size_t)(b + j) * blk, n, (const uint8_t *)y + (size_t)u0 * ys, ys, na / 16, d);
+            for (int t = 0; t < na; t++)
+                i8_out(_mm512_load_si512((const void *)d[t]), &ahs[t], sv + 16 * j, zs + 16 * j, b + j, r0, nr,
+                       out + (size_t)(u0 + t) * ldo);
+        }
+        for (int t0 = u0 + na; t0 < u0 + nu; t0 += I8_NT) {
             const int mt = u0 + nu - t0 < I8_NT ? u0 + nu - t0 : I8_NT;
             const int8_t *a[I8_NT];
             int32_t corr[I8_NT];
-            qk_a_i8_head ah[I8_NT];
             for (int t = 0; t < mt; t++) {
-                const uint8_t *row = (const uint8_t *)y + (size_t)(t0 + t) * ys;
-                memcpy(&ah[t], row, sizeof ah[t]);
-                a[t] = (const int8_t *)(row + QK_A_I8_HEAD);
+                a[t] = (const int8_t *)((const uint8_t *)y + (size_t)(t0 + t) * ys + QK_A_I8_HEAD);
                 corr[t] = cor[t0 - u0 + t];
             }
             __m512i dot[2][I8_NT];
@@ -149,20 +249,10 @@ QK_TARGET_AVX512VNNI bool qk_x86_avx512_i8_tile(const qk_wq *w, int64_t r0, int 
                 QK_BY_NT8(mt, i8_block(bp, blk, n, a, corr, 2, N, dot))
             else
                 QK_BY_NT8(mt, i8_block(bp, blk, n, a, corr, 1, N, dot))
-            for (int j = 0; j < nb; j++) {
-                const int64_t bj = b + j;
-                const int64_t ra = bj * 16 > r0 ? bj * 16 : r0, rb = bj * 16 + 16 < r0 + nr ? bj * 16 + 16 : r0 + nr;
-                const __m512 s16 = _mm512_loadu_ps(sv + 16 * j);
-                const __m512i ws16 = _mm512_loadu_si512((const void *)(zs + 16 * j));
-                for (int t = 0; t < mt; t++) {
-                    const __m512i d = _mm512_sub_epi32(dot[j][t], _mm512_mullo_epi32(_mm512_set1_epi32(ah[t].zero), ws16));
-                    const __m512 sum = _mm512_add_ps(_mm512_setzero_ps(), _mm512_mul_ps(_mm512_cvtepi32_ps(d), s16));
-                    /* lanes [ra, rb) compressed down and stored masked (a copy loop is a memcpy call) */
-                    const __mmask16 in = (__mmask16)(((1u << (rb - ra)) - 1) << (ra - bj * 16));
-                    _mm512_mask_storeu_ps(out + (size_t)(t0 + t) * ldo + (size_t)(ra - r0), (__mmask16)((1u << (rb - ra)) - 1),
-                                          _mm512_maskz_compress_ps(in, _mm512_mul_ps(_mm512_set1_ps(ah[t].scale), sum)));
-                }
-            }
+            for (int j = 0; j < nb; j++)
+                for (int t = 0; t < mt; t++)
+                    i8_out(dot[j][t], &ahs[t0 - u0 + t], sv + 16 * j, zs + 16 * j, b + j, r0, nr,
+                           out + (size_t)(t0 + t) * ldo);
         }
         b += nb;
     }
