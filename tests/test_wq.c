@@ -591,6 +591,19 @@ Test(wq, fp8_encoder_rules)
     cr_assert_eq(bo[1], -448.0f * 0.01f);
 }
 
+/* k's wq_tile of wp over R rows and T tokens in tiles of rt rows x tt
+ * tokens, into got (token t at t * R). */
+static void tiled(const qk_kernels *k, const qk_wq *wp, const uint8_t *y, size_t ys, int R, int T, int rt, int tt,
+                  float *got)
+{
+    memset(got, 0, sizeof *got * (size_t)R * (size_t)T);
+    for (int r0 = 0; r0 < R; r0 += rt)
+        for (int t0 = 0; t0 < T; t0 += tt) {
+            const int mr = R - r0 < rt ? R - r0 : rt, mt = T - t0 < tt ? T - t0 : tt;
+            k->wq_tile(wp, r0, mr, y + (size_t)t0 * ys, ys, mt, got + t0 * R + r0, R);
+        }
+}
+
 /* INT8 W8A8 over several 16-row blocks (the packed VNNI tiles take two
  * at a time): every level's packed products against the scalar tile; where
  * the CPU has AMX, the AVX-512 tiles with it (16-token tiles, up to four,
@@ -631,13 +644,7 @@ Test(wq, int8_packed_blocks)
             for (int ai = level == QK_CPU_AVX512 ? amx : 0; ai >= 0; ai--) {
                 qk_cpu_set_amx(ai);
                 for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-                    memset(got, 0, sizeof got);
-                    for (int r0 = 0; r0 < R; r0 += shapes[s][0])
-                        for (int t0 = 0; t0 < T; t0 += shapes[s][1]) {
-                            const int mr = R - r0 < shapes[s][0] ? R - r0 : shapes[s][0];
-                            const int mt = T - t0 < shapes[s][1] ? T - t0 : shapes[s][1];
-                            k->wq_tile(&wp, r0, mr, y + (size_t)t0 * ys, ys, mt, got + t0 * R + r0, R);
-                        }
+                    tiled(k, &wp, y, ys, R, T, shapes[s][0], shapes[s][1], got);
                     cr_assert(memcmp(got, want, sizeof want) == 0, "mode %d %s%s: packed tiles %dx%d differ", mode,
                               qk_cpu_level_name(level), ai ? " with AMX" : "", shapes[s][0], shapes[s][1]);
                 }
@@ -705,13 +712,7 @@ static void nv4_blocks(const int NB)
             wp.packed = pk;
             static const int shapes[][2] = {{48, T}, {16, 2}, {16, 1}, {20, 3}, {5, 7}, {3, 1}};
             for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-                memset(got, 0, sizeof got);
-                for (int r0 = 0; r0 < R; r0 += shapes[s][0])
-                    for (int t0 = 0; t0 < T; t0 += shapes[s][1]) {
-                        const int mr = R - r0 < shapes[s][0] ? R - r0 : shapes[s][0];
-                        const int mt = T - t0 < shapes[s][1] ? T - t0 : shapes[s][1];
-                        k->wq_tile(&wp, r0, mr, y + (size_t)t0 * ys, ys, mt, got + t0 * R + r0, R);
-                    }
+                tiled(k, &wp, y, ys, R, T, shapes[s][0], shapes[s][1], got);
                 for (int i = 0; i < R * T; i++)
                     cr_assert(memcmp(&got[i], &want[i], 4) == 0, "mode %d %s: packed tiles %dx%d differ at (%d, %d): %a, want %a",
                               mode, qk_cpu_level_name(level), shapes[s][0], shapes[s][1], i / R, i % R,
