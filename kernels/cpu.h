@@ -122,8 +122,9 @@ int qk_cpu_has_bf16_vbmi(void);
 /* True when the CPU has AMX-INT8 and the OS lets this process use the tile
  * registers (asked once), and QK_AMX=0 was not set: the AVX-512 level then
  * takes its Q4_0, Q5_0, Q8_0, IQ4_XS and INT8 W8A8 prompt products there
- * (kernels/x86/amx_packed.c, avx512_wq_i8.c; the same bits).  qk_cpu_set_amx(0) turns that off, (1) on again where there is
- * AMX (tests run both); not thread-safe, call it between products. */
+ * (kernels/x86/amx_packed.c, avx512_wq_i8.c; the same bits).
+ * qk_cpu_set_amx(0) turns that off, (1) on again where there is AMX (tests
+ * run both); not thread-safe, call it between products. */
 int qk_cpu_has_amx(void);
 void qk_cpu_set_amx(int on);
 

@@ -26,9 +26,6 @@
 #ifdef QK_X86
 #include <stdalign.h>
 
-#define QK_TARGET_AMX \
-    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,amx-tile,amx-int8")))
-
 /* bytes of a token's Q8_0 block; of a packed block of a group (Q4_0, Q5_0,
  * Q8_0); blocks per span; tokens per tile */
 enum { QB = 34, GB4 = 8 * 18, GB5 = 8 * 22, GB8 = 8 * 34, KB = 32, TT = 16 };
@@ -39,17 +36,8 @@ enum { QB = 34, GB4 = 8 * 18, GB5 = 8 * 22, GB8 = 8 * 34, KB = 32, TT = 16 };
 enum { QKB = 292, GBX = 80 + 8 * 128 };
 
 /* The tile palette: tmm0..3 block sums, tmm4..5 tokens' bytes, tmm6..7
- * weights (config). */
-typedef struct {
-    uint8_t palette, start;
-    uint8_t rsv[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} amx_cfg;
-
-/* A constant: GCC 12's _tile_loadconfig names only the first 8 bytes of
- * its operand, so the stores of a local config could be dropped. */
-static const alignas(64) amx_cfg cfg = {
+ * weights. */
+static const alignas(64) qk_amx_cfg cfg = {
     .palette = 1,
     .colsb = {64, 64, 64, 64, 32, 32, 64, 64}, /* sums 16 x 16 int32; tokens 16 x 32 bytes; weights 8 x 64 */
     .rows = {16, 16, 16, 16, 16, 16, 8, 8},
@@ -112,12 +100,13 @@ pair_span(const int kind, const uint8_t *ga, const uint8_t *gb, int kb, int8_t *
     }
 }
 
-/* The float steps of 16 tokens' block sums (cs, token t at 16 t) with the
- * pair's row scales dxv (IQ4_XS: and sub-block scales lsv) and the tokens'
- * scales dy[t][b]; IQ4_XS: ((xd * yd) * ls) * (float)isum. */
+/* The float steps of block b: 16 tokens' sums (cs, token t at 16 t) with
+ * the pair's row scales dx (IQ4_XS: and sub-block scales ls) and the
+ * tokens' scales dy[t][b]; IQ4_XS: ((xd * yd) * ls) * (float)isum. */
 QK_TARGET_AMX __attribute__((always_inline)) static inline void
-steps(const int kind, __m512 f[TT], const int32_t *cs, __m512 dxv, __m512 lsv, const float (*dy)[KB], int b)
+steps(const int kind, __m512 f[TT], const int32_t *cs, const float *dx, const float *ls, const float (*dy)[KB], int b)
 {
+    const __m512 dxv = _mm512_load_ps(dx + 16 * b), lsv = kind == QK_AMX_IQ4_XS ? _mm512_load_ps(ls + 16 * b) : dxv;
     _Pragma("GCC unroll 16") for (int t = 0; t < TT; t++) {
         const __m512 s = _mm512_cvtepi32_ps(_mm512_load_si512(cs + 16 * t)), d = _mm512_set1_ps(dy[t][b]);
         f[t] = _mm512_add_ps(f[t], kind == QK_AMX_Q4_0     ? _mm512_mul_ps(_mm512_mul_ps(s, dxv), d)
@@ -214,11 +203,9 @@ tile(const int kind, int64_t n, const void *xp, int ng, const void *y, size_t ys
                             dp(a, bt, b + 2);
                         store(b, cs[b & 1]);
                         if (b > 0)
-                            steps(kind, f, cs[(b - 1) & 1], _mm512_load_ps(dx + 16 * (b - 1)),
-                                  _mm512_load_ps(ls + 16 * (b - 1)), dyt, b - 1);
+                            steps(kind, f, cs[(b - 1) & 1], dx, ls, dyt, b - 1);
                     }
-                    steps(kind, f, cs[(kb - 1) & 1], _mm512_load_ps(dx + 16 * (kb - 1)), _mm512_load_ps(ls + 16 * (kb - 1)),
-                          dyt, kb - 1);
+                    steps(kind, f, cs[(kb - 1) & 1], dx, ls, dyt, kb - 1);
                     _Pragma("GCC unroll 16") for (int t = 0; t < TT; t++)
                         if (full)
                             _mm512_storeu_ps(o + (size_t)t * ldo, f[t]);
@@ -248,7 +235,7 @@ AMX_TILE(tile_iq4_xs, QK_AMX_IQ4_XS)
 int qk_x86_amx_tile32(int kind, int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt, float *out,
                       size_t ldo)
 {
-    if (nt < TT || !qk_cpu_has_amx())
+    if (nt < TT || kind == QK_AMX_NONE || !qk_cpu_has_amx())
         return 0;
     switch (kind) {
     case QK_AMX_Q4_0: return tile_q4_0(n, xp, ng, y, ys, nt, out, ldo);

@@ -147,11 +147,11 @@ QK_TARGET_V512 static void q8_0_span(const uint8_t *ga, const uint8_t *gb, int n
 }
 
 /* The tile of the blocks-of-32 types: their spans over a packed512 of bsize-byte blocks. */
-QK_TARGET_V512 static inline void tile32(size_t bsize, prep512_fn prep, span512_fn span, int64_t n, const void *xp,
+QK_TARGET_V512 static inline void tile32(int amx, size_t bsize, prep512_fn prep, span512_fn span, int64_t n, const void *xp,
                                          int ng, const void *y, size_t ys, int nt, float *out, size_t ldo)
 {
     act32 a;
-    const packed512 k = {.nb = n / QK, .bsize = bsize, .kc = KC32, .pt = PT8, .prep = prep, .span = span, .act = &a};
+    const packed512 k = {.cols = n, .blk = QK, .amx = amx, .bsize = bsize, .kc = KC32, .pt = PT8, .prep = prep, .span = span, .act = &a};
     packed512_tile(&k, xp, ng, y, ys, nt, out, ldo);
 }
 
@@ -162,25 +162,19 @@ QK_TARGET_V512 static void q4_0_packed_tile(int64_t n, const void *xp, int ng, c
         packed_tile_in(qk_x86_avx2_packed, QK_Q4_0)(n, xp, ng, y, ys, nt, out, ldo);
         return;
     }
-    const int done = qk_x86_amx_tile32(QK_AMX_Q4_0, n, xp, ng, y, ys, nt, out, ldo);
-    tile32(PB4, prep_q4_0, q4_0_span, n, xp, ng, (const uint8_t *)y + (size_t)done * ys, ys, nt - done,
-           out + (size_t)done * ldo, ldo);
+    tile32(QK_AMX_Q4_0, PB4, prep_q4_0, q4_0_span, n, xp, ng, y, ys, nt, out, ldo);
 }
 
 QK_TARGET_V512 static void q5_0_packed_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys,
                                             int nt, float *out, size_t ldo)
 {
-    const int done = qk_x86_amx_tile32(QK_AMX_Q5_0, n, xp, ng, y, ys, nt, out, ldo);
-    tile32(PB5, prep_q5_0, q5_0_span, n, xp, ng, (const uint8_t *)y + (size_t)done * ys, ys, nt - done,
-           out + (size_t)done * ldo, ldo);
+    tile32(QK_AMX_Q5_0, PB5, prep_q5_0, q5_0_span, n, xp, ng, y, ys, nt, out, ldo);
 }
 
 QK_TARGET_V512 static void q8_0_packed_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys,
                                             int nt, float *out, size_t ldo)
 {
-    const int done = qk_x86_amx_tile32(QK_AMX_Q8_0, n, xp, ng, y, ys, nt, out, ldo);
-    tile32(PB8, prep_q8_0, q8_0_span, n, xp, ng, (const uint8_t *)y + (size_t)done * ys, ys, nt - done,
-           out + (size_t)done * ldo, ldo);
+    tile32(QK_AMX_Q8_0, PB8, prep_q8_0, q8_0_span, n, xp, ng, y, ys, nt, out, ldo);
 }
 
 static size_t q8_0_pack_size(int64_t n) { return (size_t)(n / QK) * PB8; }

@@ -255,7 +255,7 @@ QK_TARGET_V512 static void iq4_xs_span(const uint8_t *ga, const uint8_t *gb, int
  * side by side (a 16384x4096 matrix from memory, one token, the AVX2
  * kernel against these spans, thread CPU time, best and median of 7:
  * Q4_K 1.4x and 1.25x, Q5_K 1.1x and 1.0x, IQ4_XS 0.95x and 1.15x). */
-#define TILE512(name, id, bsz, prepfn, actt, lanes_, pt_, below, amx)                                   \
+#define TILE512(name, id, bsz, prepfn, actt, lanes_, pt_, below, amx_)                                  \
     QK_TARGET_V512 static void name##_packed_tile(int64_t n, const void *xp, int ng, const void *y,     \
                                                   size_t ys, int nt, float *out, size_t ldo)            \
     {                                                                                                   \
@@ -264,19 +264,18 @@ QK_TARGET_V512 static void iq4_xs_span(const uint8_t *ga, const uint8_t *gb, int
             one(n, xp, ng, y, ys, nt, out, ldo);                                                        \
             return;                                                                                     \
         }                                                                                               \
-        const int done = (amx) >= 0 ? qk_x86_amx_tile32((amx), n, xp, ng, y, ys, nt, out, ldo) : 0;    \
         actt a;                                                                                         \
-        const packed512 k = {.nb = n / QKK, .bsize = bsz, .kc = KC, .pt = pt_, .lanes = lanes_,         \
-                             .prep = prepfn, .span = name##_span, .act = &a};                           \
-        packed512_tile(&k, xp, ng, (const uint8_t *)y + (size_t)done * ys, ys, nt - done,               \
-                       out + (size_t)done * ldo, ldo);                                                  \
+        const packed512 k = {.cols = n, .blk = QKK, .amx = amx_, .bsize = bsz, .kc = KC, .pt = pt_,      \
+                             .lanes = lanes_, .prep = prepfn, .span = name##_span, .act = &a};          \
+        packed512_tile(&k, xp, ng, y, ys, nt, out, ldo);                                                \
     }
 
-/* (amx: amx_packed.c's kind, or -1: the K-quants' eight lane sums split
- * each sub-block's products by index mod 8, which one tile product cannot) */
-TILE512(q4_K, QK_Q4_K, PACKED, prep_k4, act_k, 1, PT8, qk_x86_avx2_packed_k4, -1)
-TILE512(q5_K, QK_Q5_K, PACKED5, prep_k4, act_k, 1, PT8, qk_x86_avx2_packed_k4, -1)
-TILE512(q6_K, QK_Q6_K, PACKED6, prep_k6, act_k, 1, PT8, qk_x86_avx2_packed_k6, -1)
+/* (amx: amx_packed.c's kind; none for the K-quants, whose eight lane sums
+ * split each sub-block's products by index mod 8, which one tile product
+ * cannot) */
+TILE512(q4_K, QK_Q4_K, PACKED, prep_k4, act_k, 1, PT8, qk_x86_avx2_packed_k4, QK_AMX_NONE)
+TILE512(q5_K, QK_Q5_K, PACKED5, prep_k4, act_k, 1, PT8, qk_x86_avx2_packed_k4, QK_AMX_NONE)
+TILE512(q6_K, QK_Q6_K, PACKED6, prep_k6, act_k, 1, PT8, qk_x86_avx2_packed_k6, QK_AMX_NONE)
 TILE512(iq4_xs, QK_IQ4_XS, PACKED4X, prep_x4, act_x4, 0, PT8, qk_x86_avx2_packed_sum, QK_AMX_IQ4_XS)
 
 /* The AVX2 level's packing (pack NULL). */

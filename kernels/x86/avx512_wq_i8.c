@@ -115,19 +115,8 @@ QK_TARGET_AVX512VNNI static int32_t i8_corr(const int8_t *a, int64_t n)
  * four 16-token tiles share each B tile; the columns past the last multiple
  * of 64 go through vpdpbusd, started at -128 times their activations' sum.
  * The sums are the exact dots, as the VNNI path's (no correction to add). */
-#define QK_TARGET_AMX_I8 \
-    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,amx-tile,amx-int8")))
-
-typedef struct {
-    uint8_t palette, start;
-    uint8_t rsv[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} i8_amx_cfg;
-
-/* tmm0..3 the dots of four token tiles, tmm4 the weights, tmm5..6 tokens (a constant: GCC 12's
- * _tile_loadconfig names only the first 8 bytes of its operand) */
-static const _Alignas(64) i8_amx_cfg i8_cfg = {
+/* tmm0..3 the dots of four token tiles, tmm4 the weights, tmm5..6 tokens */
+static const _Alignas(64) qk_amx_cfg i8_cfg = {
     .palette = 1, .colsb = {64, 64, 64, 64, 64, 64, 64}, .rows = {16, 16, 16, 16, 16, 16, 16}};
 
 #define I8_TDP(c, at)                                          \
@@ -138,8 +127,8 @@ static const _Alignas(64) i8_amx_cfg i8_cfg = {
 
 /* The exact dots of block bp (16 rows) and 16 * ntile tokens from y (rows ys
  * apart), n columns, into d[16 ntile][16]. */
-QK_TARGET_AMX_I8 static void i8_amx(const uint8_t *bp, int64_t n, const uint8_t *y, size_t ys, int ntile,
-                                    int32_t (*d)[16])
+QK_TARGET_AMX static void i8_amx(const uint8_t *bp, int64_t n, const uint8_t *y, size_t ys, int ntile,
+                               int32_t (*d)[16])
 {
     const int64_t n64 = n / 64 * 64;
     const uint8_t *a0 = y + QK_A_I8_HEAD;

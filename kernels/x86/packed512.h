@@ -10,7 +10,8 @@
  * The tile driver (packed512_tile) takes the groups two at a time (an odd
  * last group pairs with itself, its upper lanes dropped), tokens up to
  * PT8 at a time, blocks in spans whose activation side is prepared once
- * for every pair of the tile. */
+ * for every pair of the tile.  Where the type has an AMX kind and the CPU
+ * AMX, the first nt - nt % 16 tokens go through amx_packed.c instead. */
 #ifndef QK_X86_PACKED512_H
 #define QK_X86_PACKED512_H
 
@@ -82,11 +83,13 @@ typedef void (*span512_fn)(const uint8_t *ga, const uint8_t *gb, int nt, int nb,
                            pair_state *st);
 
 typedef struct {
-    int64_t nb;     /* blocks per row */
+    int64_t cols;   /* columns */
+    int blk;        /* columns per block (32, or 256 for the super-blocks) */
     size_t bsize;   /* bytes of one packed block of a group */
     int kc;         /* blocks per span */
     int pt;         /* tokens per span call (<= PT8) */
     int lanes;      /* the state's eight lane sums are used */
+    int amx;        /* amx_packed.c's kind for the first nt - nt % 16 tokens, or QK_AMX_NONE */
     prep512_fn prep;
     span512_fn span;
     void *act;
@@ -107,7 +110,10 @@ static inline qk_packed_tile_fn packed_tile_in(const qk_pack_ops *t, int id)
 QK_TARGET_V512 static inline void packed512_tile(const packed512 *k, const void *xp, int ng, const void *y,
                                                  size_t ys, int nt, float *out, size_t ldo)
 {
-    const size_t gsize = (size_t)k->nb * k->bsize;
+    const int done = qk_x86_amx_tile32(k->amx, k->cols, xp, ng, y, ys, nt, out, ldo);
+    y = (const uint8_t *)y + (size_t)done * ys, nt -= done, out += (size_t)done * ldo;
+    const int64_t nb = k->cols / k->blk;
+    const size_t gsize = (size_t)nb * k->bsize;
     pair_state st[PAIRS];
     const int npairs = (ng + 1) / 2;
     for (int p0 = 0; p0 < npairs; p0 += PAIRS) {
@@ -123,8 +129,8 @@ QK_TARGET_V512 static inline void packed512_tile(const packed512 *k, const void 
                     for (int l = 0; k->lanes && l < 8; l++)
                         st[pi].s[t][l] = _mm512_setzero_ps();
                 }
-            for (int64_t b0 = 0; b0 < k->nb; b0 += k->kc) {
-                const int kb = (int)(k->nb - b0 < k->kc ? k->nb - b0 : k->kc);
+            for (int64_t b0 = 0; b0 < nb; b0 += k->kc) {
+                const int kb = (int)(nb - b0 < k->kc ? nb - b0 : k->kc);
                 k->prep(yr, q, b0, kb, k->act);
                 for (int pi = 0; pi < pn; pi++) {
                     const int g = 2 * (p0 + pi);

@@ -49,8 +49,9 @@ extern const qk_pack_ops qk_x86_avx512_packed_f[];
 
 /* amx_packed.c: the first nt - nt % 16 tokens of the AVX-512 level's Q4_0,
  * Q5_0, Q8_0 or IQ4_XS tile (its packing) with AMX-INT8, the same bits;
- * returns how many it took (0 without qk_cpu_has_amx()). */
-enum { QK_AMX_Q4_0, QK_AMX_Q5_0, QK_AMX_Q8_0, QK_AMX_IQ4_XS };
+ * returns how many it took (0 without qk_cpu_has_amx(), or for kind
+ * QK_AMX_NONE). */
+enum { QK_AMX_NONE, QK_AMX_Q4_0, QK_AMX_Q5_0, QK_AMX_Q8_0, QK_AMX_IQ4_XS };
 int qk_x86_amx_tile32(int kind, int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt, float *out,
                       size_t ldo);
 
@@ -161,7 +162,19 @@ void qk_x86_avx2_iq4_pack(const float *x, float id, const int8_t *codebook, uint
     __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")))
 #define QK_TARGET_AVX512VNNI \
     __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
+#define QK_TARGET_AMX \
+    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,amx-tile,amx-int8")))
 #define QK_TARGET_AVX512BF16 \
     __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512bf16")))
+
+/* The AMX tile palette (ldtilecfg's 64 bytes, palette 1).  Kernels keep
+ * theirs as a constant: GCC 12's _tile_loadconfig names only the first 8
+ * bytes of its operand as read, so the stores of a local one can be dropped. */
+typedef struct {
+    uint8_t palette, start;
+    uint8_t rsv[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} qk_amx_cfg;
 
 #endif
