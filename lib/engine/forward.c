@@ -72,6 +72,7 @@
 #include "lib/core/ckd.h"
 #include "kernels/attn.h"
 #include "kernels/cpu.h"
+#include "kernels/expf.h"
 #include "kernels/half.h"
 #include "kernels/hadamard.h"
 #include "kernels/wq.h"
@@ -105,7 +106,8 @@ static float gelu_f32(float x)
     return 0.5f * x * (1.0f + tanhf(0.79788456080286535587989211986876f * x * (1.0f + 0.044715f * x * x)));
 }
 
-/* ggml_vec_swiglu_f32: silu(g) * u with silu(x) = x / (1 + expf(-x));
+/* ggml_vec_swiglu_f32: silu(g) * u with silu(x) = x / (1 + expf(-x))
+ * (kernels/expf.h: glibc's expf, in vector lanes);
  * ggml_vec_geglu_f32 with GGML_GELU_FP16: gelu of g rounded to F16 through
  * ggml's F16 table (its entries are F16 roundings of ggml_gelu_f32), 0 below
  * -10, g itself above 10; ggml_compute_forward_swiglu_oai_f32's clamped form. */
@@ -113,8 +115,7 @@ void qk_ffn_act_rows(const qk_hparams *hp, float *g, const float *u, size_t n)
 {
     switch (hp->ffn_act) {
     case QK_ACT_SILU:
-        for (size_t i = 0; i < n; i++)
-            g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+        qk_swiglu_kernel()(g, u, n);
         break;
     case QK_ACT_GELU:
         for (size_t i = 0; i < n; i++) {
@@ -131,10 +132,21 @@ void qk_ffn_act_rows(const qk_hparams *hp, float *g, const float *u, size_t n)
         break;
     case QK_ACT_SWIGLU_OAI: {
         const float alpha = hp->swiglu_alpha, limit = hp->swiglu_limit;
-        for (size_t i = 0; i < n; i++) {
-            const float x = g[i] < limit ? g[i] : limit;
-            const float y = u[i] < -limit ? -limit : u[i] > limit ? limit : u[i];
-            g[i] = x / (1.0f + expf(alpha * (-x))) * (y + 1.0f);
+        enum { CHUNK = 256 };
+        float e[CHUNK];
+        const qk_expf_fn ex = qk_expf_kernel();
+        for (size_t i0 = 0; i0 < n; i0 += CHUNK) {
+            const size_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
+            for (size_t j = 0; j < m; j++) {
+                const float x = g[i0 + j] < limit ? g[i0 + j] : limit;
+                e[j] = alpha * (-x);
+            }
+            ex(e, 0.0f, e, m);
+            for (size_t j = 0; j < m; j++) {
+                const float x = g[i0 + j] < limit ? g[i0 + j] : limit;
+                const float y = u[i0 + j] < -limit ? -limit : u[i0 + j] > limit ? limit : u[i0 + j];
+                g[i0 + j] = x / (1.0f + e[j]) * (y + 1.0f);
+            }
         }
         break;
     }

@@ -16,8 +16,8 @@
  * Determinism: routing is per token and fixed-order: the softmax is max, then
  * expf(l - max) summed in double in expert order, then times (float)(1/sum)
  * (ggml_vec_soft_max_f32 and its scalar expf, which ggml takes for rows of
- * fewer than 16 experts; wider rows get ggml's vector expf there, the C
- * library's here); the top k are chosen by value, ties to the lower expert
+ * fewer than 16 experts; wider rows get ggml's vector expf there, glibc's
+ * here, kernels/expf.h); the top k are chosen by value, ties to the lower expert
  * index; the weights' sum is a double sum in choice order cast to float
  * (ggml_vec_sum_f32).  The experts' products go through qk_matmul, reading
  * only the chosen experts' rows, and each output row depends on its own
@@ -35,17 +35,18 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/expf.h"
+
 /* ggml_soft_max over n values in place. */
 static void softmax(float *v, int n)
 {
     float max = -INFINITY;
     for (int i = 0; i < n; i++)
         max = v[i] > max ? v[i] : max;
+    qk_expf_kernel()(v, max, v, (size_t)n);
     double sum = 0.0;
-    for (int i = 0; i < n; i++) {
-        v[i] = expf(v[i] - max);
+    for (int i = 0; i < n; i++)
         sum += (double)v[i];
-    }
     const float inv = (float)(1.0 / sum);
     for (int i = 0; i < n; i++)
         v[i] *= inv;
@@ -151,7 +152,7 @@ static int shared_expert(qk_ctx *c, const qk_layer *L, const float *xb, int nt, 
     if (qk_ctx_products(c, &dn, &w->sh, 1, c->gate, nt, err))
         return err->code;
     for (int t = 0; t < nt; t++) {
-        const float g = w->sg[t], gate = g / (1.0f + expf(-g)) / g;
+        const float g = w->sg[t], gate = g / (1.0f + qk_expf(-g)) / g;
         for (int i = 0; i < ne; i++)
             w->sh[(size_t)t * ne + i] *= gate;
     }

@@ -13,6 +13,7 @@
 #include "lib/core/ckd.h"
 #include "lib/engine/matmul.h"
 #include "lib/core/outfile.h"
+#include "kernels/expf.h"
 #include "kernels/types.h"
 
 #define LLAMA_MAGIC "_logits_"
@@ -39,9 +40,7 @@ void qk_kldb_quantize_row(const float *logits, int n_vocab, float *scale_out, fl
         min_logit = fminf(min_logit, logits[i]);
     }
     min_logit = fmaxf(min_logit, max_logit - 16);
-    double sum_exp = 0.0;
-    for (int i = 0; i < n_vocab; i++)
-        sum_exp += expf(logits[i] - max_logit);
+    const double sum_exp = qk_expf_sum(logits, max_logit, (size_t)n_vocab);
     const float log_sum_exp = (float)log(sum_exp);
     const float min_log_prob = min_logit - max_logit - log_sum_exp;
     const float scale = (max_logit - min_logit) / 65535.f;
@@ -61,9 +60,7 @@ float qk_kldb_lse(const float *logits, int n_vocab, float *max_out)
     float max = logits[0];
     for (int i = 1; i < n_vocab; i++)
         max = logits[i] > max ? logits[i] : max;
-    double sum = 0.0;
-    for (int i = 0; i < n_vocab; i++)
-        sum += expf(logits[i] - max);
+    const double sum = qk_expf_sum(logits, max, (size_t)n_vocab);
     *max_out = max;
     return (float)log(sum);
 }
@@ -783,10 +780,7 @@ int qk_kldb_write_row(qk_kldb_writer *w, const float *logits, const float *hidde
     const int kt = QK_KLDB_TOP < nv ? QK_KLDB_TOP : nv;
     top_ids(logits, nv, w->top, kt);
     const float max_logit = logits[w->top[0]];
-    double sum_exp = 0.0;
-    for (int i = 0; i < nv; i++)
-        sum_exp += expf(logits[i] - max_logit);
-    const float lse = (float)log(sum_exp);
+    const float lse = (float)log(qk_expf_sum(logits, max_logit, (size_t)nv));
     for (size_t j = 0; j < K; j++) {
         const int id = w->top[j < (size_t)kt ? j : 0];
         const float lp = logits[id] - max_logit - lse;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/expf.h"
 #include "lib/engine/forward.h"
 #include "lib/engine/matmul.h"
 #include "lib/core/threads.h"
@@ -32,13 +33,7 @@ static float row_max(const float *l, int nv, int *imax)
     return m;
 }
 
-static double row_sum_exp(const float *l, int nv, float max)
-{
-    double s = 0.0;
-    for (int i = 0; i < nv; i++)
-        s += expf(l[i] - max);
-    return s;
-}
+static double row_sum_exp(const float *l, int nv, float max) { return qk_expf_sum(l, max, (size_t)nv); }
 
 double qk_ppl_nll(const float *logits, int n_vocab, int tok, bool file_formula)
 {
@@ -64,22 +59,28 @@ void qk_kld_score(const float *logits, const float *base_lp, int n_vocab, int to
      * every term of the sum p_base * (lp_base - lp) zero. */
     float max;
     const float lse = qk_kldb_lse(logits, n_vocab, &max);
+    const qk_expf_fn ex = qk_expf_kernel();
+    enum { CHUNK = 512 };
+    float pb[CHUNK]; /* expf of the chunk's base log-probs */
     double sum = 0;
     int imax = -1, imax_base = -1;
     float lp_max = 0, lpb_max = 0;
-    for (int i = 0; i < n_vocab; i++) {
-        const float lp = QK_KLDB_LOGPROB(logits[i], max, lse), lpb = base_lp[i];
-        if (i == 0 || lp > lp_max) {
-            lp_max = lp;
-            imax = i;
-        }
-        if (i == 0 || lpb > lpb_max) {
-            lpb_max = lpb;
-            imax_base = i;
-        }
-        if (lpb > -16.f) {
-            const float p_base = expf(lpb);
-            sum += p_base * (lpb - lp);
+    for (int i0 = 0; i0 < n_vocab; i0 += CHUNK) {
+        const int m = n_vocab - i0 < CHUNK ? n_vocab - i0 : CHUNK;
+        ex(base_lp + i0, 0.0f, pb, (size_t)m);
+        for (int j = 0; j < m; j++) {
+            const int i = i0 + j;
+            const float lp = QK_KLDB_LOGPROB(logits[i], max, lse), lpb = base_lp[i];
+            if (i == 0 || lp > lp_max) {
+                lp_max = lp;
+                imax = i;
+            }
+            if (i == 0 || lpb > lpb_max) {
+                lpb_max = lpb;
+                imax_base = i;
+            }
+            if (lpb > -16.f)
+                sum += pb[j] * (lpb - lp); /* p_base = expf(lpb) */
         }
     }
     const float nll = -QK_KLDB_LOGPROB(logits[tok], max, lse), nll_base = -base_lp[tok];
@@ -87,7 +88,7 @@ void qk_kld_score(const float *logits, const float *base_lp, int n_vocab, int to
     out->nll_base = nll_base;
     out->kld = sum;
     out->same_top = imax == imax_base;
-    const float p_base = expf(-nll_base), p = expf(-nll);
+    const float p_base = qk_expf(-nll_base), p = qk_expf(-nll);
     out->p_diff = p - p_base;
 }
 

@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/expf.h"
+
 static int oom(qk_err *err) { return qk_errf(err, QK_EIO, "out of memory"); }
 
 void qk_task_toks_free(qk_task_toks *tt)
@@ -209,9 +211,14 @@ static float row_max(const float *l, int nv)
 static float logprob_f(const float *l, int nv, int32_t tok)
 {
     const float max = row_max(l, nv);
-    float sum = 0.f;
-    for (int j = 0; j < nv; j++)
-        sum += expf(l[j] - max);
+    const qk_expf_fn ex = qk_expf_kernel();
+    float e[512], sum = 0.f;
+    for (int j0 = 0; j0 < nv; j0 += 512) {
+        const int m = nv - j0 < 512 ? nv - j0 : 512;
+        ex(l + j0, max, e, (size_t)m);
+        for (int j = 0; j < m; j++)
+            sum += e[j];
+    }
     return l[tok] - max - logf(sum);
 }
 
@@ -219,10 +226,8 @@ static float logprob_f(const float *l, int nv, int32_t tok)
 static float softmax_prob(const float *l, int nv, int32_t tok)
 {
     const float max = row_max(l, nv);
-    double sum = 0.0;
-    for (int j = 0; j < nv; j++)
-        sum += expf(l[j] - max);
-    return (float)((double)expf(l[tok] - max) / sum);
+    const double sum = qk_expf_sum(l, max, (size_t)nv);
+    return (float)((double)qk_expf(l[tok] - max) / sum);
 }
 
 static int add_pair(qk_task_scorer *s, size_t *np, int64_t row, int32_t tok, qk_err *err)

@@ -1,0 +1,46 @@
+/* expf.h - glibc's expf, bit for bit, as a scalar reference and vector
+ * kernels.
+ *
+ * llama-perplexity's KL-divergence and perplexity scoring call expf once or
+ * twice per vocabulary entry and position; lib/eval reproduces that scoring
+ * bit for bit, so it needs expf's exact values.  The values are those of
+ * glibc's expf since 2.28 (sysdeps/ieee754/flt-32/e_expf.c) in the build
+ * glibc picks on x86-64 CPUs with FMA (__expf_fma): x as a double,
+ *     k = round(x * 32/ln2) (the 0x1.8p52 shift),  r = fma(32/ln2, x, -k),
+ *     s = 2^(k/32) from a 32-entry table,
+ *     y = fma(fma(C0, r, C1), r*r, fma(r, C2, 1)) * s,   (float)y,
+ * and its special cases for |x| >= 88 (overflow to +inf above 0x1.62e42ep6,
+ * 0 below -0x1.9fe368p6, the least subnormal below -0x1.9d1d9ep6).  qk
+ * computes these itself, so its scores do not depend on the C library or
+ * on whether the CPU has FMA (glibc's SSE2 build differs in the last bit
+ * of some values).  tests/test_expf.c compares every float against the
+ * C library's expf where that is glibc's FMA build, and a digest of all
+ * of them against the committed one everywhere. */
+#ifndef QK_EXPF_H
+#define QK_EXPF_H
+
+#include <stddef.h>
+
+/* The scalar reference. */
+float qk_expf(float x);
+
+/* out[i] = qk_expf(x[i] - sub) for i < n (the subtraction in float); out
+ * may be x. */
+typedef void (*qk_expf_fn)(const float *x, float sub, float *out, size_t n);
+
+/* The kernel of the active CPU level. */
+qk_expf_fn qk_expf_kernel(void);
+
+/* g[i] = g[i] / (1 + qk_expf(-g[i])) * u[i] for i < n: SwiGLU, silu(g) * u,
+ * each operation rounded as written (ggml_vec_swiglu_f32's scalar form). */
+typedef void (*qk_swiglu_fn)(float *g, const float *u, size_t n);
+qk_swiglu_fn qk_swiglu_kernel(void);
+qk_swiglu_fn qk_swiglu_kernel_at(int level);
+
+/* sum += (double)qk_expf(x[i] - sub) for i = 0 .. n-1 in order, from 0:
+ * the sums of exponentials of llama-perplexity's log_softmax. */
+double qk_expf_sum(const float *x, float sub, size_t n);
+/* The kernel of a level (the scalar loop for QK_CPU_SCALAR), NULL when unsupported. */
+qk_expf_fn qk_expf_kernel_at(int level);
+
+#endif

@@ -1,0 +1,74 @@
+/* avx512_expf.c - glibc's expf (kernels/expf.h) eight lanes of doubles at
+ * a time, sixteen floats a step: the reference's operations in the same
+ * order, fused where it fuses, the 32-entry table in four registers
+ * (vpermt2q on the low four bits of the index, bit 4 choosing the pair);
+ * a step with a lane of |x| >= 88 or NaN goes through the reference. */
+#include "kernels/x86/simd_common.h"
+
+#include "kernels/expf.h"
+#include "kernels/expf_impl.h"
+
+#ifdef QK_X86
+
+typedef struct {
+    __m512i t0, t1, t2, t3;
+} tab4;
+
+QK_TARGET_AVX512 static inline __m256 expf8(__m256 v, const tab4 *T)
+{
+    const __m512d xd = _mm512_cvtps_pd(v), inv = _mm512_set1_pd(QK_EXPF_INVLN2N);
+    const __m512d kds = _mm512_fmadd_pd(inv, xd, _mm512_set1_pd(QK_EXPF_SHIFT));
+    const __m512i ki = _mm512_castpd_si512(kds);
+    const __m512d kd = _mm512_sub_pd(kds, _mm512_set1_pd(QK_EXPF_SHIFT));
+    const __m512d r = _mm512_fmsub_pd(inv, xd, kd);
+    const __m512i lo = _mm512_permutex2var_epi64(T->t0, ki, T->t1), hi = _mm512_permutex2var_epi64(T->t2, ki, T->t3);
+    const __m512i t = _mm512_mask_blend_epi64(_mm512_test_epi64_mask(ki, _mm512_set1_epi64(16)), lo, hi);
+    const __m512d s = _mm512_castsi512_pd(_mm512_add_epi64(t, _mm512_slli_epi64(ki, 47)));
+    const __m512d z = _mm512_fmadd_pd(_mm512_set1_pd(QK_EXPF_C0), r, _mm512_set1_pd(QK_EXPF_C1));
+    const __m512d r2 = _mm512_mul_pd(r, r);
+    const __m512d y = _mm512_fmadd_pd(z, r2, _mm512_fmadd_pd(r, _mm512_set1_pd(QK_EXPF_C2), _mm512_set1_pd(1.0)));
+    return _mm512_cvtpd_ps(_mm512_mul_pd(y, s));
+}
+
+QK_TARGET_AVX512 void qk_x86_avx512_expf(const float *x, float sub, float *out, size_t n)
+{
+    const tab4 T = {_mm512_loadu_si512(qk_expf_tab), _mm512_loadu_si512(qk_expf_tab + 8),
+                    _mm512_loadu_si512(qk_expf_tab + 16), _mm512_loadu_si512(qk_expf_tab + 24)};
+    const __m512 vs = _mm512_set1_ps(sub);
+    const __m512i lim = _mm512_set1_epi32(0x42a), m11 = _mm512_set1_epi32(0x7ff);
+    for (size_t i = 0; i < n; i += 16) {
+        const size_t k = n - i < 16 ? n - i : 16;
+        const __mmask16 m = (__mmask16)((1u << k) - 1);
+        const __m512 v = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), vs);
+        const __m512i top = _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v), 20), m11);
+        if (_mm512_mask_cmpgt_epi32_mask(m, top, lim)) {
+            qk_expf_ref(x + i, sub, out + i, k);
+            continue;
+        }
+        const __m256 a = expf8(_mm512_castps512_ps256(v), &T), b = expf8(_mm512_extractf32x8_ps(v, 1), &T);
+        _mm512_mask_storeu_ps(out + i, m, _mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1));
+    }
+}
+
+QK_TARGET_AVX512 void qk_x86_avx512_swiglu(float *g, const float *u, size_t n)
+{
+    const tab4 T = {_mm512_loadu_si512(qk_expf_tab), _mm512_loadu_si512(qk_expf_tab + 8),
+                    _mm512_loadu_si512(qk_expf_tab + 16), _mm512_loadu_si512(qk_expf_tab + 24)};
+    const __m512i lim = _mm512_set1_epi32(0x42a), m11 = _mm512_set1_epi32(0x7ff);
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (size_t i = 0; i < n; i += 16) {
+        const size_t k = n - i < 16 ? n - i : 16;
+        const __mmask16 m = (__mmask16)((1u << k) - 1);
+        const __m512 x = _mm512_maskz_loadu_ps(m, g + i), v = _mm512_xor_ps(x, _mm512_set1_ps(-0.0f));
+        const __m512i top = _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v), 20), m11);
+        if (_mm512_mask_cmpgt_epi32_mask(m, top, lim)) {
+            qk_swiglu_ref(g + i, u + i, k);
+            continue;
+        }
+        const __m256 a = expf8(_mm512_castps512_ps256(v), &T), b = expf8(_mm512_extractf32x8_ps(v, 1), &T);
+        const __m512 e = _mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1);
+        _mm512_mask_storeu_ps(g + i, m, _mm512_mul_ps(_mm512_div_ps(x, _mm512_add_ps(one, e)), _mm512_maskz_loadu_ps(m, u + i)));
+    }
+}
+
+#endif
