@@ -34,6 +34,15 @@ expect 0 "$QK" kld -q -m "$KM" -f "$KT" -c 256 --chunks 2 --kld-base-out "$T/b.q
 [ "$(wc -c <"$T/b.qkb")" -lt $(( $(wc -c <"$T/b.kld") / 2 )) ] && ok || bad "qk base file not under half the llama size"
 expect 0 "$QK" kld -q -m "$KM" --kld-base "$T/b.qkb" -f "$KT" --max-kld-mean 1e-6 --min-same-top 100
 expect 0 "$QK" kld -q -m "$KM" --kld-base "$T/b.kld" --max-kld-mean 1e-6 --min-same-top 100
+# a base row that is no log-probabilities (row 5 of chunk 1: min_log_prob +1, decoded with the
+# batch's other rows on two threads): exit 2, the file, the field, the row's offset, as one row alone
+cp "$KB" "$T/badrow.kld"
+printf '\000\000\200\077' | dd of="$T/badrow.kld" bs=1 seek=$((20 + 4 * 1024 + 5 * 1032 + 4)) conv=notrunc 2>/dev/null
+for b in 512 1; do
+    expect 2 "$QK" kld -q -m "$KM" --kld-base "$T/badrow.kld" --chunks 2 -t 2 -b $b
+    grep -q "badrow.kld: log-probs at offset 9276: chunk 1 row 5: token 0 has log-probability 1$" "$T/err" &&
+        [ "$(wc -l <"$T/err")" = 1 ] && ok || bad "bad base row (-b $b): $(cat "$T/err")"
+done
 # --base: the model against itself in one pass is exactly zero (and its PPL ratio exactly 1)
 expect 0 "$QK" kld -q -m "$KM" --base "$KM" -f "$KT" -c 256 --chunks 1 --max-kld-mean 0 --max-ppl-ratio 1 --min-same-top 100
 # --logits/--logits-base: two qk-run --logits-out files of one token sequence
