@@ -664,7 +664,7 @@ Test(wq, int8_packed_blocks)
  * activation rows of zeros, infinities and NaNs. */
 static void nv4_blocks(const int NB)
 {
-    enum { R = 48, T = 11 };
+    enum { R = 48, T = 37 };
     const int C = 16 * NB;
     const bool full = NB > 75; /* room for the special rows */
     uint64_t rng = 0x4B4Aull + (uint64_t)NB;
@@ -710,7 +710,7 @@ static void nv4_blocks(const int NB)
             k->wq_pack(&w, pk, 1, R / 8);
             qk_wq wp = w;
             wp.packed = pk;
-            static const int shapes[][2] = {{48, T}, {16, 2}, {16, 1}, {20, 3}, {5, 7}, {3, 1}};
+            static const int shapes[][2] = {{48, T}, {16, 2}, {16, 1}, {20, 3}, {5, 7}, {3, 1}, {16, 16}, {32, 20}};
             for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
                 tiled(k, &wp, y, ys, R, T, shapes[s][0], shapes[s][1], got);
                 for (int i = 0; i < R * T; i++)
@@ -729,6 +729,7 @@ static void nv4_blocks(const int NB)
 Test(wq, nvfp4_packed_blocks)
 {
     nv4_blocks(64 + 8 + 5); /* a whole piece, a group of 8 and a tail of 5 */
+    nv4_blocks(40);         /* one piece, decoded once for every token */
     nv4_blocks(5);          /* the tail alone: no lane sums */
 }
 
