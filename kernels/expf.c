@@ -102,39 +102,26 @@ void qk_swiglu_ref(float *g, const float *u, size_t n)
         g[i] = g[i] / (1.0f + qk_expf(-g[i])) * u[i];
 }
 
-qk_expf_fn qk_expf_kernel_at(int level)
+static const qk_expf_ops ref_ops = {.expf = qk_expf_ref, .swiglu = qk_swiglu_ref};
+
+const qk_expf_ops *qk_expf_ops_at(int level)
 {
     if (level < 0 || level > (int)qk_cpu_supported())
         return NULL;
 #ifdef QK_X86
     if (level >= QK_CPU_AVX512)
-        return qk_x86_avx512_expf;
+        return &qk_x86_avx512_expf_ops;
     if (level >= QK_CPU_AVX2)
-        return qk_x86_avx2_expf;
+        return &qk_x86_avx2_expf_ops;
 #endif
-    return qk_expf_ref;
+    return &ref_ops;
 }
 
-qk_expf_fn qk_expf_kernel(void) { return qk_expf_kernel_at(qk_cpu_level_active()); }
-
-qk_swiglu_fn qk_swiglu_kernel_at(int level)
-{
-    if (level < 0 || level > (int)qk_cpu_supported())
-        return NULL;
-#ifdef QK_X86
-    if (level >= QK_CPU_AVX512)
-        return qk_x86_avx512_swiglu;
-    if (level >= QK_CPU_AVX2)
-        return qk_x86_avx2_swiglu;
-#endif
-    return qk_swiglu_ref;
-}
-
-qk_swiglu_fn qk_swiglu_kernel(void) { return qk_swiglu_kernel_at(qk_cpu_level_active()); }
+const qk_expf_ops *qk_expf_ops_active(void) { return qk_expf_ops_at(qk_cpu_level_active()); }
 
 double qk_expf_sum(const float *x, float sub, size_t n)
 {
-    const qk_expf_fn k = qk_expf_kernel();
+    const qk_expf_fn k = qk_expf_ops_active()->expf;
     float e[512];
     double s = 0.0;
     for (size_t i0 = 0; i0 < n; i0 += 512) {

@@ -27,20 +27,23 @@ float qk_expf(float x);
 /* out[i] = qk_expf(x[i] - sub) for i < n (the subtraction in float); out
  * may be x. */
 typedef void (*qk_expf_fn)(const float *x, float sub, float *out, size_t n);
-
-/* The kernel of the active CPU level. */
-qk_expf_fn qk_expf_kernel(void);
-
 /* g[i] = g[i] / (1 + qk_expf(-g[i])) * u[i] for i < n: SwiGLU, silu(g) * u,
  * each operation rounded as written (ggml_vec_swiglu_f32's scalar form). */
 typedef void (*qk_swiglu_fn)(float *g, const float *u, size_t n);
-qk_swiglu_fn qk_swiglu_kernel(void);
-qk_swiglu_fn qk_swiglu_kernel_at(int level);
+
+/* A CPU level's kernels. */
+typedef struct qk_expf_ops {
+    qk_expf_fn expf;
+    qk_swiglu_fn swiglu;
+} qk_expf_ops;
+
+/* The kernels of the active CPU level. */
+const qk_expf_ops *qk_expf_ops_active(void);
+/* The kernels of a level (the scalar loops for QK_CPU_SCALAR), NULL when unsupported. */
+const qk_expf_ops *qk_expf_ops_at(int level);
 
 /* sum += (double)qk_expf(x[i] - sub) for i = 0 .. n-1 in order, from 0:
  * the sums of exponentials of llama-perplexity's log_softmax. */
 double qk_expf_sum(const float *x, float sub, size_t n);
-/* The kernel of a level (the scalar loop for QK_CPU_SCALAR), NULL when unsupported. */
-qk_expf_fn qk_expf_kernel_at(int level);
 
 #endif

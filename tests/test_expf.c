@@ -91,8 +91,8 @@ Test(expf, every_level_gives_glibc_values, .timeout = 300)
         cr_log_warn("the C library is not glibc's FMA expf: only the committed digests are compared");
     for (int level = 0; level <= (int)qk_cpu_supported(); level++) {
         long d1, d2;
-        const uint64_t h1 = digest(qk_expf_kernel_at(level), 0, libc, &d1);
-        const uint64_t h2 = digest(qk_expf_kernel_at(level), 1, libc, &d2);
+        const uint64_t h1 = digest(qk_expf_ops_at(level)->expf, 0, libc, &d1);
+        const uint64_t h2 = digest(qk_expf_ops_at(level)->expf, 1, libc, &d2);
         cr_expect(d1 == 0 && d2 == 0, "level %s: %ld and %ld values differ from the C library's expf",
                   qk_cpu_level_name(level), d1, d2);
         cr_expect(h1 == DIGEST_STRIDE, "level %s: stride digest 0x%016llx", qk_cpu_level_name(level),
@@ -131,14 +131,14 @@ Test(expf, kernels_equal_the_reference_at_every_length)
         for (int i = 0; i < n; i++)
             want[i] = qk_expf(x[i] - sub);
         for (int level = 0; level <= (int)qk_cpu_supported(); level++) {
-            qk_expf_kernel_at(level)(x, sub, got, (size_t)n);
+            qk_expf_ops_at(level)->expf(x, sub, got, (size_t)n);
             cr_expect(same(want, got, n), "level %s, n %d", qk_cpu_level_name(level), n);
             memcpy(got, x, sizeof x);
-            qk_expf_kernel_at(level)(got, sub, got, (size_t)n);
+            qk_expf_ops_at(level)->expf(got, sub, got, (size_t)n);
             cr_expect(same(want, got, n), "level %s, n %d, in place", qk_cpu_level_name(level), n);
         }
     }
-    cr_expect(qk_expf_kernel_at(QK_CPU_AVX512 + 1) == NULL);
+    cr_expect(qk_expf_ops_at(QK_CPU_AVX512 + 1) == NULL);
 }
 
 Test(expf, sums_in_order)
@@ -167,7 +167,7 @@ Test(expf, swiglu_equals_the_reference_at_every_level)
             want[i] = g[i] / (1.0f + qk_expf(-g[i])) * u[i];
         for (int level = 0; level <= (int)qk_cpu_supported(); level++) {
             memcpy(got, g, sizeof g);
-            qk_swiglu_kernel_at(level)(got, u, (size_t)n);
+            qk_expf_ops_at(level)->swiglu(got, u, (size_t)n);
             cr_expect(same(want, got, n), "level %s, n %d", qk_cpu_level_name(level), n);
         }
     }

@@ -34,7 +34,7 @@ QK_TARGET_AVX2 static inline int special8(__m256 v)
     return _mm256_movemask_epi8(_mm256_cmpgt_epi32(top, _mm256_set1_epi32(0x42a)));
 }
 
-QK_TARGET_AVX2 void qk_x86_avx2_expf(const float *x, float sub, float *out, size_t n)
+QK_TARGET_AVX2 static void expf_n(const float *x, float sub, float *out, size_t n)
 {
     const __m256 vs = _mm256_set1_ps(sub);
     size_t i = 0;
@@ -50,7 +50,7 @@ QK_TARGET_AVX2 void qk_x86_avx2_expf(const float *x, float sub, float *out, size
     qk_expf_ref(x + i, sub, out + i, n - i); /* the tail */
 }
 
-QK_TARGET_AVX2 void qk_x86_avx2_swiglu(float *g, const float *u, size_t n)
+QK_TARGET_AVX2 static void swiglu(float *g, const float *u, size_t n)
 {
     const __m256 one = _mm256_set1_ps(1.0f), neg = _mm256_set1_ps(-0.0f);
     size_t i = 0;
@@ -65,5 +65,7 @@ QK_TARGET_AVX2 void qk_x86_avx2_swiglu(float *g, const float *u, size_t n)
     }
     qk_swiglu_ref(g + i, u + i, n - i);
 }
+
+const qk_expf_ops qk_x86_avx2_expf_ops = {.expf = expf_n, .swiglu = swiglu};
 
 #endif

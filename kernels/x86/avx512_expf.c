@@ -30,7 +30,7 @@ QK_TARGET_AVX512 static inline __m256 expf8(__m256 v, const tab4 *T)
     return _mm512_cvtpd_ps(_mm512_mul_pd(y, s));
 }
 
-QK_TARGET_AVX512 void qk_x86_avx512_expf(const float *x, float sub, float *out, size_t n)
+QK_TARGET_AVX512 static void expf_n(const float *x, float sub, float *out, size_t n)
 {
     const tab4 T = {_mm512_loadu_si512(qk_expf_tab), _mm512_loadu_si512(qk_expf_tab + 8),
                     _mm512_loadu_si512(qk_expf_tab + 16), _mm512_loadu_si512(qk_expf_tab + 24)};
@@ -50,7 +50,7 @@ QK_TARGET_AVX512 void qk_x86_avx512_expf(const float *x, float sub, float *out, 
     }
 }
 
-QK_TARGET_AVX512 void qk_x86_avx512_swiglu(float *g, const float *u, size_t n)
+QK_TARGET_AVX512 static void swiglu(float *g, const float *u, size_t n)
 {
     const tab4 T = {_mm512_loadu_si512(qk_expf_tab), _mm512_loadu_si512(qk_expf_tab + 8),
                     _mm512_loadu_si512(qk_expf_tab + 16), _mm512_loadu_si512(qk_expf_tab + 24)};
@@ -70,5 +70,7 @@ QK_TARGET_AVX512 void qk_x86_avx512_swiglu(float *g, const float *u, size_t n)
         _mm512_mask_storeu_ps(g + i, m, _mm512_mul_ps(_mm512_div_ps(x, _mm512_add_ps(one, e)), _mm512_maskz_loadu_ps(m, u + i)));
     }
 }
+
+const qk_expf_ops qk_x86_avx512_expf_ops = {.expf = expf_n, .swiglu = swiglu};
 
 #endif

@@ -91,10 +91,8 @@ void qk_x86_avx512_fdot_tile(const qk_kernels *k, int64_t n, const void *x, size
                              const float *y, size_t ys, int nt, float *out, size_t ldo);
 
 /* glibc's expf of x[i] - sub, and SwiGLU with it (avx2_expf.c, avx512_expf.c; see kernels/expf.h). */
-void qk_x86_avx2_expf(const float *x, float sub, float *out, size_t n);
-void qk_x86_avx512_expf(const float *x, float sub, float *out, size_t n);
-void qk_x86_avx2_swiglu(float *g, const float *u, size_t n);
-void qk_x86_avx512_swiglu(float *g, const float *u, size_t n);
+struct qk_expf_ops;
+extern const struct qk_expf_ops qk_x86_avx2_expf_ops, qk_x86_avx512_expf_ops;
 
 /* Outer-product sums (avx2_gram.c, avx512_gram.c; see kernels/gram.h). */
 void qk_x86_avx2_gram(double *s, int64_t d, const float *x, int64_t n, int64_t i0, int64_t i1);

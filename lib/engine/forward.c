@@ -115,7 +115,7 @@ void qk_ffn_act_rows(const qk_hparams *hp, float *g, const float *u, size_t n)
 {
     switch (hp->ffn_act) {
     case QK_ACT_SILU:
-        qk_swiglu_kernel()(g, u, n);
+        qk_expf_ops_active()->swiglu(g, u, n);
         break;
     case QK_ACT_GELU:
         for (size_t i = 0; i < n; i++) {
@@ -134,7 +134,7 @@ void qk_ffn_act_rows(const qk_hparams *hp, float *g, const float *u, size_t n)
         const float alpha = hp->swiglu_alpha, limit = hp->swiglu_limit;
         enum { CHUNK = 256 };
         float e[CHUNK];
-        const qk_expf_fn ex = qk_expf_kernel();
+        const qk_expf_fn ex = qk_expf_ops_active()->expf;
         for (size_t i0 = 0; i0 < n; i0 += CHUNK) {
             const size_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
             for (size_t j = 0; j < m; j++) {

@@ -43,7 +43,7 @@ static void softmax(float *v, int n)
     float max = -INFINITY;
     for (int i = 0; i < n; i++)
         max = v[i] > max ? v[i] : max;
-    qk_expf_kernel()(v, max, v, (size_t)n);
+    qk_expf_ops_active()->expf(v, max, v, (size_t)n);
     double sum = 0.0;
     for (int i = 0; i < n; i++)
         sum += (double)v[i];

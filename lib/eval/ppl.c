@@ -59,7 +59,7 @@ void qk_kld_score(const float *logits, const float *base_lp, int n_vocab, int to
      * every term of the sum p_base * (lp_base - lp) zero. */
     float max;
     const float lse = qk_kldb_lse(logits, n_vocab, &max);
-    const qk_expf_fn ex = qk_expf_kernel();
+    const qk_expf_fn ex = qk_expf_ops_active()->expf;
     enum { CHUNK = 512 };
     float pb[CHUNK]; /* expf of the chunk's base log-probs */
     double sum = 0;

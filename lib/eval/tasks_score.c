@@ -211,7 +211,7 @@ static float row_max(const float *l, int nv)
 static float logprob_f(const float *l, int nv, int32_t tok)
 {
     const float max = row_max(l, nv);
-    const qk_expf_fn ex = qk_expf_kernel();
+    const qk_expf_fn ex = qk_expf_ops_active()->expf;
     float e[512], sum = 0.f;
     for (int j0 = 0; j0 < nv; j0 += 512) {
         const int m = nv - j0 < 512 ? nv - j0 : 512;
