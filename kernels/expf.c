@@ -10,8 +10,10 @@
 #include "kernels/expf_impl.h"
 #include "kernels/x86/x86.h"
 
-/* 2^(i/32) as double bits, minus i << 47 (glibc's __exp2f_data.tab), so
- * that adding k << 47 for k = i + 32m gives 2^(k/32). */
+/* 2^(i/32) rounded to the nearest double, as bits, minus i << 47 (the
+ * values of glibc's __exp2f_data.tab; each entry checked against 2^(i/32)
+ * computed to 60 digits), so that adding k << 47 for k = i + 32m gives
+ * 2^(k/32). */
 const uint64_t qk_expf_tab[32] = {
     0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51, 0x3fef72b83c7d517b,
     0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1, 0x3fef06fe0a31b715, 0x3feef1a7373aa9cb,

@@ -3,7 +3,8 @@
  *
  * llama-perplexity's KL-divergence and perplexity scoring call expf once or
  * twice per vocabulary entry and position; lib/eval reproduces that scoring
- * bit for bit, so it needs expf's exact values.  The values are those of
+ * bit for bit, so it needs expf's exact values (SwiGLU and the experts'
+ * softmax in lib/engine use them too).  The values are those of
  * glibc's expf since 2.28 (sysdeps/ieee754/flt-32/e_expf.c) in the build
  * glibc picks on x86-64 CPUs with FMA (__expf_fma): x as a double,
  *     k = round(x * 32/ln2) (the 0x1.8p52 shift),  r = fma(32/ln2, x, -k),
