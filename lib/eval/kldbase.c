@@ -99,7 +99,7 @@ struct qk_kldb_reader {
     uint8_t *in;            /* QK: compressed input buffer */
     size_t in_cap;
     ZSTD_inBuffer zin;
-    uint8_t *row;           /* LLAMA: one row; QK: one group */
+    uint8_t *row;           /* QK: one group */
     int chunk, row_in_chunk; /* next row to read */
     int group_start, group_rows; /* QK: rows of the chunk held in `row` */
     /* QK factored */
@@ -110,13 +110,14 @@ struct qk_kldb_reader {
     size_t hid_cap;         /* rows */
     qk_matmul_ws ws;
     int nthreads;
-    /* LLAMA, several rows at once (llama_rows): their bytes, file offsets,
-     * chunks and rows, and which failed check_row */
+    /* LLAMA (llama_rows): a batch of rows' bytes, and where each came from */
     uint8_t *raw;
+    struct raw_at {
+        uint64_t off;       /* file offset */
+        int chunk, row;     /* in the file */
+        bool bad;           /* failed the log-probability check */
+    } *raw_at;
     size_t raw_cap;         /* rows */
-    uint64_t *raw_off;
-    int *raw_chunk, *raw_row;
-    unsigned char *raw_bad;
 };
 
 const qk_kldb_info *qk_kldb_reader_info(const qk_kldb_reader *r) { return &r->info; }
@@ -131,7 +132,7 @@ void qk_kldb_close(qk_kldb_reader *r)
     qk_matmul_ws_free(&r->ws);
     free(r->head_buf), free(r->hid), free((void *)r->bias);
     free(r->info.tokens), free(r->path), free(r->frames), free(r->in), free(r->row);
-    free(r->raw), free(r->raw_off), free(r->raw_chunk), free(r->raw_row), free(r->raw_bad);
+    free(r->raw), free(r->raw_at);
     free(r);
 }
 
@@ -190,9 +191,8 @@ static int open_llama(qk_kldb_reader *r, uint64_t size, qk_err *err)
                          size < want ? "truncated" : "trailing bytes", (unsigned long long)size,
                          in->n_ctx, in->n_vocab, in->n_chunk, (unsigned long long)want);
     in->tokens = malloc((size_t)ntok * 4);
-    r->row = malloc(llama_nv(in->n_vocab) * 2);
     r->nthreads = 1;
-    if (!in->tokens || !r->row)
+    if (!in->tokens)
         return qk_errf(err, QK_EIO, "out of memory");
     if ((rc = read_at(r, 20, in->tokens, (size_t)ntok * 4, "tokens", err)) ||
         (rc = check_tokens(r, 20, err)))
@@ -458,26 +458,71 @@ static int check_row(const qk_kldb_reader *r, const float *lp, uint64_t off, qk_
     return i < 0 ? 0 : row_error(r, lp, i, off, r->chunk, r->row_in_chunk, err);
 }
 
+typedef struct {
+    qk_kldb_reader *r;
+    float *lp;
+} llama_job;
+
+static void llama_decode(void *ctx, size_t begin, size_t end)
+{
+    const llama_job *j = ctx;
+    const qk_kldb_reader *r = j->r;
+    const int nv = r->info.n_vocab;
+    const size_t n = llama_nv(nv) * 2;
+    for (size_t k = begin; k < end; k++) {
+        float *lp = j->lp + k * (size_t)nv;
+        dequant(r->raw + k * n, NULL, r->raw + k * n + 8, 1, nv, lp);
+        r->raw_at[k].bad = bad_token(lp, nv) >= 0;
+    }
+}
+
+/* LLAMA: n rows read one after another, then decoded and checked by
+ * r->nthreads threads (each row on its own: the same values); the first
+ * bad row is reported with its offset, chunk and row. */
+static int llama_rows(qk_kldb_reader *r, int n, float *lp, qk_err *err)
+{
+    const int nv = r->info.n_vocab;
+    const size_t rb = llama_nv(nv) * 2;
+    int rc;
+    if ((size_t)n > r->raw_cap) {
+        free(r->raw), free(r->raw_at);
+        r->raw = malloc((size_t)n * rb);
+        r->raw_at = malloc((size_t)n * sizeof *r->raw_at);
+        r->raw_cap = r->raw && r->raw_at ? (size_t)n : 0;
+        if (!r->raw_cap)
+            return qk_errf(err, QK_EIO, "out of memory");
+    }
+    for (int k = 0; k < n; k++) {
+        if (r->row_in_chunk == r->info.rows && (rc = qk_kldb_seek_chunk(r, r->chunk + 1, err)))
+            return rc;
+        struct raw_at *at = &r->raw_at[k];
+        *at = (struct raw_at){.off = (uint64_t)ftello(r->f), .chunk = r->chunk, .row = r->row_in_chunk};
+        if (fread(r->raw + (size_t)k * rb, 1, rb, r->f) != rb)
+            return qk_err_at(err, r->path, "log-probs", at->off, "truncated");
+        r->row_in_chunk++;
+    }
+    llama_job j = {r, lp};
+    qk_parallel_for(r->nthreads, (size_t)n, 1, llama_decode, &j);
+    for (int k = 0; k < n; k++)
+        if (r->raw_at[k].bad) {
+            const float *row = lp + (size_t)k * nv;
+            const struct raw_at *at = &r->raw_at[k];
+            return row_error(r, row, bad_token(row, nv), at->off, at->chunk, at->row, err);
+        }
+    return 0;
+}
+
 int qk_kldb_read_row(qk_kldb_reader *r, float *lp, qk_err *err)
 {
     const qk_kldb_info *in = &r->info;
     int rc;
     if (in->factored)
         return qk_kldb_read_rows(r, 1, lp, err);
+    if (in->format == QK_KLDB_LLAMA)
+        return llama_rows(r, 1, lp, err);
     if (r->row_in_chunk == in->rows && (rc = qk_kldb_seek_chunk(r, r->chunk + 1, err)))
         return rc;
     const int nv = in->n_vocab;
-    if (in->format == QK_KLDB_LLAMA) {
-        const size_t n = llama_nv(nv) * 2;
-        const uint64_t off = (uint64_t)ftello(r->f);
-        if (fread(r->row, 1, n, r->f) != n)
-            return qk_err_at(err, r->path, "log-probs", off, "truncated");
-        dequant(r->row, NULL, r->row + 8, 1, nv, lp);
-        if ((rc = check_row(r, lp, off, err)))
-            return rc;
-        r->row_in_chunk++;
-        return 0;
-    }
     int k = r->row_in_chunk - r->group_start;
     if (k >= r->group_rows) {
         const int g = in->rows - r->row_in_chunk < QK_KLDB_GROUP ? in->rows - r->row_in_chunk
@@ -510,69 +555,12 @@ int qk_kldb_read_row(qk_kldb_reader *r, float *lp, qk_err *err)
 
 void qk_kldb_set_threads(qk_kldb_reader *r, int nthreads) { r->nthreads = nthreads; }
 
-typedef struct {
-    qk_kldb_reader *r;
-    float *lp;
-} llama_job;
-
-static void llama_decode(void *ctx, size_t begin, size_t end)
-{
-    const llama_job *j = ctx;
-    const qk_kldb_reader *r = j->r;
-    const int nv = r->info.n_vocab;
-    const size_t n = llama_nv(nv) * 2;
-    for (size_t k = begin; k < end; k++) {
-        float *lp = j->lp + k * (size_t)nv;
-        dequant(r->raw + k * n, NULL, r->raw + k * n + 8, 1, nv, lp);
-        r->raw_bad[k] = bad_token(lp, nv) >= 0;
-    }
-}
-
-/* LLAMA: n rows read one after another, then decoded and checked by
- * r->nthreads threads (each row on its own: the same values); the first
- * bad row is reported as qk_kldb_read_row would. */
-static int llama_rows(qk_kldb_reader *r, int n, float *lp, qk_err *err)
-{
-    const int nv = r->info.n_vocab;
-    const size_t rb = llama_nv(nv) * 2;
-    int rc;
-    if ((size_t)n > r->raw_cap) {
-        free(r->raw), free(r->raw_off), free(r->raw_chunk), free(r->raw_row), free(r->raw_bad);
-        r->raw = malloc((size_t)n * rb);
-        r->raw_off = malloc((size_t)n * sizeof *r->raw_off);
-        r->raw_chunk = malloc((size_t)n * sizeof *r->raw_chunk);
-        r->raw_row = malloc((size_t)n * sizeof *r->raw_row);
-        r->raw_bad = malloc((size_t)n);
-        r->raw_cap = r->raw && r->raw_off && r->raw_chunk && r->raw_row && r->raw_bad ? (size_t)n : 0;
-        if (!r->raw_cap)
-            return qk_errf(err, QK_EIO, "out of memory");
-    }
-    for (int k = 0; k < n; k++) {
-        if (r->row_in_chunk == r->info.rows && (rc = qk_kldb_seek_chunk(r, r->chunk + 1, err)))
-            return rc;
-        r->raw_off[k] = (uint64_t)ftello(r->f);
-        r->raw_chunk[k] = r->chunk;
-        r->raw_row[k] = r->row_in_chunk;
-        if (fread(r->raw + (size_t)k * rb, 1, rb, r->f) != rb)
-            return qk_err_at(err, r->path, "log-probs", r->raw_off[k], "truncated");
-        r->row_in_chunk++;
-    }
-    llama_job j = {r, lp};
-    qk_parallel_for(r->nthreads, (size_t)n, 1, llama_decode, &j);
-    for (int k = 0; k < n; k++)
-        if (r->raw_bad[k]) {
-            const float *row = lp + (size_t)k * nv;
-            return row_error(r, row, bad_token(row, nv), r->raw_off[k], r->raw_chunk[k], r->raw_row[k], err);
-        }
-    return 0;
-}
-
 int qk_kldb_read_rows(qk_kldb_reader *r, int n, float *lp, qk_err *err)
 {
     const qk_kldb_info *in = &r->info;
     const size_t nv = (size_t)in->n_vocab;
     int rc;
-    if (!in->factored && in->format == QK_KLDB_LLAMA && n > 1)
+    if (!in->factored && in->format == QK_KLDB_LLAMA)
         return llama_rows(r, n, lp, err);
     if (!in->factored) {
         for (int k = 0; k < n; k++)
