@@ -8,6 +8,7 @@
 
 #include "kernels/cpu.h"
 #include "kernels/expf_impl.h"
+#include "kernels/half.h"
 #include "kernels/x86/x86.h"
 
 /* 2^(i/32) rounded to the nearest double, as bits, minus i << 47 (the
@@ -23,13 +24,6 @@ const uint64_t qk_expf_tab[32] = {
     0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069, 0x3fef5818dcfba487, 0x3fef7c97337b9b5f,
     0x3fefa4afa2a490da, 0x3fefd0765b6e4540,
 };
-
-static inline uint32_t f32_bits(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return u;
-}
 
 static inline double f64_of(uint64_t u)
 {
@@ -49,7 +43,7 @@ static inline uint64_t f64_bits(double d)
  * (which a finite x in [-0x1.9d1d9ep6, 0x1.62e42ep6] still takes). */
 static int expf_special(float x, float *y)
 {
-    const uint32_t u = f32_bits(x);
+    const uint32_t u = qk_f32_bits(x);
     if (u == 0xff800000u) {
         *y = 0.0f;
         return 1;
@@ -75,7 +69,7 @@ static int expf_special(float x, float *y)
 
 float qk_expf(float x)
 {
-    if (((f32_bits(x) >> 20) & 0x7ff) > 0x42a) {
+    if (((qk_f32_bits(x) >> 20) & 0x7ff) > 0x42a) {
         float y;
         if (expf_special(x, &y))
             return y;

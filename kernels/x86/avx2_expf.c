@@ -26,6 +26,12 @@ QK_TARGET_AVX2 static inline __m128 expf4(__m128 v)
     return _mm256_cvtpd_ps(_mm256_mul_pd(y, s));
 }
 
+/* expf of the 8 floats v. */
+QK_TARGET_AVX2 static inline __m256 expf8(__m256 v)
+{
+    return _mm256_set_m128(expf4(_mm256_extractf128_ps(v, 1)), expf4(_mm256_castps256_ps128(v)));
+}
+
 /* The lanes of v whose exponent field (bits 20..30 of the float) is above
  * 0x42a: |v| >= 88, infinities, NaN. */
 QK_TARGET_AVX2 static inline int special8(__m256 v)
@@ -40,12 +46,10 @@ QK_TARGET_AVX2 static void expf_n(const float *x, float sub, float *out, size_t 
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         const __m256 v = _mm256_sub_ps(_mm256_loadu_ps(x + i), vs);
-        if (special8(v)) {
+        if (special8(v))
             qk_expf_ref(x + i, sub, out + i, 8);
-            continue;
-        }
-        _mm_storeu_ps(out + i, expf4(_mm256_castps256_ps128(v)));
-        _mm_storeu_ps(out + i + 4, expf4(_mm256_extractf128_ps(v, 1)));
+        else
+            _mm256_storeu_ps(out + i, expf8(v));
     }
     qk_expf_ref(x + i, sub, out + i, n - i); /* the tail */
 }
@@ -56,12 +60,10 @@ QK_TARGET_AVX2 static void swiglu(float *g, const float *u, size_t n)
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         const __m256 x = _mm256_loadu_ps(g + i), v = _mm256_xor_ps(x, neg);
-        if (special8(v)) {
+        if (special8(v))
             qk_swiglu_ref(g + i, u + i, 8);
-            continue;
-        }
-        const __m256 e = _mm256_set_m128(expf4(_mm256_extractf128_ps(v, 1)), expf4(_mm256_castps256_ps128(v)));
-        _mm256_storeu_ps(g + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, e)), _mm256_loadu_ps(u + i)));
+        else
+            _mm256_storeu_ps(g + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, expf8(v))), _mm256_loadu_ps(u + i)));
     }
     qk_swiglu_ref(g + i, u + i, n - i);
 }

@@ -30,44 +30,55 @@ QK_TARGET_AVX512 static inline __m256 expf8(__m256 v, const tab4 *T)
     return _mm512_cvtpd_ps(_mm512_mul_pd(y, s));
 }
 
+QK_TARGET_AVX512 static inline tab4 tab_load(void)
+{
+    return (tab4){_mm512_loadu_si512(qk_expf_tab), _mm512_loadu_si512(qk_expf_tab + 8),
+                  _mm512_loadu_si512(qk_expf_tab + 16), _mm512_loadu_si512(qk_expf_tab + 24)};
+}
+
+/* expf of the 16 floats v. */
+QK_TARGET_AVX512 static inline __m512 expf16(__m512 v, const tab4 *T)
+{
+    return _mm512_insertf32x8(_mm512_castps256_ps512(expf8(_mm512_castps512_ps256(v), T)),
+                              expf8(_mm512_extractf32x8_ps(v, 1), T), 1);
+}
+
+/* The lanes of m whose exponent field (bits 20..30 of the float) is above
+ * 0x42a: |v| >= 88, infinities, NaN. */
+QK_TARGET_AVX512 static inline __mmask16 special16(__m512 v, __mmask16 m)
+{
+    const __m512i top = _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v), 20), _mm512_set1_epi32(0x7ff));
+    return _mm512_mask_cmpgt_epi32_mask(m, top, _mm512_set1_epi32(0x42a));
+}
+
 QK_TARGET_AVX512 static void expf_n(const float *x, float sub, float *out, size_t n)
 {
-    const tab4 T = {_mm512_loadu_si512(qk_expf_tab), _mm512_loadu_si512(qk_expf_tab + 8),
-                    _mm512_loadu_si512(qk_expf_tab + 16), _mm512_loadu_si512(qk_expf_tab + 24)};
+    const tab4 T = tab_load();
     const __m512 vs = _mm512_set1_ps(sub);
-    const __m512i lim = _mm512_set1_epi32(0x42a), m11 = _mm512_set1_epi32(0x7ff);
     for (size_t i = 0; i < n; i += 16) {
         const size_t k = n - i < 16 ? n - i : 16;
         const __mmask16 m = (__mmask16)((1u << k) - 1);
         const __m512 v = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), vs);
-        const __m512i top = _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v), 20), m11);
-        if (_mm512_mask_cmpgt_epi32_mask(m, top, lim)) {
+        if (special16(v, m))
             qk_expf_ref(x + i, sub, out + i, k);
-            continue;
-        }
-        const __m256 a = expf8(_mm512_castps512_ps256(v), &T), b = expf8(_mm512_extractf32x8_ps(v, 1), &T);
-        _mm512_mask_storeu_ps(out + i, m, _mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1));
+        else
+            _mm512_mask_storeu_ps(out + i, m, expf16(v, &T));
     }
 }
 
 QK_TARGET_AVX512 static void swiglu(float *g, const float *u, size_t n)
 {
-    const tab4 T = {_mm512_loadu_si512(qk_expf_tab), _mm512_loadu_si512(qk_expf_tab + 8),
-                    _mm512_loadu_si512(qk_expf_tab + 16), _mm512_loadu_si512(qk_expf_tab + 24)};
-    const __m512i lim = _mm512_set1_epi32(0x42a), m11 = _mm512_set1_epi32(0x7ff);
+    const tab4 T = tab_load();
     const __m512 one = _mm512_set1_ps(1.0f);
     for (size_t i = 0; i < n; i += 16) {
         const size_t k = n - i < 16 ? n - i : 16;
         const __mmask16 m = (__mmask16)((1u << k) - 1);
         const __m512 x = _mm512_maskz_loadu_ps(m, g + i), v = _mm512_xor_ps(x, _mm512_set1_ps(-0.0f));
-        const __m512i top = _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v), 20), m11);
-        if (_mm512_mask_cmpgt_epi32_mask(m, top, lim)) {
+        if (special16(v, m))
             qk_swiglu_ref(g + i, u + i, k);
-            continue;
-        }
-        const __m256 a = expf8(_mm512_castps512_ps256(v), &T), b = expf8(_mm512_extractf32x8_ps(v, 1), &T);
-        const __m512 e = _mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1);
-        _mm512_mask_storeu_ps(g + i, m, _mm512_mul_ps(_mm512_div_ps(x, _mm512_add_ps(one, e)), _mm512_maskz_loadu_ps(m, u + i)));
+        else
+            _mm512_mask_storeu_ps(g + i, m, _mm512_mul_ps(_mm512_div_ps(x, _mm512_add_ps(one, expf16(v, &T))),
+                                                          _mm512_maskz_loadu_ps(m, u + i)));
     }
 }
 

@@ -33,12 +33,10 @@ static float row_max(const float *l, int nv, int *imax)
     return m;
 }
 
-static double row_sum_exp(const float *l, int nv, float max) { return qk_expf_sum(l, max, (size_t)nv); }
-
 double qk_ppl_nll(const float *logits, int n_vocab, int tok, bool file_formula)
 {
     const float max = row_max(logits, n_vocab, NULL);
-    const double sum = row_sum_exp(logits, n_vocab, max);
+    const double sum = qk_expf_sum(logits, max, (size_t)n_vocab);
     if (file_formula) {
         const float lse = (float)log(sum);
         return max + lse - logits[tok];
