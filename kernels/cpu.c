@@ -179,6 +179,7 @@ static void init(void)
                 }
         } else if (l == QK_CPU_AVX512) {
             merge(l, qk_x86_avx512);
+            merge(l, qk_x86_avx512_f32act);
             merge_wq(l, qk_x86_avx512_wq);
             for (int id = 0; id < QK_TYPE_MAX; id++)
                 if (kern[l][id].fdot_tile == qk_x86_avx2_fdot_tile) {

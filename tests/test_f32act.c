@@ -6,7 +6,8 @@
  *   the scalar to_float and the float activation row, for rows of 1, 3 and 9
  *   blocks (the float types also 33, 172 and 520 elements: no multiple of
  *   8 or 32, and longer than a decoded piece), in tiles of 1 .. 16 rows by
- *   1 .. 65 activation rows.
+ *   1 .. 65 activation rows; for F32 weights the format table's F32 x F32
+ *   tile (dot_tile) as well.
  * - qk_matmul with QK_ACT_F32, packed weights included, 1 and 2 threads, 1
  *   and 37 tokens: the bytes of qk_matmul on the same weights decoded to F32.
  * - kernels/actvar.h: QK_ACTV_SAME gives each activation encoder's bytes
@@ -55,24 +56,33 @@ static int check_type(const qk_type_traits *t, int64_t n, uint64_t *s)
     for (int tk = 0; tk < NT; tk++)
         for (int r = 0; r < NR; r++)
             ref[tk * NR + r] = f32->vec_dot(n, deq + (size_t)r * n, y + (size_t)tk * n);
-    static const int shapes[][2] = {{1, 1}, {8, 1}, {13, 1}, {16, 1}, {4, 3}, {5, 2}, {16, 7}, {3, 64}, {2, 65}};
+    static const int shapes[][2] = {{1, 1},  {8, 1},  {13, 1}, {16, 1}, {4, 3},  {5, 2},
+                                    {16, 7}, {9, 13}, {3, 64}, {2, 65}, {16, 65}};
     int levels = 0;
     for (int l = 0; l <= (int)qk_cpu_supported(); l++) {
         const qk_kernels *k = qk_kernels_at(t->id, l);
         cr_assert(k && k->fdot_tile, "%s: no float-activation product at %s", t->name, qk_cpu_level_name(l));
-        for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
-            const int tr = shapes[sh][0], tt = shapes[sh][1];
-            memset(got, 0xff, sizeof(float) * NR * NT);
-            for (int r0 = 0; r0 < NR; r0 += tr)
-                for (int t0 = 0; t0 < NT; t0 += tt) {
-                    const int mr = NR - r0 < tr ? NR - r0 : tr, mt = NT - t0 < tt ? NT - t0 : tt;
-                    qk_fdot_tile(k, n, wq + (size_t)r0 * rs, rs, mr, y + (size_t)t0 * n, (size_t)n, mt,
-                                 got + (size_t)t0 * NR + r0, NR);
-                }
-            for (int i = 0; i < NR * NT; i++)
-                cr_assert(same_bits(got[i], ref[i]), "%s %s, %lld cols, tile %dx%d, out %d: %a, F32 product %a",
-                          t->name, qk_cpu_level_name(l), (long long)n, tr, tt, i, got[i], ref[i]);
-        }
+        /* F32 weights: the F32 x F32 tile of the format table (dot_tile) too */
+        for (int dot = 0; dot <= (t->id == QK_F32); dot++)
+            for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+                const int tr = shapes[sh][0], tt = shapes[sh][1];
+                memset(got, 0xff, sizeof(float) * NR * NT);
+                for (int r0 = 0; r0 < NR; r0 += tr)
+                    for (int t0 = 0; t0 < NT; t0 += tt) {
+                        const int mr = NR - r0 < tr ? NR - r0 : tr, mt = NT - t0 < tt ? NT - t0 : tt;
+                        float *o = got + (size_t)t0 * NR + r0;
+                        if (dot)
+                            qk_dot_tile(k, n, wq + (size_t)r0 * rs, rs, mr, y + (size_t)t0 * n,
+                                        (size_t)n * sizeof(float), mt, o, NR);
+                        else
+                            qk_fdot_tile(k, n, wq + (size_t)r0 * rs, rs, mr, y + (size_t)t0 * n, (size_t)n, mt,
+                                         o, NR);
+                    }
+                for (int i = 0; i < NR * NT; i++)
+                    cr_assert(same_bits(got[i], ref[i]), "%s %s %s, %lld cols, tile %dx%d, out %d: %a, F32 product %a",
+                              t->name, dot ? "dot_tile" : "fdot_tile", qk_cpu_level_name(l), (long long)n, tr, tt,
+                              i, got[i], ref[i]);
+            }
         levels++;
     }
     free(w), free(y), free(im), free(deq), free(ref), free(got), free(wq);

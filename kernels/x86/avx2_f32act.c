@@ -11,7 +11,7 @@
  *   (one per pair, as the order has it) in registers over the piece, kept
  *   between pieces in a buffer for up to 64 activation rows, so the decode
  *   is paid once per 64 tokens; at the AVX-512 level (qk_x86_avx512_fdot_tile)
- *   4 rows x 6 activation rows, two to a 512-bit register (mk4w);
+ *   8 rows x 6 activation rows, two to a 512-bit register (mk8w);
  * - one token: 8 rows x 1, accumulators in registers over the whole row.
  * Each pair has its own accumulator and sees its elements in increasing
  * order, so tile shapes never change a value.  Rows with n % 8 != 0 (float
@@ -32,7 +32,7 @@ typedef struct {
     int blck;
     size_t type_size;
     int64_t chunk;
-    bool w512; /* prompt batches through mk4w (the AVX-512 level) */
+    bool w512; /* prompt batches through mk8w (the AVX-512 level) */
 } wtype;
 
 /* Elements c0 .. c0+m-1 of row as floats (in buf unless F32). */
@@ -74,87 +74,177 @@ mk4(int G, const float *const p[4], const float *const yr[3], int64_t m, __m256 
         _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[g][k] = c[g][k];
 }
 
-/* mk4 at the AVX-512 level: two activation rows to a register (row 2g in
- * the low 8 lanes, 2g+1 in the high; P pairs, P = 1..3) x 4 weight rows,
- * each 8 elements of a piece broadcast to both halves: lane for lane mk4's
- * fused multiply-adds, so its bits, in half the instructions.  acc[2P][4]
- * as mk4's (the odd row of a last pair may be a copy: the caller drops
- * those sums). */
+/* The AVX-512 level's prompt kernel: 8 weight rows x P pairs of activation
+ * rows (P = 1..3), a pair to a 512-bit register (row 2g in the low 8 lanes,
+ * 2g+1 in the high), each 8 elements of a piece broadcast to both halves:
+ * lane for lane mk4's fused multiply-adds, so its bits, with 24 of them for
+ * every 3 registers of activations built.  acc[g][k]: pair g, weight row k
+ * (the odd row of a last pair may be a copy: the caller drops those sums). */
 QK_TARGET_AVX512 static inline __attribute__((always_inline)) void
-mk4w_p(const int P, const float *const p[4], const float *const yr[6], int64_t m, __m256 acc[][4])
+mk8w_p(const int P, const float *const p[8], const float *const yr[6], int64_t m, __m512 acc[][8])
 {
-    __m512 c[3][4];
+    __m512 c[3][8];
     _Pragma("GCC unroll 3") for (int g = 0; g < P; g++)
-        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
-            c[g][k] = _mm512_insertf32x8(_mm512_castps256_ps512(acc[2 * g][k]), acc[2 * g + 1][k], 1);
+        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) c[g][k] = acc[g][k];
     for (int64_t i = 0; i < m; i += 8) {
         __m512 b[3];
         _Pragma("GCC unroll 3") for (int g = 0; g < P; g++)
             b[g] = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(yr[2 * g] + i)),
                                       _mm256_loadu_ps(yr[2 * g + 1] + i), 1);
-        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
             const __m512 a = _mm512_broadcast_f32x8(_mm256_loadu_ps(p[k] + i));
             _Pragma("GCC unroll 3") for (int g = 0; g < P; g++) c[g][k] = _mm512_fmadd_ps(a, b[g], c[g][k]);
         }
     }
     _Pragma("GCC unroll 3") for (int g = 0; g < P; g++)
-        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-            acc[2 * g][k] = _mm512_castps512_ps256(c[g][k]);
-            acc[2 * g + 1][k] = _mm512_extractf32x8_ps(c[g][k], 1);
-        }
+        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) acc[g][k] = c[g][k];
 }
 
-QK_TARGET_AVX512 static void mk4w(int P, const float *const p[4], const float *const yr[6], int64_t m, __m256 acc[][4])
+QK_TARGET_AVX512 static void mk8w(int P, const float *const p[8], const float *const yr[6], int64_t m,
+                                  __m512 acc[][8])
 {
     switch (P) {
-    case 1: mk4w_p(1, p, yr, m, acc); break;
-    case 2: mk4w_p(2, p, yr, m, acc); break;
-    default: mk4w_p(3, p, yr, m, acc); break;
+    case 1: mk8w_p(1, p, yr, m, acc); break;
+    case 2: mk8w_p(2, p, yr, m, acc); break;
+    default: mk8w_p(3, p, yr, m, acc); break;
     }
 }
 
-/* Rows xr[0..3] (the first mr real) against activation rows Y[0..q). */
+/* acc[t][0..3] (t < q) summed lane by lane (qk_hsum8x8_ps: sums of a0 a2 a4
+ * a6 a1 a3 a5 a7) into out[t * ldo + 0..mr). */
+QK_TARGET_AVX2 static void store_sums(__m256 acc[][4], int q, int mr, float *out, size_t ldo)
+{
+    for (int t = 0; t < q; t += 2) {
+        const int u = t + 1 < q ? t + 1 : t;
+        /* row t's four sums, then row u's */
+        const __m256 h = _mm256_permutevar8x32_ps(qk_hsum8x8_ps(acc[t][0], acc[t][1], acc[t][2], acc[t][3],
+                                                                acc[u][0], acc[u][1], acc[u][2], acc[u][3]),
+                                                  _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        if (mr == 4) {
+            _mm_storeu_ps(out + (size_t)t * ldo, _mm256_castps256_ps128(h));
+            if (u != t)
+                _mm_storeu_ps(out + (size_t)u * ldo, _mm256_extractf128_ps(h, 1));
+            continue;
+        }
+        float hv[8];
+        _mm256_storeu_ps(hv, h);
+        for (int k = 0; k < mr; k++) {
+            out[(size_t)t * ldo + (size_t)k] = hv[k];
+            if (u != t)
+                out[(size_t)u * ldo + (size_t)k] = hv[4 + k];
+        }
+    }
+}
+
+/* One call of mk4: `left` activation rows (1..3) from yr against the piece p. */
+QK_TARGET_AVX2 static inline void step_rows(const float *const p[4], const float *const yr[3], int left, int64_t m,
+                                            __m256 acc[][4])
+{
+    if (left == 1)
+        mk4(1, p, yr, m, acc);
+    else if (left == 2)
+        mk4(2, p, yr, m, acc);
+    else
+        mk4(3, p, yr, m, acc);
+}
+
+/* Rows xr[0..3] (the first mr real) against activation rows Y[0..q).  A
+ * row that is one piece (every F32 row: its piece is the row in place) has
+ * each group of activation rows summed from zero to the end in registers;
+ * longer rows keep the sums in acc between pieces, so a piece is decoded
+ * once for the q rows. */
 QK_TARGET_AVX2 static void rows4(const wtype *w, int64_t n, const uint8_t *const xr[4], int mr,
                                  const float *Y, size_t ys, int q, float *out, size_t ldo)
 {
     _Alignas(32) float buf[4][CH];
+    if (n <= w->chunk) {
+        const float *p[4];
+        pieces(w, xr, 4, mr, 0, n, buf, p);
+        for (int t = 0; t < q; t += 3) {
+            const int left = q - t < 3 ? q - t : 3;
+            const float *yr[3];
+            __m256 acc[3][4];
+            for (int g = 0; g < 3; g++) {
+                yr[g] = Y + (size_t)(t + (g < left ? g : 0)) * ys;
+                for (int k = 0; k < 4; k++)
+                    acc[g][k] = _mm256_setzero_ps();
+            }
+            step_rows(p, yr, left, n, acc);
+            store_sums(acc, left, mr, out + (size_t)t * ldo, ldo);
+        }
+        return;
+    }
     __m256 acc[TOKENS][4];
-    for (int t = 0; t < q + (q < TOKENS); t++) /* and the slot a copied odd row of mk4w writes */
+    for (int t = 0; t < q; t++)
         for (int k = 0; k < 4; k++)
             acc[t][k] = _mm256_setzero_ps();
     for (int64_t c0 = 0; c0 < n; c0 += w->chunk) {
         const int64_t m = n - c0 < w->chunk ? n - c0 : w->chunk;
         const float *p[4];
         pieces(w, xr, 4, mr, c0, m, buf, p);
-        const int step = w->w512 ? 6 : 3; /* activation rows a call */
-        for (int t = 0; t < q; t += step) {
-            const float *yr[6];
-            for (int g = 0; g < step; g++)
-                yr[g] = Y + (size_t)(t + (t + g < q ? g : 0)) * ys + (size_t)c0;
-            const int left = q - t < step ? q - t : step;
-            if (w->w512)
-                mk4w((left + 1) / 2, p, yr, m, acc + t);
-            else if (left == 1)
-                mk4(1, p, yr, m, acc + t);
-            else if (left == 2)
-                mk4(2, p, yr, m, acc + t);
-            else
-                mk4(3, p, yr, m, acc + t);
+        for (int t = 0; t < q; t += 3) {
+            const int left = q - t < 3 ? q - t : 3;
+            const float *yr[3];
+            for (int g = 0; g < 3; g++)
+                yr[g] = Y + (size_t)(t + (g < left ? g : 0)) * ys + (size_t)c0;
+            step_rows(p, yr, left, m, acc + t);
         }
     }
-    /* lanes of qk_hsum8x8_ps: sums of a0 a2 a4 a6 a1 a3 a5 a7 */
-    for (int t = 0; t < q; t += 2) {
-        const int u = t + 1 < q ? t + 1 : t;
-        float h[8];
-        _mm256_storeu_ps(h, qk_hsum8x8_ps(acc[t][0], acc[t][1], acc[t][2], acc[t][3], acc[u][0],
-                                          acc[u][1], acc[u][2], acc[u][3]));
-        const float ht[4] = {h[0], h[4], h[1], h[5]}, hu[4] = {h[2], h[6], h[3], h[7]};
-        for (int k = 0; k < mr; k++) {
-            out[(size_t)t * ldo + (size_t)k] = ht[k];
-            if (u != t)
-                out[(size_t)u * ldo + (size_t)k] = hu[k];
+    store_sums(acc, q, mr, out, ldo);
+}
+
+/* The pairs acc[0 .. (q+1)/2) of mk8w (rows 0..mr-1) into out[t * ldo + k]
+ * for the q activation rows, as store_sums. */
+QK_TARGET_AVX512 static void store_pairs(__m512 acc[][8], int q, int mr, float *out, size_t ldo)
+{
+    __m256 h[2][TOKENS][4]; /* rows 0..3 and 4..7 by activation row */
+    for (int t = 0; t < q; t++)
+        for (int k = 0; k < 8; k++)
+            h[k / 4][t][k % 4] = t % 2 ? _mm512_extractf32x8_ps(acc[t / 2][k], 1)
+                                       : _mm512_castps512_ps256(acc[t / 2][k]);
+    store_sums(h[0], q, mr < 4 ? mr : 4, out, ldo);
+    if (mr > 4)
+        store_sums(h[1], q, mr - 4, out + 4, ldo);
+}
+
+/* rows4 at the AVX-512 level: rows xr[0..7] (the first mr real) through mk8w. */
+QK_TARGET_AVX512 static void rows8w(const wtype *w, int64_t n, const uint8_t *const xr[8], int mr,
+                                    const float *Y, size_t ys, int q, float *out, size_t ldo)
+{
+    _Alignas(64) float buf[8][CH];
+    const float *yr[6];
+    if (n <= w->chunk) {
+        const float *p[8];
+        pieces(w, xr, 8, mr, 0, n, buf, p);
+        for (int t = 0; t < q; t += 6) {
+            const int left = q - t < 6 ? q - t : 6;
+            __m512 acc[3][8];
+            for (int g = 0; g < 6; g++)
+                yr[g] = Y + (size_t)(t + (g < left ? g : 0)) * ys;
+            for (int g = 0; g < 3; g++)
+                for (int k = 0; k < 8; k++)
+                    acc[g][k] = _mm512_setzero_ps();
+            mk8w((left + 1) / 2, p, yr, n, acc);
+            store_pairs(acc, left, mr, out + (size_t)t * ldo, ldo);
+        }
+        return;
+    }
+    __m512 acc[TOKENS / 2][8];
+    for (int g = 0; g < (q + 1) / 2; g++)
+        for (int k = 0; k < 8; k++)
+            acc[g][k] = _mm512_setzero_ps();
+    for (int64_t c0 = 0; c0 < n; c0 += w->chunk) {
+        const int64_t m = n - c0 < w->chunk ? n - c0 : w->chunk;
+        const float *p[8];
+        pieces(w, xr, 8, mr, c0, m, buf, p);
+        for (int t = 0; t < q; t += 6) {
+            const int left = q - t < 6 ? q - t : 6;
+            for (int g = 0; g < 6; g++)
+                yr[g] = Y + (size_t)(t + (g < left ? g : 0)) * ys + (size_t)c0;
+            mk8w((left + 1) / 2, p, yr, m, acc + t / 2);
         }
     }
+    store_pairs(acc, q, mr, out, ldo);
 }
 
 /* Rows xr[0..7] (the first mr real) against one activation row y. */
@@ -196,14 +286,19 @@ static void tile(const wtype *w, int64_t n, const void *x, size_t xs, int nr, co
         }
         return;
     }
-    for (int r0 = 0; r0 < nr; r0 += 4) {
-        const int mr = nr - r0 < 4 ? nr - r0 : 4;
-        const uint8_t *xr[4];
-        for (int k = 0; k < 4; k++)
+    const int R = w->w512 ? 8 : 4; /* weight rows a call */
+    for (int r0 = 0; r0 < nr; r0 += R) {
+        const int mr = nr - r0 < R ? nr - r0 : R;
+        const uint8_t *xr[8];
+        for (int k = 0; k < R; k++)
             xr[k] = X + (size_t)(r0 + (k < mr ? k : 0)) * xs;
         for (int t0 = 0; t0 < nt; t0 += TOKENS) {
             const int q = nt - t0 < TOKENS ? nt - t0 : TOKENS;
-            rows4(w, n, xr, mr, y + (size_t)t0 * ys, ys, q, out + (size_t)t0 * ldo + (size_t)r0, ldo);
+            float *o = out + (size_t)t0 * ldo + (size_t)r0;
+            if (w->w512)
+                rows8w(w, n, xr, mr, y + (size_t)t0 * ys, ys, q, o, ldo);
+            else
+                rows4(w, n, xr, mr, y + (size_t)t0 * ys, ys, q, o, ldo);
         }
     }
 }
@@ -232,9 +327,10 @@ void qk_x86_avx512_fdot_tile(const qk_kernels *k, int64_t n, const void *x, size
     fdot_tile(k, n, x, xs, nr, y, ys, nt, out, ldo, true);
 }
 
-/* F32 x F32 (activation stride in bytes, as every dot tile). */
-static void f32_tile(int64_t n, const void *x, size_t xs, int nr, const void *y, size_t ys, int nt,
-                     float *out, size_t ldo)
+/* F32 x F32 (activation stride in bytes, as every dot tile); prompt
+ * batches through mk4 (AVX2) or mk8w (AVX-512), the same bits. */
+static void f32_tile_at(int64_t n, const void *x, size_t xs, int nr, const void *y, size_t ys, int nt,
+                        float *out, size_t ldo, bool w512)
 {
     if (n % 8) {
         const qk_kernels *ks = qk_kernels_at(QK_F32, QK_CPU_SCALAR);
@@ -244,8 +340,20 @@ static void f32_tile(int64_t n, const void *x, size_t xs, int nr, const void *y,
                     ks->vec_dot(n, (const uint8_t *)x + (size_t)r * xs, (const uint8_t *)y + (size_t)t * ys);
         return;
     }
-    const wtype w = {NULL, 1, 4, CH, false};
+    const wtype w = {NULL, 1, 4, n, w512}; /* one piece: the row in place */
     tile(&w, n, x, xs, nr, y, ys / sizeof(float), nt, out, ldo);
+}
+
+static void f32_tile(int64_t n, const void *x, size_t xs, int nr, const void *y, size_t ys, int nt,
+                     float *out, size_t ldo)
+{
+    f32_tile_at(n, x, xs, nr, y, ys, nt, out, ldo, false);
+}
+
+static void f32_tile512(int64_t n, const void *x, size_t xs, int nr, const void *y, size_t ys, int nt,
+                        float *out, size_t ldo)
+{
+    f32_tile_at(n, x, xs, nr, y, ys, nt, out, ldo, true);
 }
 
 QK_VEC_DOT_OF_TILE(f32_dot, f32_tile)
@@ -274,6 +382,12 @@ QK_TARGET_AVX2 static void q4_0_to_float(const void *src, float *dst, int64_t n)
 const qk_simd_ops qk_x86_avx2_f32act[] = {
     {QK_F32, f32_tile, f32_dot, NULL, NULL, NULL},
     {QK_Q4_0, NULL, NULL, NULL, q4_0_to_float, NULL},
+    {.id = -1},
+};
+
+/* The AVX-512 level's F32 x F32 tile (one token: rows8, as at AVX2). */
+const qk_simd_ops qk_x86_avx512_f32act[] = {
+    {QK_F32, f32_tile512, f32_dot, NULL, NULL, NULL},
     {.id = -1},
 };
 

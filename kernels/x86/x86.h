@@ -41,6 +41,7 @@ extern const qk_pack_ops qk_x86_avx2_packed_k6[];
 extern const qk_pack_ops qk_x86_avx2_packed_sum[];
 extern const qk_pack_ops qk_x86_avx2_packed_f[];
 extern const qk_simd_ops qk_x86_avx512[];
+extern const qk_simd_ops qk_x86_avx512_f32act[];
 /* AVX-512 VNNI packed kernels (avx512_packed*.c; merged only where the CPU
  * has VNNI).  A row with pack NULL keeps the level below's packing. */
 extern const qk_pack_ops qk_x86_avx512_packed[];
