@@ -194,17 +194,29 @@ QK_TARGET_AVX2 static void rows4(const wtype *w, int64_t n, const uint8_t *const
 }
 
 /* The pairs acc[0 .. (q+1)/2) of mk8w (rows 0..mr-1) into out[t * ldo + k]
- * for the q activation rows, as store_sums. */
+ * for the q activation rows: each pair's eight registers summed lane by
+ * lane in qk_hsum8x8_ps's order (halves, then elements 0+2 and 1+3, then
+ * those two), sixteen sums at once. */
 QK_TARGET_AVX512 static void store_pairs(__m512 acc[][8], int q, int mr, float *out, size_t ldo)
 {
-    __m256 h[2][TOKENS][4]; /* rows 0..3 and 4..7 by activation row */
-    for (int t = 0; t < q; t++)
-        for (int k = 0; k < 8; k++)
-            h[k / 4][t][k % 4] = t % 2 ? _mm512_extractf32x8_ps(acc[t / 2][k], 1)
-                                       : _mm512_castps512_ps256(acc[t / 2][k]);
-    store_sums(h[0], q, mr < 4 ? mr : 4, out, ldo);
-    if (mr > 4)
-        store_sums(h[1], q, mr - 4, out + 4, ldo);
+    /* 128-bit lane j of s[i] after the halves: row 2i + j/2, activation row j % 2 */
+    const __m512i order = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+    const __mmask8 keep = (__mmask8)((1u << mr) - 1);
+    for (int t = 0; t < q; t += 2) {
+        const __m512 *a = acc[t / 2];
+        __m512 s[4];
+        for (int i = 0; i < 4; i++)
+            s[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x88),
+                                 _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xDD));
+        const __m512 t0 = _mm512_add_ps(_mm512_shuffle_ps(s[0], s[1], 0x44), _mm512_shuffle_ps(s[0], s[1], 0xEE));
+        const __m512 t1 = _mm512_add_ps(_mm512_shuffle_ps(s[2], s[3], 0x44), _mm512_shuffle_ps(s[2], s[3], 0xEE));
+        /* lane j: rows 0, 2, 4, 6 (j < 2) or 1, 3, 5, 7, activation row j % 2 */
+        const __m512 r = _mm512_add_ps(_mm512_shuffle_ps(t0, t1, 0x88), _mm512_shuffle_ps(t0, t1, 0xDD));
+        const __m512 o = _mm512_permutexvar_ps(order, r); /* row t's eight sums, then row t+1's */
+        _mm256_mask_storeu_ps(out + (size_t)t * ldo, keep, _mm512_castps512_ps256(o));
+        if (t + 1 < q)
+            _mm256_mask_storeu_ps(out + (size_t)(t + 1) * ldo, keep, _mm512_extractf32x8_ps(o, 1));
+    }
 }
 
 /* rows4 at the AVX-512 level: rows xr[0..7] (the first mr real) through mk8w. */

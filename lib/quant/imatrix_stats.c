@@ -91,13 +91,28 @@ typedef struct {
     int64_t rows, ne0;
 } sq_job;
 
-/* values[j] += x[r][j] * x[r][j] for rows r in order (float, as llama's loop). */
+#define SQ_COLS 64 /* columns summed at once, in registers (a multiple of the vector width) */
+
+/* values[j] += x[r][j] * x[r][j] for rows r in order (float, as llama's
+ * loop), SQ_COLS columns at a time into a local block the compiler keeps in
+ * vector registers (each column's sum sees the rows in order). */
 static void sq_cols(void *ctx, size_t b, size_t e)
 {
     const sq_job *j = ctx;
-    for (int64_t r = 0; r < j->rows; r++) {
+    size_t c0 = b;
+    for (; c0 + SQ_COLS <= e; c0 += SQ_COLS) {
+        float acc[SQ_COLS];
+        memcpy(acc, j->v + c0, sizeof acc);
+        for (int64_t r = 0; r < j->rows; r++) {
+            const float *x = j->x + (size_t)r * (size_t)j->ne0 + c0;
+            for (int c = 0; c < SQ_COLS; c++)
+                acc[c] = acc[c] + x[c] * x[c];
+        }
+        memcpy(j->v + c0, acc, sizeof acc);
+    }
+    for (int64_t r = 0; r < j->rows && c0 < e; r++) {
         const float *x = j->x + (size_t)r * (size_t)j->ne0;
-        for (size_t c = b; c < e; c++)
+        for (size_t c = c0; c < e; c++)
             j->v[c] = j->v[c] + x[c] * x[c];
     }
 }
@@ -120,7 +135,7 @@ int qk_imx_add(qk_imx *s, long idx, const float *x, int64_t n_rows, int64_t ne0,
                        e->name, (long long)e->n_values, (long long)ne0);
     }
     sq_job j = {.v = e->values, .x = x, .rows = n_rows, .ne0 = ne0};
-    qk_parallel_for(nthreads, (size_t)ne0, 512, sq_cols, &j);
+    qk_parallel_for(nthreads, (size_t)ne0, SQ_COLS, sq_cols, &j);
     for (int64_t c = 0; c < ne0; c++)
         if (!isfinite(e->values[c]))
             return qk_errf(err, QK_EINPUT, "%s: the sum of squared inputs of column %lld is %f",
@@ -149,7 +164,7 @@ int qk_imx_add_expert(qk_imx *s, long idx, int expert, int n_expert, const float
     }
     float *v = e->values + (size_t)expert * (size_t)ne0;
     sq_job j = {.v = v, .x = x, .rows = n_rows, .ne0 = ne0};
-    qk_parallel_for(nthreads, (size_t)ne0, 512, sq_cols, &j);
+    qk_parallel_for(nthreads, (size_t)ne0, SQ_COLS, sq_cols, &j);
     for (int64_t c = 0; c < ne0; c++)
         if (!isfinite(v[c]))
             return qk_errf(err, QK_EINPUT, "%s: the sum of squared inputs of expert %d column %lld is %f",
