@@ -10,8 +10,11 @@
  * - prompt batches: 4 rows x 3 activation rows of 8-lane accumulators
  *   (one per pair, as the order has it) in registers over the piece, kept
  *   between pieces in a buffer for up to 64 activation rows, so the decode
- *   is paid once per 64 tokens; at the AVX-512 level (qk_x86_avx512_fdot_tile)
- *   8 rows x 6 activation rows, two to a 512-bit register (mk8w);
+ *   is paid once per 64 tokens (a row of one piece, every F32 row, needs no
+ *   buffer: each group of activation rows is summed from zero to the end in
+ *   registers); at the AVX-512 level (qk_x86_avx512_fdot_tile and
+ *   qk_x86_avx512_f32act's F32 tile) 8 rows x 6 activation rows, two to a
+ *   512-bit register (mk8w), their sums reduced 16 at a time (store_pairs);
  * - one token: 8 rows x 1, accumulators in registers over the whole row.
  * Each pair has its own accumulator and sees its elements in increasing
  * order, so tile shapes never change a value.  Rows with n % 8 != 0 (float
