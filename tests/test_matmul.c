@@ -112,7 +112,8 @@ Test(matmul, one_and_several_weights_equal_vec_dot)
  * long enough to cross the kernels' internal spans of blocks:
  * - at every SIMD level the CPU supports (the ones it lacks are named in the
  *   log), each type with a packed kernel there: the level's pack and
- *   packed_tile, in the engine's tiles (qk_pack_tile_rows) and in odd
+ *   packed_tile (and packed_tile_act on pack_act's rows, where the level has
+ *   them), in the engine's tiles (qk_pack_tile_rows) and in odd
  *   numbers of groups, against the scalar reference (scalar encoder,
  *   scalar vec_dot);
  * - the engine path (qk_weight_pack, qk_matmul with 1 and 2 threads) at the
@@ -137,24 +138,29 @@ static void scalar_reference(const qk_weight *w, const float *x, int nt, float *
 }
 
 /* The level's packed kernel of w against nt rows of x, rows in tiles of
- * `tile` rows (whole groups). */
+ * `tile` rows (whole groups); with `act`, packed_tile_act on the rows
+ * pack_act made. */
 static void level_packed(const qk_kernels *k, int level, const qk_weight *w, const float *x, int nt, size_t tile,
-                         float *y)
+                         bool act, float *y)
 {
     const int vt = qk_type_get(w->type)->vec_dot_type;
-    const size_t ar = qk_row_size(vt, w->cols), gs = k->pack_size(w->cols);
+    const size_t ar = qk_row_size(vt, w->cols), gs = k->pack_size(w->cols), fr = (size_t)w->cols * sizeof(float);
     const size_t nrow = (size_t)w->rows;
-    uint8_t *a = malloc(ar * (size_t)nt), *p = malloc(gs * (nrow / QK_PACK_ROWS));
-    cr_assert(a && p);
-    for (int t = 0; t < nt; t++)
+    uint8_t *a = malloc(ar * (size_t)nt), *p = malloc(gs * (nrow / QK_PACK_ROWS)), *f = malloc(fr * (size_t)nt);
+    cr_assert(a && p && f);
+    for (int t = 0; t < nt; t++) {
         qk_kernels_at(vt, level)->from_float(x + (size_t)t * w->cols, a + t * ar, w->cols);
+        if (act)
+            k->pack_act(w->cols, a + t * ar, (float *)(void *)(f + t * fr));
+    }
     for (size_t g = 0; g < nrow / QK_PACK_ROWS; g++)
         k->pack(w->cols, w->data + g * QK_PACK_ROWS * w->row_size, w->row_size, p + g * gs);
     for (size_t r0 = 0; r0 < nrow; r0 += tile) {
         const size_t nr = nrow - r0 < tile ? nrow - r0 : tile;
-        k->packed_tile(w->cols, p + r0 / QK_PACK_ROWS * gs, (int)(nr / QK_PACK_ROWS), a, ar, nt, y + r0, nrow);
+        (act ? k->packed_tile_act : k->packed_tile)(w->cols, p + r0 / QK_PACK_ROWS * gs, (int)(nr / QK_PACK_ROWS),
+                                                     act ? f : a, act ? fr : ar, nt, y + r0, nrow);
     }
-    free(a), free(p);
+    free(a), free(p), free(f);
 }
 
 /* Every level's packed kernel of type on nrows rows of cols columns. */
@@ -180,13 +186,16 @@ static void check_packed_type(int type, int nrows, int64_t cols, const float *x,
             const int amx = qk_cpu_has_amx();
             for (int ai = level == QK_CPU_AVX512 ? amx : 0; ai >= 0; ai--) {
                 qk_cpu_set_amx(ai);
-                for (int ti = 0; ti < 3; ti++) {
-                    memset(got, 0xff, n * (size_t)nt);
-                    level_packed(k, level, &w, x, nt, tiles[ti], got);
-                    cr_assert(!memcmp(got, want, n * (size_t)nt),
-                              "packed %s at %s%s, %dx%lld, %d tokens, tiles of %zu rows", qk_type_get(type)->name,
-                              qk_cpu_level_name(level), ai ? " with AMX" : "", nrows, (long long)cols, nt, tiles[ti]);
-                }
+                /* and where the level has them, the activation rows made once (pack_act) */
+                for (int act = 0; act <= (k->pack_act != NULL); act++)
+                    for (int ti = 0; ti < 3; ti++) {
+                        memset(got, 0xff, n * (size_t)nt);
+                        level_packed(k, level, &w, x, nt, tiles[ti], act, got);
+                        cr_assert(!memcmp(got, want, n * (size_t)nt),
+                                  "packed %s at %s%s%s, %dx%lld, %d tokens, tiles of %zu rows", qk_type_get(type)->name,
+                                  qk_cpu_level_name(level), ai ? " with AMX" : "", act ? " (pack_act)" : "", nrows,
+                                  (long long)cols, nt, tiles[ti]);
+                    }
             }
             qk_cpu_set_amx(amx);
             if (c == 0)

@@ -52,6 +52,102 @@ QK_TARGET_AVX512 static inline __m512 y8x2(const uint8_t *y, const int bf)
     return bf ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)) : _mm512_cvtph_ps(h);
 }
 
+/* ---- BF16 prompt batches: even and odd columns --------------------------------
+ * A BF16 is the high half of its float, so the 64 bytes of rows 4h .. 4h+3
+ * (8 columns each) are two float vectors without widening: each dword's low
+ * half (an even column) shifted up, its high half (the odd column) masked.
+ * Lane 4i + k of the even vector is row 4h + i, column 2k; of the odd one,
+ * column 2k + 1: each lane still holds one (row, lane of the order) and sees
+ * its columns in increasing order, one conversion a 16 weights instead of
+ * two.  The tokens' floats are kept even columns first ([x0 x2 x4 x6 x1 x3
+ * x5 x7] per 8), each half broadcast to the four rows. */
+
+/* n elements (a multiple of 8) of BF16 at src to floats, each 8 as
+ * [x0 x2 x4 x6 x1 x3 x5 x7]: a dword's low half is an even column, its
+ * high half the odd one after it. */
+QK_TARGET_AVX512 static void to_f32_eo(const uint8_t *src, float *dst, int n)
+{
+    const __m512i hi = _mm512_set1_epi32((int)0xFFFF0000u);
+    /* 128-bit lanes of the even (0..3) and odd (16..19) vectors, interleaved */
+    const __m512i lo2 = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+    const __m512i hi2 = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m512i d = _mm512_loadu_si512((const void *)(src + 2 * i));
+        const __m512 e = _mm512_castsi512_ps(_mm512_slli_epi32(d, 16)), o = _mm512_castsi512_ps(_mm512_and_si512(d, hi));
+        _mm512_storeu_ps(dst + i, _mm512_permutex2var_ps(e, lo2, o));
+        _mm512_storeu_ps(dst + i + 16, _mm512_permutex2var_ps(e, hi2, o));
+    }
+    for (; i < n; i += 8) {
+        const __m128i d = _mm_loadu_si128((const __m128i *)(src + 2 * i));
+        _mm_storeu_ps(dst + i, _mm_castsi128_ps(_mm_slli_epi32(d, 16)));
+        _mm_storeu_ps(dst + i + 4, _mm_castsi128_ps(_mm_and_si128(d, _mm512_castsi512_si128(hi))));
+    }
+}
+
+/* One group (8 rows, packed: chunk j at g + 128 j) against N tokens over
+ * columns [0, nc) of the span (af: the tokens' floats, even columns first,
+ * FSPAN apart), continuing c[v][t]: v = 0, 1 the even and odd columns of
+ * rows 0..3, v = 2, 3 those of rows 4..7. */
+QK_TARGET_AVX512 __attribute__((always_inline)) static inline void
+group_span_eo(const uint8_t *g, const float *af, size_t as, int nc, const int nt, __m512 c[4][FT], bool first)
+{
+    const __m512i hi = _mm512_set1_epi32((int)0xFFFF0000u);
+    __m512 acc[4][FT];
+    _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++)
+        _Pragma("GCC unroll 6") for (int t = 0; t < nt; t++)
+            acc[v][t] = first ? _mm512_setzero_ps() : c[v][t];
+    for (int j = 0; j < nc / 8; j++, g += 128) {
+        __m512 w[4];
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+            const __m512i d = _mm512_loadu_si512((const void *)(g + 64 * h));
+            w[2 * h] = _mm512_castsi512_ps(_mm512_slli_epi32(d, 16));
+            w[2 * h + 1] = _mm512_castsi512_ps(_mm512_and_si512(d, hi));
+        }
+        _Pragma("GCC unroll 6") for (int t = 0; t < nt; t++) {
+            const float *a = af + (size_t)t * as + 8 * j;
+            const __m512 ae = _mm512_broadcast_f32x4(_mm_loadu_ps(a)), ao = _mm512_broadcast_f32x4(_mm_loadu_ps(a + 4));
+            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+                acc[2 * h][t] = _mm512_fmadd_ps(w[2 * h], ae, acc[2 * h][t]);
+                acc[2 * h + 1][t] = _mm512_fmadd_ps(w[2 * h + 1], ao, acc[2 * h + 1][t]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++)
+        _Pragma("GCC unroll 6") for (int t = 0; t < nt; t++)
+            c[v][t] = acc[v][t];
+}
+
+QK_TARGET_AVX512 static void group_span_bf16(const uint8_t *g, const float *af, size_t as, int nc, int nt, __m512 c[4][FT],
+                                             bool first)
+{
+    switch (nt) {
+    case 1: group_span_eo(g, af, as, nc, 1, c, first); break;
+    case 2: group_span_eo(g, af, as, nc, 2, c, first); break;
+    case 3: group_span_eo(g, af, as, nc, 3, c, first); break;
+    case 4: group_span_eo(g, af, as, nc, 4, c, first); break;
+    case 5: group_span_eo(g, af, as, nc, 5, c, first); break;
+    default: group_span_eo(g, af, as, nc, 6, c, first); break;
+    }
+}
+
+/* Per 128-bit lane i, ((l0+l4) + (l2+l6)) of its four lanes [l0 l2 l4 l6]
+ * (or of the odd columns [l1 l3 l5 l7]), in every position. */
+QK_TARGET_AVX512 static inline __m512 tree4(__m512 v)
+{
+    const __m512 s = _mm512_add_ps(v, _mm512_shuffle_ps(v, v, 0x4E)); /* [l0+l4, l2+l6, ...] */
+    return _mm512_add_ps(s, _mm512_shuffle_ps(s, s, 0xB1));
+}
+
+/* The eight rows' sums of one token from group_span_eo's c[0..3]: tinyBLAS's
+ * tree, the even columns' half plus the odd columns' half. */
+QK_TARGET_AVX512 static inline void store_rows8_eo(float *out, const __m512 c[4])
+{
+    const __m512 r03 = _mm512_add_ps(tree4(c[0]), tree4(c[1])), r47 = _mm512_add_ps(tree4(c[2]), tree4(c[3]));
+    const __m512i first = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0);
+    _mm256_storeu_ps(out, _mm512_castps512_ps256(_mm512_permutex2var_ps(r03, first, r47)));
+}
+
 /* Row 2p is the low half of c[p], row 2p + 1 the high one; lane k of
  * qk_hsum8x8_ps is its input {0, 2, 4, 6, 1, 3, 5, 7}[k]: rows 0..7 in order. */
 QK_TARGET_AVX512 static inline void store_rows8(float *out, const __m512 c[4])
@@ -63,22 +159,22 @@ QK_TARGET_AVX512 static inline void store_rows8(float *out, const __m512 c[4])
 #undef HI
 }
 
-/* One group (8 rows, packed: chunk j at g + 128 j) against N tokens over
- * columns [0, nc) of the span (af: the tokens' floats, FSPAN apart),
- * continuing c[p][t]. */
+/* One group of F16 rows (8 rows, packed: chunk j at g + 128 j) against N
+ * tokens over columns [0, nc) of the span (af: the tokens' floats, FSPAN
+ * apart), continuing c[p][t] (from zero on the first span). */
 QK_TARGET_AVX512 __attribute__((always_inline)) static inline void
-group_span(const uint8_t *g, const float *af, int nc, const int nt, __m512 c[4][FT], const int bf)
+group_span(const uint8_t *g, const float *af, size_t as, int nc, const int nt, __m512 c[4][FT], bool first)
 {
     __m512 acc[4][FT];
     _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
         _Pragma("GCC unroll 6") for (int t = 0; t < nt; t++)
-            acc[p][t] = c[p][t];
+            acc[p][t] = first ? _mm512_setzero_ps() : c[p][t];
     for (int j = 0; j < nc / 8; j++, g += 128) {
         __m512 w[4];
         _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
-            w[p] = bf ? w16_bf16(g + 32 * p) : w16_f16(g + 32 * p);
+            w[p] = w16_f16(g + 32 * p);
         _Pragma("GCC unroll 6") for (int t = 0; t < nt; t++) {
-            const __m512 a = _mm512_broadcast_f32x8(_mm256_loadu_ps(af + (size_t)t * FSPAN + 8 * j));
+            const __m512 a = _mm512_broadcast_f32x8(_mm256_loadu_ps(af + (size_t)t * as + 8 * j));
             _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
                 acc[p][t] = _mm512_fmadd_ps(w[p], a, acc[p][t]);
         }
@@ -88,35 +184,27 @@ group_span(const uint8_t *g, const float *af, int nc, const int nt, __m512 c[4][
             c[p][t] = acc[p][t];
 }
 
-QK_TARGET_AVX512 static void group_span_f16(const uint8_t *g, const float *af, int nc, int nt, __m512 c[4][FT])
+QK_TARGET_AVX512 static void group_span_f16(const uint8_t *g, const float *af, size_t as, int nc, int nt, __m512 c[4][FT],
+                                            bool first)
 {
     switch (nt) {
-    case 1: group_span(g, af, nc, 1, c, 0); break;
-    case 2: group_span(g, af, nc, 2, c, 0); break;
-    case 3: group_span(g, af, nc, 3, c, 0); break;
-    case 4: group_span(g, af, nc, 4, c, 0); break;
-    case 5: group_span(g, af, nc, 5, c, 0); break;
-    default: group_span(g, af, nc, 6, c, 0); break;
-    }
-}
-
-QK_TARGET_AVX512 static void group_span_bf16(const uint8_t *g, const float *af, int nc, int nt, __m512 c[4][FT])
-{
-    switch (nt) {
-    case 1: group_span(g, af, nc, 1, c, 1); break;
-    case 2: group_span(g, af, nc, 2, c, 1); break;
-    case 3: group_span(g, af, nc, 3, c, 1); break;
-    case 4: group_span(g, af, nc, 4, c, 1); break;
-    case 5: group_span(g, af, nc, 5, c, 1); break;
-    default: group_span(g, af, nc, 6, c, 1); break;
+    case 1: group_span(g, af, as, nc, 1, c, first); break;
+    case 2: group_span(g, af, as, nc, 2, c, first); break;
+    case 3: group_span(g, af, as, nc, 3, c, first); break;
+    case 4: group_span(g, af, as, nc, 4, c, first); break;
+    case 5: group_span(g, af, as, nc, 5, c, first); break;
+    default: group_span(g, af, as, nc, 6, c, first); break;
     }
 }
 
 /* ng packed groups at xp against nt activation rows: tokens FT at a time,
- * columns FSPAN at a time (each span's token floats made once for all the
- * groups), then each pair's lanes through tinyBLAS's tree. */
+ * columns FSPAN at a time, then each pair's lanes through tinyBLAS's tree.
+ * The rows at y are the weight type's (F16 or BF16; each span's token
+ * floats made once in af for all the groups), or with `prep` the floats
+ * pack_act made of them once for the whole product (ys bytes apart). */
 QK_TARGET_AVX512 __attribute__((always_inline)) static inline void
-float_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt, float *out, size_t ldo, const int bf)
+float_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt, float *out, size_t ldo, const int bf,
+           const bool prep)
 {
     enum { GM = 8 };
     float af[FT * FSPAN];
@@ -126,26 +214,38 @@ float_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt, 
         const int gn = ng - g0 < GM ? ng - g0 : GM;
         for (int t0 = 0; t0 < nt; t0 += FT) {
             const int q = nt - t0 < FT ? nt - t0 : FT;
-            for (int gi = 0; gi < gn; gi++)
-                for (int p = 0; p < 4; p++)
-                    for (int t = 0; t < q; t++)
-                        c[gi][p][t] = _mm512_setzero_ps();
             for (int64_t k0 = 0; k0 < n; k0 += FSPAN) {
                 const int nc = (int)(n - k0 < FSPAN ? n - k0 : FSPAN);
-                for (int t = 0; t < q; t++)
-                    to_f32((const uint8_t *)y + (size_t)(t0 + t) * ys + 2 * (size_t)k0, af + (size_t)t * FSPAN, nc, bf);
+                const float *a = af;
+                size_t as = FSPAN;
+                if (prep) {
+                    a = (const float *)(const void *)((const uint8_t *)y + (size_t)t0 * ys) + k0;
+                    as = ys / sizeof(float);
+                } else {
+                    for (int t = 0; t < q; t++) {
+                        const uint8_t *yt = (const uint8_t *)y + (size_t)(t0 + t) * ys + 2 * (size_t)k0;
+                        if (bf)
+                            to_f32_eo(yt, af + (size_t)t * FSPAN, nc);
+                        else
+                            to_f32(yt, af + (size_t)t * FSPAN, nc, 0);
+                    }
+                }
                 for (int gi = 0; gi < gn; gi++) {
                     const uint8_t *g = (const uint8_t *)xp + (size_t)(g0 + gi) * gsize + 16 * (size_t)k0;
                     if (bf)
-                        group_span_bf16(g, af, nc, q, c[gi]);
+                        group_span_bf16(g, a, as, nc, q, c[gi], k0 == 0);
                     else
-                        group_span_f16(g, af, nc, q, c[gi]);
+                        group_span_f16(g, a, as, nc, q, c[gi], k0 == 0);
                 }
             }
             for (int gi = 0; gi < gn; gi++)
                 for (int t = 0; t < q; t++) {
                     const __m512 cp[4] = {c[gi][0][t], c[gi][1][t], c[gi][2][t], c[gi][3][t]};
-                    store_rows8(out + (size_t)(t0 + t) * ldo + 8 * (size_t)(g0 + gi), cp);
+                    float *o = out + (size_t)(t0 + t) * ldo + 8 * (size_t)(g0 + gi);
+                    if (bf)
+                        store_rows8_eo(o, cp);
+                    else
+                        store_rows8(o, cp);
                 }
         }
     }
@@ -176,7 +276,7 @@ QK_TARGET_AVX512 static void f16_packed_tile(int64_t n, const void *xp, int ng, 
         float_decode(n, xp, ng, y, out, 0);
         return;
     }
-    float_tile(n, xp, ng, y, ys, nt, out, ldo, 0);
+    float_tile(n, xp, ng, y, ys, nt, out, ldo, 0, false);
 }
 
 QK_TARGET_AVX512 static void bf16_packed_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt,
@@ -186,13 +286,36 @@ QK_TARGET_AVX512 static void bf16_packed_tile(int64_t n, const void *xp, int ng,
         float_decode(n, xp, ng, y, out, 1);
         return;
     }
-    float_tile(n, xp, ng, y, ys, nt, out, ldo, 1);
+    float_tile(n, xp, ng, y, ys, nt, out, ldo, 1, false);
+}
+
+/* Prompt batches made once per product (cpu.h pack_act): an F16 row as
+ * floats, a BF16 row as floats with each 8 even columns first. */
+QK_TARGET_AVX512 static void f16_pack_act(int64_t n, const void *y, float *dst)
+{
+    to_f32(y, dst, (int)n, 0);
+}
+
+QK_TARGET_AVX512 static void bf16_pack_act(int64_t n, const void *y, float *dst) { to_f32_eo(y, dst, (int)n); }
+
+QK_TARGET_AVX512 static void f16_packed_tile_act(int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt,
+                                               float *out, size_t ldo)
+{
+    float_tile(n, xp, ng, y, ys, nt, out, ldo, 0, true);
+}
+
+QK_TARGET_AVX512 static void bf16_packed_tile_act(int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt,
+                                                float *out, size_t ldo)
+{
+    float_tile(n, xp, ng, y, ys, nt, out, ldo, 1, true);
 }
 
 /* The AVX2 level's packing (pack NULL). */
 const qk_pack_ops qk_x86_avx512_packed_f[] = {
-    {.id = QK_F16, .packed_tile = f16_packed_tile, .tile_rows = 64, .decode = 1},
-    {.id = QK_BF16, .packed_tile = bf16_packed_tile, .tile_rows = 64, .decode = 1},
+    {.id = QK_F16, .packed_tile = f16_packed_tile, .tile_rows = 64, .decode = 1, .pack_act = f16_pack_act,
+     .packed_tile_act = f16_packed_tile_act},
+    {.id = QK_BF16, .packed_tile = bf16_packed_tile, .tile_rows = 64, .decode = 1, .pack_act = bf16_pack_act,
+     .packed_tile_act = bf16_packed_tile_act},
     {.id = -1},
 };
 

@@ -37,6 +37,7 @@ typedef struct {
     size_t act_row;                /* bytes per activation row */
     float *y;
     bool packed;                   /* products read w->packed (k->packed_tile) */
+    bool prep;                     /* ... against activation rows made by k->pack_act (k->packed_tile_act) */
     bool fdot;                     /* float activations: k->fdot_tile (QK_ACT_F32) */
     const qk_wq *wq;               /* a parted weight: its view, or wqf under QK_ACT_F32 */
     qk_wq wqf;                     /* the view with float activations (the W*A16 products) */
@@ -77,6 +78,21 @@ static void encode_range(void *ctx, size_t begin, size_t end)
     }
 }
 
+typedef struct {
+    const uint8_t *xq;
+    size_t xq_row;
+    float *dst;
+    int64_t cols;
+    qk_pack_act_fn pack_act;
+} prep_job;
+
+static void prep_range(void *ctx, size_t begin, size_t end)
+{
+    const prep_job *j = ctx;
+    for (size_t t = begin; t < end; t++)
+        j->pack_act(j->cols, j->xq + t * j->xq_row, j->dst + t * (size_t)j->cols);
+}
+
 static void dot_ranges(void *ctx, size_t begin, size_t end)
 {
     const job *j = ctx;
@@ -98,8 +114,9 @@ static void dot_ranges(void *ctx, size_t begin, size_t end)
                     qk_fdot_tile(pt->k, w->cols, w->data + r0 * w->row_size, w->row_size, nr,
                                  (const float *)(const void *)act, (size_t)w->cols, nt, out, (size_t)w->rows);
                 else if (pt->packed)
-                    pt->k->packed_tile(w->cols, w->packed + r0 / QK_PACK_ROWS * pt->k->pack_size(w->cols),
-                                       nr / QK_PACK_ROWS, act, pt->act_row, nt, out, (size_t)w->rows);
+                    (pt->prep ? pt->k->packed_tile_act : pt->k->packed_tile)(
+                        w->cols, w->packed + r0 / QK_PACK_ROWS * pt->k->pack_size(w->cols), nr / QK_PACK_ROWS, act,
+                        pt->act_row, nt, out, (size_t)w->rows);
                 else
                     qk_dot_tile(pt->k, w->cols, w->data + r0 * w->row_size, w->row_size, nr, act,
                                 pt->act_row, nt, out, (size_t)w->rows);
@@ -132,6 +149,8 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
     int vt[MAX_PARTS], nvt = 0, enc[MAX_PARTS]; /* enc[i]: weight i's encoding in vt */
     const qk_wq *vwq[MAX_PARTS];                  /* the parted weight whose parameters it takes */
     size_t off[MAX_PARTS], rowb[MAX_PARTS], need = 0, nranges = 0;
+    size_t prep_off[MAX_PARTS];
+    int prep_of[MAX_PARTS]; /* the part whose activation rows part i reads (its own: i), -1: none */
     for (int i = 0; i < nw; i++) {
         if (w[i]->cols != cols)
             return qk_errf(err, QK_EIO, "matmul: weights of one call differ in columns");
@@ -157,6 +176,7 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
         int e = 0;
         while (e < nvt && !(vt[e] == t && (t == QK_F32 || !pw || !vwq[e] || qk_wq_act_same(pw, vwq[e]))))
             e++;
+        enc[i] = e;
         if (e == nvt) {
             vt[nvt] = t;
             vwq[nvt] = t == QK_F32 ? NULL : pw;
@@ -169,13 +189,29 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
             nvt++;
         }
         parts[i].packed = !fdot && !wq && w[i]->packed && (n_tok > 1 || k->pack_decode);
+        /* prompt batches of a kernel that takes its activation rows made once a product */
+        parts[i].prep = parts[i].packed && n_tok > 1 && k->pack_act && k->packed_tile_act;
+        prep_of[i] = -1;
+        if (parts[i].prep) {
+            for (int j = 0; j < i && prep_of[i] < 0; j++)
+                if (parts[j].prep && enc[j] == e && parts[j].k->pack_act == k->pack_act)
+                    prep_of[i] = prep_of[j];
+            if (prep_of[i] < 0) {
+                uint64_t n;
+                prep_of[i] = i;
+                prep_off[i] = (need + 63) / 64 * 64;
+                if (qk_ckd_mul(&n, (uint64_t)cols * sizeof(float), (uint64_t)n_tok) ||
+                    qk_ckd_add(&n, n, prep_off[i]) || n > SIZE_MAX)
+                    return qk_errf(err, QK_EIO, "matmul: activation buffer size overflows");
+                need = (size_t)n;
+            }
+        }
         parts[i].tt = pw && pw->act == QK_A_NV4 && pw->packed ? NV4_TOK_TILE : TOK_TILE;
         if (!parts[i].packed)
             parts[i].rt = ROW_TILE;
         else
             parts[i].rt = qk_pack_tile_rows(parts[i].k, n_tok);
-        parts[i].act_row = t == QK_F32 ? (size_t)cols * sizeof(float) : rowb[e];
-        enc[i] = e;
+        parts[i].act_row = parts[i].prep ? (size_t)cols * sizeof(float) : t == QK_F32 ? (size_t)cols * sizeof(float) : rowb[e];
         /* The range size only affects speed: every element is one vec_dot. */
         const size_t grain = range_rows(cols, n_tok, parts[i].rt);
         nranges += ((size_t)(w[i]->rows > 0 ? w[i]->rows : 0) + grain - 1) / grain;
@@ -196,12 +232,20 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
                           .wq_act = vwq[e] ? qk_kernels_for(vt[e])->wq_act : NULL};
             qk_parallel_for(nthreads, (size_t)n_tok, 1, encode_range, &ej);
         }
+    for (int i = 0; i < nw; i++)
+        if (prep_of[i] == i) {
+            prep_job pj = {.xq = buf + off[enc[i]], .xq_row = rowb[enc[i]], .dst = (float *)(void *)(buf + prep_off[i]),
+                           .cols = cols, .pack_act = parts[i].k->pack_act};
+            qk_parallel_for(nthreads, (size_t)n_tok, 1, prep_range, &pj);
+        }
     range *ranges = malloc((nranges ? nranges : 1) * sizeof *ranges);
     if (!ranges)
         return qk_errf(err, QK_EIO, "matmul: out of memory (%zu row ranges)", nranges);
     size_t nr = 0;
     for (int i = 0; i < nw; i++) {
-        parts[i].act = vt[enc[i]] == QK_F32 ? (const uint8_t *)x : buf + off[enc[i]];
+        parts[i].act = parts[i].prep         ? buf + prep_off[prep_of[i]]
+                       : vt[enc[i]] == QK_F32 ? (const uint8_t *)x
+                                              : buf + off[enc[i]];
         const size_t grain = range_rows(cols, n_tok, parts[i].rt), rows = (size_t)(w[i]->rows > 0 ? w[i]->rows : 0);
         for (size_t r0 = 0; r0 < rows; r0 += grain)
             ranges[nr++] = (range){i, r0, r0 + grain < rows ? r0 + grain : rows};
