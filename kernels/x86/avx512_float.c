@@ -8,9 +8,11 @@
  * against one token, so the weights are one load and one conversion for
  * two rows (the packing puts their 8-element chunks side by side) and the
  * token's chunk is broadcast to both halves.  The tokens' elements are
- * converted to float once per tile and span of columns (exact), so the
- * inner loop is loads, conversions of the weights and FMAs only: eight rows
- * x six tokens, 24 accumulators.  One-token products (decode) run the same
+ * converted to float once per product (pack_act; packed_tile itself, for
+ * other callers, once per tile and span of columns; exact), so the inner
+ * loop is loads, conversions of the weights and FMAs only: eight rows x six
+ * tokens, 24 accumulators.  BF16 weights need no widening (even and odd
+ * columns, below).  One-token products (decode) run the same
  * pairs, the token's 8 elements broadcast to both halves, four accumulators
  * for the group's eight rows, the next group prefetched in step: half the
  * instructions of the AVX2 kernel, whose bits they give. */
