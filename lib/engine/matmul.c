@@ -28,6 +28,7 @@ _Static_assert(ROW_TILE % QK_PACK_ROWS == 0 && QK_PACK_DECODE_TILE % QK_PACK_ROW
 #define TOK_TILE 64                /* activation rows per pass over a row tile */
 #define NV4_TOK_TILE 256           /* NVFP4 W4A4 on packed rows: the AVX-512 tile decodes its rows once a call */
 #define RANGE_WORK (1u << 18)      /* about this many multiply-adds per thread range */
+#define TOK_GRAIN 8                /* activation rows per thread range of the encoders */
 
 /* One weight of a call: its kernels, encoded activations and output. */
 typedef struct {
@@ -230,13 +231,13 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
             enc_job ej = {.x = x, .xq = buf + off[e], .xq_row = rowb[e], .cols = cols,
                           .from_float = var ? var : qk_kernels_for(vt[e])->from_float, .wq = vwq[e],
                           .wq_act = vwq[e] ? qk_kernels_for(vt[e])->wq_act : NULL};
-            qk_parallel_for(nthreads, (size_t)n_tok, 1, encode_range, &ej);
+            qk_parallel_for(nthreads, (size_t)n_tok, TOK_GRAIN, encode_range, &ej);
         }
     for (int i = 0; i < nw; i++)
         if (prep_of[i] == i) {
             prep_job pj = {.xq = buf + off[enc[i]], .xq_row = rowb[enc[i]], .dst = (float *)(void *)(buf + prep_off[i]),
                            .cols = cols, .pack_act = parts[i].k->pack_act};
-            qk_parallel_for(nthreads, (size_t)n_tok, 1, prep_range, &pj);
+            qk_parallel_for(nthreads, (size_t)n_tok, TOK_GRAIN, prep_range, &pj);
         }
     range *ranges = malloc((nranges ? nranges : 1) * sizeof *ranges);
     if (!ranges)
