@@ -106,7 +106,8 @@ static inline qk_packed_tile_fn packed_tile_in(const qk_pack_ops *t, int id)
 
 /* ng packed groups at xp against nt activation rows (rows of ys bytes):
  * out[t * ldo + 8g + r].  Tokens k->pt at a time, PAIRS pairs of groups
- * sharing each span's activation side; then f (+ s[0] + ... + s[7]). */
+ * sharing each span's activation side; each pair's state zeroed before its
+ * first span and summed, f (+ s[0] + ... + s[7]), right after its last. */
 QK_TARGET_V512 static inline void packed512_tile(const packed512 *k, const void *xp, int ng, const void *y,
                                                  size_t ys, int nt, float *out, size_t ldo)
 {
@@ -123,12 +124,6 @@ QK_TARGET_V512 static inline void packed512_tile(const packed512 *k, const void 
             const uint8_t *yr[PT8];
             for (int t = 0; t < PT8; t++)
                 yr[t] = (const uint8_t *)y + (size_t)(t0 + (t < q ? t : 0)) * ys;
-            for (int pi = 0; pi < pn; pi++)
-                for (int t = 0; t < q; t++) {
-                    st[pi].f[t] = _mm512_setzero_ps();
-                    for (int l = 0; k->lanes && l < 8; l++)
-                        st[pi].s[t][l] = _mm512_setzero_ps();
-                }
             for (int64_t b0 = 0; b0 < nb; b0 += k->kc) {
                 const int kb = (int)(nb - b0 < k->kc ? nb - b0 : k->kc);
                 k->prep(yr, q, b0, kb, k->act);
@@ -136,21 +131,27 @@ QK_TARGET_V512 static inline void packed512_tile(const packed512 *k, const void 
                     const int g = 2 * (p0 + pi);
                     const uint8_t *ga = (const uint8_t *)xp + (size_t)g * gsize + (size_t)b0 * k->bsize;
                     const uint8_t *gb = g + 1 < ng ? ga + gsize : ga;
+                    if (b0 == 0) /* the pair's sums start here, while its state is in L1 */
+                        for (int t = 0; t < q; t++) {
+                            st[pi].f[t] = _mm512_setzero_ps();
+                            for (int l = 0; k->lanes && l < 8; l++)
+                                st[pi].s[t][l] = _mm512_setzero_ps();
+                        }
                     k->span(ga, gb, q, kb, k->act, &st[pi]);
-                }
-            }
-            for (int pi = 0; pi < pn; pi++) {
-                const int g = 2 * (p0 + pi);
-                for (int t = 0; t < q; t++) {
-                    __m512 sum = st[pi].f[t];
-                    for (int l = 0; k->lanes && l < 8; l++)
-                        sum = _mm512_add_ps(sum, st[pi].s[t][l]);
-                    /* (a masked store is several times slower here) */
-                    float *o = out + (size_t)(t0 + t) * ldo + (size_t)(8 * g);
-                    if (g + 1 < ng)
-                        _mm512_storeu_ps(o, sum);
-                    else
-                        _mm256_storeu_ps(o, _mm512_castps512_ps256(sum));
+                    if (b0 + kb < nb)
+                        continue;
+                    /* the last span: the pair's results at once, its state still in L1 */
+                    for (int t = 0; t < q; t++) {
+                        __m512 sum = st[pi].f[t];
+                        for (int l = 0; k->lanes && l < 8; l++)
+                            sum = _mm512_add_ps(sum, st[pi].s[t][l]);
+                        /* (a masked store is several times slower here) */
+                        float *o = out + (size_t)(t0 + t) * ldo + (size_t)(8 * g);
+                        if (g + 1 < ng)
+                            _mm512_storeu_ps(o, sum);
+                        else
+                            _mm256_storeu_ps(o, _mm512_castps512_ps256(sum));
+                    }
                 }
             }
         }
