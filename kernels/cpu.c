@@ -127,6 +127,7 @@ static void merge_pack(int level, const qk_pack_ops *ops)
             kern[level][ops->id].level_pack = (signed char)level;
             kern[level][ops->id].pack_decode = ops->decode;
             kern[level][ops->id].pack_tile_rows = ops->tile_rows;
+            kern[level][ops->id].pack_act_size = ops->pack_act_size;
             kern[level][ops->id].pack_act = ops->pack_act;
             kern[level][ops->id].packed_tile_act = ops->packed_tile_act;
         }

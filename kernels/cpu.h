@@ -60,10 +60,12 @@ typedef void (*qk_dot_tile_fn)(int64_t n, const void *x, size_t xs, int nr, cons
  *         pack_size(n) bytes at dst;
  *   packed_tile: ng packed groups at xp (consecutive) against nt activation
  *         rows: out[t * ldo + r] for the 8 * ng rows, vec_dot's bits.
- * Optionally (both or neither) a product whose activation rows are made
+ * Optionally (all three or none) a product whose activation rows are made
  * once for the whole product rather than once per tile:
- *   pack_act: one vec_dot_type row of n columns at y into the n floats at
- *         dst the kernel reads (exact; its own order of the columns);
+ *   pack_act_size: bytes of such a row of n columns;
+ *   pack_act: one vec_dot_type row of n columns at y into the
+ *         pack_act_size(n) bytes at dst, the layout the kernel reads (F16,
+ *         BF16: floats; the K-quants: each block's quants permuted);
  *   packed_tile_act: packed_tile on rows made by pack_act (ys bytes apart),
  *         any nt, the same bits. */
 #define QK_PACK_ROWS 8
@@ -71,7 +73,7 @@ typedef size_t (*qk_pack_size_fn)(int64_t n);
 typedef void (*qk_pack_fn)(int64_t n, const void *x, size_t xs, void *dst);
 typedef void (*qk_packed_tile_fn)(int64_t n, const void *xp, int ng, const void *y, size_t ys,
                                   int nt, float *out, size_t ldo);
-typedef void (*qk_pack_act_fn)(int64_t n, const void *y, float *dst);
+typedef void (*qk_pack_act_fn)(int64_t n, const void *y, void *dst);
 
 /* Float-activation products (--act-type f32, issue #24): weight rows of any
  * type with a decoder against float activation rows: for r < nr, t < nt
@@ -98,7 +100,8 @@ typedef struct qk_kernels {
     qk_packed_tile_fn packed_tile;
     int pack_decode;            /* packed_tile is also the faster one-token product */
     int pack_tile_rows;         /* rows per prompt-batch packed_tile call (a multiple of 8) */
-    qk_pack_act_fn pack_act;    /* activation rows made once a product, or NULL */
+    qk_pack_size_fn pack_act_size; /* activation rows made once a product, or NULL */
+    qk_pack_act_fn pack_act;
     qk_packed_tile_fn packed_tile_act;
     /* parted checkpoint layouts (kernels/wq.h): QK_W_* decoder and products,
      * QK_A_* activation encoder; NULL for the other types */

@@ -144,14 +144,15 @@ static void level_packed(const qk_kernels *k, int level, const qk_weight *w, con
                          bool act, float *y)
 {
     const int vt = qk_type_get(w->type)->vec_dot_type;
-    const size_t ar = qk_row_size(vt, w->cols), gs = k->pack_size(w->cols), fr = (size_t)w->cols * sizeof(float);
+    const size_t ar = qk_row_size(vt, w->cols), gs = k->pack_size(w->cols);
+    const size_t fr = act ? k->pack_act_size(w->cols) : 1;
     const size_t nrow = (size_t)w->rows;
     uint8_t *a = malloc(ar * (size_t)nt), *p = malloc(gs * (nrow / QK_PACK_ROWS)), *f = malloc(fr * (size_t)nt);
     cr_assert(a && p && f);
     for (int t = 0; t < nt; t++) {
         qk_kernels_at(vt, level)->from_float(x + (size_t)t * w->cols, a + t * ar, w->cols);
         if (act)
-            k->pack_act(w->cols, a + t * ar, (float *)(void *)(f + t * fr));
+            k->pack_act(w->cols, a + t * ar, f + t * fr);
     }
     for (size_t g = 0; g < nrow / QK_PACK_ROWS; g++)
         k->pack(w->cols, w->data + g * QK_PACK_ROWS * w->row_size, w->row_size, p + g * gs);

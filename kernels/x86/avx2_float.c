@@ -226,10 +226,10 @@ QK_TARGET_AVX2 static inline float reduce32(__m256 s0, __m256 s1, __m256 s2, __m
     {                                                                                              \
         name##_packed_at(n, xp, ng, y, ys, nt, out, ldo, true);                                    \
     }                                                                                              \
-    QK_TARGET_AVX2 static void name##_pack_act(int64_t n, const void *y, float *dst)              \
+    QK_TARGET_AVX2 static void name##_pack_act(int64_t n, const void *y, void *dst)               \
     {                                                                                              \
         for (int64_t i = 0; i < n; i += 8)                                                         \
-            _mm256_storeu_ps(dst + i, load((const uint8_t *)y + 2 * i));                           \
+            _mm256_storeu_ps((float *)dst + i, load((const uint8_t *)y + 2 * i));                  \
     }
 
 FLOAT_TILE(f16, ld8_f16, qk_f16_to_f32)
@@ -266,12 +266,15 @@ QK_TARGET_AVX2 static void f16_to_float(const void *src, float *dst, int64_t n)
         dst[i] = qk_f16_to_f32(qk_ld_u16(s + 2 * i));
 }
 
+static size_t float_act_size(int64_t n) { return (size_t)n * sizeof(float); }
+
 /* Tiles of 16 rows for prompt batches, as the row kernels' (lib/engine/matmul.c's ROW_TILE). */
 const qk_pack_ops qk_x86_avx2_packed_f[] = {
     {.id = QK_F16, .pack_size = f16_pack_size, .pack = f16_pack, .packed_tile = f16_packed_tile, .tile_rows = 16,
-     .decode = 1, .pack_act = f16_pack_act, .packed_tile_act = f16_packed_tile_act},
+     .decode = 1, .pack_act_size = float_act_size, .pack_act = f16_pack_act, .packed_tile_act = f16_packed_tile_act},
     {.id = QK_BF16, .pack_size = bf16_pack_size, .pack = bf16_pack, .packed_tile = bf16_packed_tile, .tile_rows = 16,
-     .decode = 1, .pack_act = bf16_pack_act, .packed_tile_act = bf16_packed_tile_act},
+     .decode = 1, .pack_act_size = float_act_size, .pack_act = bf16_pack_act,
+     .packed_tile_act = bf16_packed_tile_act},
     {.id = -1},
 };
 

@@ -293,12 +293,11 @@ QK_TARGET_AVX512 static void bf16_packed_tile(int64_t n, const void *xp, int ng,
 
 /* Prompt batches made once per product (cpu.h pack_act): an F16 row as
  * floats, a BF16 row as floats with each 8 even columns first. */
-QK_TARGET_AVX512 static void f16_pack_act(int64_t n, const void *y, float *dst)
-{
-    to_f32(y, dst, (int)n, 0);
-}
+static size_t float_act_size(int64_t n) { return (size_t)n * sizeof(float); }
 
-QK_TARGET_AVX512 static void bf16_pack_act(int64_t n, const void *y, float *dst) { to_f32_eo(y, dst, (int)n); }
+QK_TARGET_AVX512 static void f16_pack_act(int64_t n, const void *y, void *dst) { to_f32(y, dst, (int)n, 0); }
+
+QK_TARGET_AVX512 static void bf16_pack_act(int64_t n, const void *y, void *dst) { to_f32_eo(y, dst, (int)n); }
 
 QK_TARGET_AVX512 static void f16_packed_tile_act(int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt,
                                                float *out, size_t ldo)
@@ -314,9 +313,9 @@ QK_TARGET_AVX512 static void bf16_packed_tile_act(int64_t n, const void *xp, int
 
 /* The AVX2 level's packing (pack NULL). */
 const qk_pack_ops qk_x86_avx512_packed_f[] = {
-    {.id = QK_F16, .packed_tile = f16_packed_tile, .tile_rows = 64, .decode = 1, .pack_act = f16_pack_act,
+    {.id = QK_F16, .packed_tile = f16_packed_tile, .tile_rows = 64, .decode = 1, .pack_act_size = float_act_size, .pack_act = f16_pack_act,
      .packed_tile_act = f16_packed_tile_act},
-    {.id = QK_BF16, .packed_tile = bf16_packed_tile, .tile_rows = 64, .decode = 1, .pack_act = bf16_pack_act,
+    {.id = QK_BF16, .packed_tile = bf16_packed_tile, .tile_rows = 64, .decode = 1, .pack_act_size = float_act_size, .pack_act = bf16_pack_act,
      .packed_tile_act = bf16_packed_tile_act},
     {.id = -1},
 };

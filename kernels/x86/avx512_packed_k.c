@@ -19,20 +19,39 @@
 #ifdef QK_X86
 
 /* ---- the activation side ------------------------------------------------------
- * Q4_K, Q5_K, Q6_K: packed_k.h's act_prepare, four tokens per act_span. */
+ * Q4_K, Q5_K, Q6_K: each Q8_K block of a token as an act row block of
+ * Q8_K_SIZE bytes (packed_k.h's act_block: the quants permuted for the
+ * kernel, the scale at 256, the sums at 260), made once per product
+ * (pack_act: whole rows) or, for packed_tile, per span of a tile into buf;
+ * the spans read them through row[t], each token's first block of the span. */
 typedef struct {
-    act_span h[2];
+    const uint8_t *row[PT8];
+    uint8_t buf[PT8][KC][Q8_K_SIZE];
 } act_k;
 
-#define YS(a, t, b) ((a)->h[(t) >> 2].ys[(t) & 3][b])
-#define YD(a, t, b) ((a)->h[(t) >> 2].yd[(t) & 3][b])
-#define BS(a, t, b) ((a)->h[(t) >> 2].bs[(t) & 3][b])
+static inline const uint8_t *act_at(const act_k *a, int t, int b) { return a->row[t] + (size_t)b * Q8_K_SIZE; }
+#define YS(a, t, b) act_at(a, t, b)
+#define YD(a, t, b) qk_ld_f32(act_at(a, t, b) + QKK)
+#define BS(a, t, b, p) ((int32_t)qk_ld_u32(act_at(a, t, b) + QKK + 4 + 4 * (p)))
+
+/* The Q8_K block at yb as an act row block at dst. */
+QK_TARGET_V512 static inline void act_row_block(const uint8_t *yb, int mode, uint8_t *dst)
+{
+    float yd;
+    int32_t bs[8] = {0};
+    act_block(yb, mode, dst, &yd, bs);
+    memcpy(dst + QKK, &yd, 4);
+    memcpy(dst + QKK + 4, bs, 32);
+}
 
 QK_TARGET_V512 __attribute__((always_inline)) static inline void prep_k(const uint8_t *const y[PT8], int nt,
                                                                         int64_t b0, int nb, act_k *a, int mode)
 {
-    for (int h = 0; 4 * h < nt; h++)
-        act_prepare(y + 4 * h, nt - 4 * h < 4 ? nt - 4 * h : 4, b0, nb, mode, &a->h[h]);
+    for (int t = 0; t < nt; t++) {
+        for (int b = 0; b < nb; b++)
+            act_row_block(y[t] + (size_t)(b0 + b) * Q8_K_SIZE, mode, a->buf[t][b]);
+        a->row[t] = a->buf[t][0];
+    }
 }
 
 QK_TARGET_V512 static void prep_k4(const uint8_t *const y[PT8], int nt, int64_t b0, int nb, void *a)
@@ -43,6 +62,30 @@ QK_TARGET_V512 static void prep_k4(const uint8_t *const y[PT8], int nt, int64_t 
 QK_TARGET_V512 static void prep_k6(const uint8_t *const y[PT8], int nt, int64_t b0, int nb, void *a)
 {
     prep_k(y, nt, b0, nb, a, ACT_K6);
+}
+
+/* packed_tile_act's: the rows were made by pack_act; the span starts at block b0. */
+static void prep_rows(const uint8_t *const y[PT8], int nt, int64_t b0, int nb, void *va)
+{
+    act_k *a = va;
+    (void)nb;
+    for (int t = 0; t < nt; t++)
+        a->row[t] = y[t] + (size_t)b0 * Q8_K_SIZE;
+}
+
+/* pack_act: a Q8_K row of n columns as act row blocks. */
+static size_t k_act_size(int64_t n) { return (size_t)(n / QKK) * Q8_K_SIZE; }
+
+QK_TARGET_V512 static void k4_pack_act(int64_t n, const void *y, void *dst)
+{
+    for (int64_t b = 0; b < n / QKK; b++)
+        act_row_block((const uint8_t *)y + (size_t)b * Q8_K_SIZE, ACT_K4, (uint8_t *)dst + (size_t)b * Q8_K_SIZE);
+}
+
+QK_TARGET_V512 static void k6_pack_act(int64_t n, const void *y, void *dst)
+{
+    for (int64_t b = 0; b < n / QKK; b++)
+        act_row_block((const uint8_t *)y + (size_t)b * Q8_K_SIZE, ACT_K6, (uint8_t *)dst + (size_t)b * Q8_K_SIZE);
 }
 
 /* ---- Q4_K, Q5_K -------------------------------------------------------------- */
@@ -99,7 +142,7 @@ k4_span512(const uint8_t *ga, const uint8_t *gb, const int nt, int nb, const act
         _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) {
             __m512i sumi = _mm512_setzero_si512();
             _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
-                sumi = _mm512_dpwssd_epi32(sumi, mn[p], _mm512_set1_epi32(BS(a, t, b)[p]));
+                sumi = _mm512_dpwssd_epi32(sumi, mn[p], _mm512_set1_epi32(BS(a, t, b, p)));
             const __m512 dm = _mm512_mul_ps(xdmin, _mm512_set1_ps(YD(a, t, b)));
             st->f[t] = _mm512_sub_ps(st->f[t], _mm512_mul_ps(dm, _mm512_cvtepi32_ps(sumi)));
         }
@@ -278,11 +321,29 @@ TILE512(q5_K, QK_Q5_K, PACKED5, prep_k4, act_k, 1, PT8, qk_x86_avx2_packed_k4, Q
 TILE512(q6_K, QK_Q6_K, PACKED6, prep_k6, act_k, 1, PT8, qk_x86_avx2_packed_k6, QK_AMX_NONE)
 TILE512(iq4_xs, QK_IQ4_XS, PACKED4X, prep_x4, act_x4, 0, PT8, qk_x86_avx2_packed_sum, QK_AMX_IQ4_XS)
 
+/* TILE512_ACT(name, bsz): name##_packed_tile_act, the spans on pack_act's rows. */
+#define TILE512_ACT(name, bsz)                                                                           \
+    QK_TARGET_V512 static void name##_packed_tile_act(int64_t n, const void *xp, int ng, const void *y, \
+                                                      size_t ys, int nt, float *out, size_t ldo)        \
+    {                                                                                                   \
+        act_k a;                                                                                        \
+        const packed512 k = {.cols = n, .blk = QKK, .amx = QK_AMX_NONE, .bsize = bsz, .kc = KC,          \
+                             .pt = PT8, .lanes = 1, .prep = prep_rows, .span = name##_span, .act = &a};  \
+        packed512_tile(&k, xp, ng, y, ys, nt, out, ldo);                                                \
+    }
+
+TILE512_ACT(q4_K, PACKED)
+TILE512_ACT(q5_K, PACKED5)
+TILE512_ACT(q6_K, PACKED6)
+
 /* The AVX2 level's packing (pack NULL). */
 const qk_pack_ops qk_x86_avx512_packed_k[] = {
-    {.id = QK_Q4_K, .packed_tile = q4_K_packed_tile, .tile_rows = 128, .decode = 1},
-    {.id = QK_Q5_K, .packed_tile = q5_K_packed_tile, .tile_rows = 128, .decode = 1},
-    {.id = QK_Q6_K, .packed_tile = q6_K_packed_tile, .tile_rows = 128},
+    {.id = QK_Q4_K, .packed_tile = q4_K_packed_tile, .tile_rows = 128, .decode = 1, .pack_act_size = k_act_size,
+     .pack_act = k4_pack_act, .packed_tile_act = q4_K_packed_tile_act},
+    {.id = QK_Q5_K, .packed_tile = q5_K_packed_tile, .tile_rows = 128, .decode = 1, .pack_act_size = k_act_size,
+     .pack_act = k4_pack_act, .packed_tile_act = q5_K_packed_tile_act},
+    {.id = QK_Q6_K, .packed_tile = q6_K_packed_tile, .tile_rows = 128, .pack_act_size = k_act_size,
+     .pack_act = k6_pack_act, .packed_tile_act = q6_K_packed_tile_act},
     {.id = QK_IQ4_XS, .packed_tile = iq4_xs_packed_tile, .tile_rows = 128, .decode = 1},
     {.id = -1},
 };

@@ -81,37 +81,40 @@ QK_TARGET_AVX2 static inline __m256i lane_major(const uint8_t *yq, int s)
  * ACT_K2 (Q2_K): as ACT_K6 without the offset, and bs the sixteen 16-bit
  *   block sums as they are, two per int32. */
 enum { ACT_K4, ACT_K6, ACT_RAW, ACT_K2 };
+
+/* One Q8_K block at yb in a layout: its quants to ys (256 bytes), its
+ * scale to yd, and (ACT_K4, ACT_K2) its block sums to bs. */
+QK_TARGET_AVX2 static inline void act_block(const uint8_t *yb, int mode, uint8_t *ys, float *yd, int32_t *bs)
+{
+    const int k4 = mode == ACT_K4;
+    *yd = qk_ld_f32(yb);
+    if (mode == ACT_RAW) {
+        memcpy(ys, yb + 4, QKK);
+        return;
+    }
+    for (int q = 0; q < 4; q++) {
+        const __m256i o0 = lane_major(yb + 4, 2 * q), o1 = lane_major(yb + 4, 2 * q + 1);
+        const __m256i u = _mm256_set1_epi8(mode == ACT_K6 ? -128 : 0);
+        _mm256_storeu_si256((__m256i *)(ys + 64 * q),
+                            k4 ? _mm256_blend_epi16(o0, _mm256_slli_epi32(o1, 16), 0xAA) : _mm256_xor_si256(o0, u));
+        _mm256_storeu_si256((__m256i *)(ys + 64 * q + 32),
+                            k4 ? _mm256_blend_epi16(_mm256_srli_epi32(o0, 16), o1, 0xAA) : _mm256_xor_si256(o1, u));
+    }
+    if (mode == ACT_K2)
+        memcpy(bs, yb + 4 + QKK, 32);
+    for (int p = 0; k4 && p < 4; p++) {
+        const int s0 = (int16_t)qk_ld_u16(yb + 260 + 8 * p) + (int16_t)qk_ld_u16(yb + 262 + 8 * p);
+        const int s1 = (int16_t)qk_ld_u16(yb + 264 + 8 * p) + (int16_t)qk_ld_u16(yb + 266 + 8 * p);
+        bs[p] = (int32_t)((uint32_t)(uint16_t)s0 | (uint32_t)(uint16_t)s1 << 16);
+    }
+}
+
 QK_TARGET_AVX2 static inline void act_prepare(const uint8_t *const y[PT], int nt, int64_t b0, int nb, int mode,
                                        act_span *a)
 {
-    const int k4 = mode == ACT_K4;
     _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
-        for (int b = 0; b < nb; b++) {
-            const uint8_t *yb = y[t] + (size_t)(b0 + b) * Q8_K_SIZE;
-            uint8_t *ys = a->ys[t][b];
-            a->yd[t][b] = qk_ld_f32(yb);
-            if (mode == ACT_RAW) {
-                memcpy(ys, yb + 4, QKK);
-                continue;
-            }
-            for (int q = 0; q < 4; q++) {
-                const __m256i o0 = lane_major(yb + 4, 2 * q), o1 = lane_major(yb + 4, 2 * q + 1);
-                const __m256i u = _mm256_set1_epi8(mode == ACT_K6 ? -128 : 0);
-                _mm256_storeu_si256((__m256i *)(ys + 64 * q),
-                                    k4 ? _mm256_blend_epi16(o0, _mm256_slli_epi32(o1, 16), 0xAA)
-                                       : _mm256_xor_si256(o0, u));
-                _mm256_storeu_si256((__m256i *)(ys + 64 * q + 32),
-                                    k4 ? _mm256_blend_epi16(_mm256_srli_epi32(o0, 16), o1, 0xAA)
-                                       : _mm256_xor_si256(o1, u));
-            }
-            if (mode == ACT_K2)
-                memcpy(a->bs[t][b], yb + 4 + QKK, 32);
-            for (int p = 0; k4 && p < 4; p++) {
-                const int s0 = (int16_t)qk_ld_u16(yb + 260 + 8 * p) + (int16_t)qk_ld_u16(yb + 262 + 8 * p);
-                const int s1 = (int16_t)qk_ld_u16(yb + 264 + 8 * p) + (int16_t)qk_ld_u16(yb + 266 + 8 * p);
-                a->bs[t][b][p] = (int32_t)((uint32_t)(uint16_t)s0 | (uint32_t)(uint16_t)s1 << 16);
-            }
-        }
+        for (int b = 0; b < nb; b++)
+            act_block(y[t] + (size_t)(b0 + b) * Q8_K_SIZE, mode, a->ys[t][b], &a->yd[t][b], a->bs[t][b]);
 }
 
 /* The running sums of one group and up to PT tokens: sumf and sums[8] per

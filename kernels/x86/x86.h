@@ -28,7 +28,8 @@ typedef struct qk_pack_ops {
     qk_packed_tile_fn packed_tile;
     int decode; /* also for one-token products (else those read the rows as they are) */
     int tile_rows; /* rows per prompt-batch packed_tile call (a multiple of 8; required) */
-    qk_pack_act_fn pack_act;            /* optional, with packed_tile_act (cpu.h) */
+    qk_pack_size_fn pack_act_size;      /* optional, with pack_act and packed_tile_act (cpu.h) */
+    qk_pack_act_fn pack_act;
     qk_packed_tile_fn packed_tile_act;
 } qk_pack_ops;
 

@@ -82,7 +82,8 @@ static void encode_range(void *ctx, size_t begin, size_t end)
 typedef struct {
     const uint8_t *xq;
     size_t xq_row;
-    float *dst;
+    uint8_t *dst;
+    size_t dst_row;
     int64_t cols;
     qk_pack_act_fn pack_act;
 } prep_job;
@@ -91,7 +92,7 @@ static void prep_range(void *ctx, size_t begin, size_t end)
 {
     const prep_job *j = ctx;
     for (size_t t = begin; t < end; t++)
-        j->pack_act(j->cols, j->xq + t * j->xq_row, j->dst + t * (size_t)j->cols);
+        j->pack_act(j->cols, j->xq + t * j->xq_row, j->dst + t * j->dst_row);
 }
 
 static void dot_ranges(void *ctx, size_t begin, size_t end)
@@ -191,7 +192,7 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
         }
         parts[i].packed = !fdot && !wq && w[i]->packed && (n_tok > 1 || k->pack_decode);
         /* prompt batches of a kernel that takes its activation rows made once a product */
-        parts[i].prep = parts[i].packed && n_tok > 1 && k->pack_act && k->packed_tile_act;
+        parts[i].prep = parts[i].packed && n_tok > 1 && k->pack_act_size && k->pack_act && k->packed_tile_act;
         prep_of[i] = -1;
         if (parts[i].prep) {
             for (int j = 0; j < i && prep_of[i] < 0; j++)
@@ -201,7 +202,7 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
                 uint64_t n;
                 prep_of[i] = i;
                 prep_off[i] = (need + 63) / 64 * 64;
-                if (qk_ckd_mul(&n, (uint64_t)cols * sizeof(float), (uint64_t)n_tok) ||
+                if (qk_ckd_mul(&n, (uint64_t)k->pack_act_size(cols), (uint64_t)n_tok) ||
                     qk_ckd_add(&n, n, prep_off[i]) || n > SIZE_MAX)
                     return qk_errf(err, QK_EIO, "matmul: activation buffer size overflows");
                 need = (size_t)n;
@@ -212,7 +213,9 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
             parts[i].rt = ROW_TILE;
         else
             parts[i].rt = qk_pack_tile_rows(parts[i].k, n_tok);
-        parts[i].act_row = parts[i].prep ? (size_t)cols * sizeof(float) : t == QK_F32 ? (size_t)cols * sizeof(float) : rowb[e];
+        parts[i].act_row = parts[i].prep     ? k->pack_act_size(cols)
+                           : t == QK_F32 ? (size_t)cols * sizeof(float)
+                                         : rowb[e];
         /* The range size only affects speed: every element is one vec_dot. */
         const size_t grain = range_rows(cols, n_tok, parts[i].rt);
         nranges += ((size_t)(w[i]->rows > 0 ? w[i]->rows : 0) + grain - 1) / grain;
@@ -235,8 +238,8 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
         }
     for (int i = 0; i < nw; i++)
         if (prep_of[i] == i) {
-            prep_job pj = {.xq = buf + off[enc[i]], .xq_row = rowb[enc[i]], .dst = (float *)(void *)(buf + prep_off[i]),
-                           .cols = cols, .pack_act = parts[i].k->pack_act};
+            prep_job pj = {.xq = buf + off[enc[i]], .xq_row = rowb[enc[i]], .dst = buf + prep_off[i],
+                           .dst_row = parts[i].act_row, .cols = cols, .pack_act = parts[i].k->pack_act};
             qk_parallel_for(nthreads, (size_t)n_tok, TOK_GRAIN, prep_range, &pj);
         }
     range *ranges = malloc((nranges ? nranges : 1) * sizeof *ranges);
