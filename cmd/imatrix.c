@@ -87,12 +87,16 @@ static int on_logits(void *ud, int chunk, int pos0, int n, const float *logits, 
 {
     ppl_ctx *p = ud;
     const int32_t *tok = p->tokens + (size_t)chunk * p->n_ctx;
-    for (int i = 0; i < n; i++) {
-        qk_kld_tok t = {.nll = qk_ppl_nll(logits + (size_t)i * p->n_vocab, p->n_vocab, tok[pos0 + i + 1], false)};
-        if (qk_kld_acc_add(&p->acc, &t, err))
-            return err->code;
-    }
-    return 0;
+    qk_kld_tok *rec = malloc((size_t)(n > 0 ? n : 1) * sizeof *rec);
+    if (!rec)
+        return qk_errf(err, QK_EIO, "out of memory (%d scored tokens)", n);
+    /* each token's value on the threads, then added in order */
+    qk_ppl_nll_rows(logits, p->n_vocab, tok + pos0 + 1, n, rec, p->a->threads);
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++)
+        rc = qk_kld_acc_add(&p->acc, &rec[i], err) ? err->code : 0;
+    free(rec);
+    return rc;
 }
 
 static int on_chunk(void *ud, int chunk, qk_err *err)

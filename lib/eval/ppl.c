@@ -113,6 +113,13 @@ static void score_rows(void *vctx, size_t begin, size_t end)
     }
 }
 
+void qk_ppl_nll_rows(const float *logits, int n_vocab, const int32_t *target, int n, qk_kld_tok *rec,
+                     int nthreads)
+{
+    score_ctx sc = {.la = logits, .target = target, .nv = n_vocab, .rec = rec};
+    qk_parallel_for(nthreads, (size_t)n, 1, score_rows, &sc);
+}
+
 typedef struct {
     const float *lb;
     float *blp;

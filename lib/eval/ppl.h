@@ -37,6 +37,10 @@ int qk_ppl_tokenize(const qk_tokenizer *t, const char *text, size_t n, int32_t *
  * llama's base-file writer (max + log-sum-exp - logit), else the double ones
  * of its plain perplexity path. */
 double qk_ppl_nll(const float *logits, int n_vocab, int tok, bool file_formula);
+/* rec[r].nll = qk_ppl_nll(logits + r * n_vocab, n_vocab, target[r], false),
+ * the rest of rec[r] zero, for r < n, the rows spread over nthreads. */
+void qk_ppl_nll_rows(const float *logits, int n_vocab, const int32_t *target, int n, qk_kld_tok *rec,
+                     int nthreads);
 /* Exact log-probabilities in float: logit - max - (float)log(sum exp). */
 void qk_ppl_logprobs(const float *logits, int n_vocab, float *lp);
 /* One token of a KL-divergence run against base log-probs base_lp (llama's
