@@ -20,7 +20,7 @@
 
 #ifdef QK_X86
 
-enum { FT = 6, FSPAN = 1024 }; /* tokens per pass; columns per span */
+enum { FT = 6, FSPAN = 1024 }; /* tokens per pass (QK_BY_NT6); columns per span */
 
 /* 16 weights of two rows (32 bytes at p) as floats. */
 QK_TARGET_AVX512 static inline __m512 w16_f16(const uint8_t *p)
@@ -123,14 +123,7 @@ group_span_eo(const uint8_t *g, const float *af, size_t as, int nc, const int nt
 QK_TARGET_AVX512 static void group_span_bf16(const uint8_t *g, const float *af, size_t as, int nc, int nt, __m512 c[4][FT],
                                              bool first)
 {
-    switch (nt) {
-    case 1: group_span_eo(g, af, as, nc, 1, c, first); break;
-    case 2: group_span_eo(g, af, as, nc, 2, c, first); break;
-    case 3: group_span_eo(g, af, as, nc, 3, c, first); break;
-    case 4: group_span_eo(g, af, as, nc, 4, c, first); break;
-    case 5: group_span_eo(g, af, as, nc, 5, c, first); break;
-    default: group_span_eo(g, af, as, nc, 6, c, first); break;
-    }
+    QK_BY_NT6(nt, group_span_eo(g, af, as, nc, N, c, first))
 }
 
 /* Per 128-bit lane i, ((l0+l4) + (l2+l6)) of its four lanes [l0 l2 l4 l6]
@@ -189,14 +182,7 @@ group_span(const uint8_t *g, const float *af, size_t as, int nc, const int nt, _
 QK_TARGET_AVX512 static void group_span_f16(const uint8_t *g, const float *af, size_t as, int nc, int nt, __m512 c[4][FT],
                                             bool first)
 {
-    switch (nt) {
-    case 1: group_span(g, af, as, nc, 1, c, first); break;
-    case 2: group_span(g, af, as, nc, 2, c, first); break;
-    case 3: group_span(g, af, as, nc, 3, c, first); break;
-    case 4: group_span(g, af, as, nc, 4, c, first); break;
-    case 5: group_span(g, af, as, nc, 5, c, first); break;
-    default: group_span(g, af, as, nc, 6, c, first); break;
-    }
+    QK_BY_NT6(nt, group_span(g, af, as, nc, N, c, first))
 }
 
 /* ng packed groups at xp against nt activation rows: tokens FT at a time,

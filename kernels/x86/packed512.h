@@ -56,14 +56,22 @@ QK_TARGET_V512 static inline __mmask64 q5_mask(const uint8_t *ga, const uint8_t 
 /* The 4 bytes at p in every int32 lane. */
 QK_TARGET_V512 static inline __m512i bc4(const uint8_t *p) { return _mm512_set1_epi32((int)qk_ld_u32(p)); }
 
-/* QK_BY_NT8(nt, call): `call` with the constant N = nt (1..8). */
+/* QK_BY_NT8(nt, call), QK_BY_NT6: `call` with the constant N = nt (1..8,
+ * 1..6). */
+#define QK_NT_CASES5(call)                   \
+    case 1: { enum { N = 1 }; call; } break; \
+    case 2: { enum { N = 2 }; call; } break; \
+    case 3: { enum { N = 3 }; call; } break; \
+    case 4: { enum { N = 4 }; call; } break; \
+    case 5: { enum { N = 5 }; call; } break;
+#define QK_BY_NT6(nt, call)                   \
+    switch (nt) {                             \
+    QK_NT_CASES5(call)                        \
+    default: { enum { N = 6 }; call; } break; \
+    }
 #define QK_BY_NT8(nt, call)                   \
     switch (nt) {                             \
-    case 1: { enum { N = 1 }; call; } break;  \
-    case 2: { enum { N = 2 }; call; } break;  \
-    case 3: { enum { N = 3 }; call; } break;  \
-    case 4: { enum { N = 4 }; call; } break;  \
-    case 5: { enum { N = 5 }; call; } break;  \
+    QK_NT_CASES5(call)                        \
     case 6: { enum { N = 6 }; call; } break;  \
     case 7: { enum { N = 7 }; call; } break;  \
     default: { enum { N = 8 }; call; } break; \
