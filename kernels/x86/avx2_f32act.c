@@ -318,6 +318,16 @@ static void tile(const wtype *w, int64_t n, const void *x, size_t xs, int nr, co
     }
 }
 
+/* Weight type id of n columns as the kernel reads it: F32 rows in place,
+ * one piece; the others decoded by to_float a piece at a time. */
+static wtype wtype_of(int id, qk_to_float_fn to_float, int64_t n, bool w512)
+{
+    if (id == QK_F32)
+        return (wtype){NULL, 1, 4, n, w512};
+    const qk_type_traits *t = qk_type_get(id);
+    return (wtype){to_float, t->blck, t->type_size, qk_fdot_chunk(t->blck), w512};
+}
+
 static void fdot_tile(const qk_kernels *k, int64_t n, const void *x, size_t xs, int nr, const float *y, size_t ys,
                       int nt, float *out, size_t ldo, bool w512)
 {
@@ -325,8 +335,7 @@ static void fdot_tile(const qk_kernels *k, int64_t n, const void *x, size_t xs, 
         qk_fdot_tile_ref(k, n, x, xs, nr, y, ys, nt, out, ldo);
         return;
     }
-    const qk_type_traits *t = qk_type_get(k->id);
-    const wtype w = {k->id == QK_F32 ? NULL : k->to_float, t->blck, t->type_size, qk_fdot_chunk(t->blck), w512};
+    const wtype w = wtype_of(k->id, k->to_float, n, w512);
     tile(&w, n, x, xs, nr, y, ys, nt, out, ldo);
 }
 
@@ -355,7 +364,7 @@ static void f32_tile_at(int64_t n, const void *x, size_t xs, int nr, const void 
                     ks->vec_dot(n, (const uint8_t *)x + (size_t)r * xs, (const uint8_t *)y + (size_t)t * ys);
         return;
     }
-    const wtype w = {NULL, 1, 4, n, w512}; /* one piece: the row in place */
+    const wtype w = wtype_of(QK_F32, NULL, n, w512);
     tile(&w, n, x, xs, nr, y, ys / sizeof(float), nt, out, ldo);
 }
 

@@ -266,14 +266,12 @@ QK_TARGET_AVX2 static void f16_to_float(const void *src, float *dst, int64_t n)
         dst[i] = qk_f16_to_f32(qk_ld_u16(s + 2 * i));
 }
 
-static size_t float_act_size(int64_t n) { return (size_t)n * sizeof(float); }
-
 /* Tiles of 16 rows for prompt batches, as the row kernels' (lib/engine/matmul.c's ROW_TILE). */
 const qk_pack_ops qk_x86_avx2_packed_f[] = {
     {.id = QK_F16, .pack_size = f16_pack_size, .pack = f16_pack, .packed_tile = f16_packed_tile, .tile_rows = 16,
-     .decode = 1, .pack_act_size = float_act_size, .pack_act = f16_pack_act, .packed_tile_act = f16_packed_tile_act},
+     .decode = 1, .pack_act_size = qk_x86_float_act_size, .pack_act = f16_pack_act, .packed_tile_act = f16_packed_tile_act},
     {.id = QK_BF16, .pack_size = bf16_pack_size, .pack = bf16_pack, .packed_tile = bf16_packed_tile, .tile_rows = 16,
-     .decode = 1, .pack_act_size = float_act_size, .pack_act = bf16_pack_act,
+     .decode = 1, .pack_act_size = qk_x86_float_act_size, .pack_act = bf16_pack_act,
      .packed_tile_act = bf16_packed_tile_act},
     {.id = -1},
 };

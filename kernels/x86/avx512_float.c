@@ -34,17 +34,14 @@ QK_TARGET_AVX512 static inline __m512 w16_bf16(const uint8_t *p)
     return _mm512_castsi512_ps(_mm512_slli_epi32(a, 16));
 }
 
-/* n elements (a multiple of 8) at src (F16 or BF16) to floats. */
-QK_TARGET_AVX512 static void to_f32(const uint8_t *src, float *dst, int n, int bf)
+/* n elements (a multiple of 8) of F16 at src to floats (BF16: to_f32_eo). */
+QK_TARGET_AVX512 static void to_f32(const uint8_t *src, float *dst, int n)
 {
     int i = 0;
     for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(dst + i, bf ? w16_bf16(src + 2 * i) : w16_f16(src + 2 * i));
-    if (i < n) {
-        const __m128i h = _mm_loadu_si128((const __m128i *)(src + 2 * i));
-        _mm256_storeu_ps(dst + i, bf ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
-                                     : _mm256_cvtph_ps(h));
-    }
+        _mm512_storeu_ps(dst + i, w16_f16(src + 2 * i));
+    if (i < n)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + 2 * i))));
 }
 
 /* 8 elements of the token at y (F16 or BF16) as floats in both halves. */
@@ -215,7 +212,7 @@ float_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt, 
                         if (bf)
                             to_f32_eo(yt, af + (size_t)t * FSPAN, nc);
                         else
-                            to_f32(yt, af + (size_t)t * FSPAN, nc, 0);
+                            to_f32(yt, af + (size_t)t * FSPAN, nc);
                     }
                 }
                 for (int gi = 0; gi < gn; gi++) {
@@ -279,9 +276,7 @@ QK_TARGET_AVX512 static void bf16_packed_tile(int64_t n, const void *xp, int ng,
 
 /* Prompt batches made once per product (cpu.h pack_act): an F16 row as
  * floats, a BF16 row as floats with each 8 even columns first. */
-static size_t float_act_size(int64_t n) { return (size_t)n * sizeof(float); }
-
-QK_TARGET_AVX512 static void f16_pack_act(int64_t n, const void *y, void *dst) { to_f32(y, dst, (int)n, 0); }
+QK_TARGET_AVX512 static void f16_pack_act(int64_t n, const void *y, void *dst) { to_f32(y, dst, (int)n); }
 
 QK_TARGET_AVX512 static void bf16_pack_act(int64_t n, const void *y, void *dst) { to_f32_eo(y, dst, (int)n); }
 
@@ -299,9 +294,9 @@ QK_TARGET_AVX512 static void bf16_packed_tile_act(int64_t n, const void *xp, int
 
 /* The AVX2 level's packing (pack NULL). */
 const qk_pack_ops qk_x86_avx512_packed_f[] = {
-    {.id = QK_F16, .packed_tile = f16_packed_tile, .tile_rows = 64, .decode = 1, .pack_act_size = float_act_size, .pack_act = f16_pack_act,
+    {.id = QK_F16, .packed_tile = f16_packed_tile, .tile_rows = 64, .decode = 1, .pack_act_size = qk_x86_float_act_size, .pack_act = f16_pack_act,
      .packed_tile_act = f16_packed_tile_act},
-    {.id = QK_BF16, .packed_tile = bf16_packed_tile, .tile_rows = 64, .decode = 1, .pack_act_size = float_act_size, .pack_act = bf16_pack_act,
+    {.id = QK_BF16, .packed_tile = bf16_packed_tile, .tile_rows = 64, .decode = 1, .pack_act_size = qk_x86_float_act_size, .pack_act = bf16_pack_act,
      .packed_tile_act = bf16_packed_tile_act},
     {.id = -1},
 };

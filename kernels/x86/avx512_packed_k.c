@@ -44,12 +44,18 @@ QK_TARGET_V512 static inline void act_row_block(const uint8_t *yb, int mode, uin
     memcpy(dst + QKK + 4, bs, 32);
 }
 
+/* nb Q8_K blocks at y as act row blocks at dst. */
+QK_TARGET_V512 static inline void act_rows(const uint8_t *y, int64_t nb, int mode, uint8_t *dst)
+{
+    for (int64_t b = 0; b < nb; b++)
+        act_row_block(y + (size_t)b * Q8_K_SIZE, mode, dst + (size_t)b * Q8_K_SIZE);
+}
+
 QK_TARGET_V512 __attribute__((always_inline)) static inline void prep_k(const uint8_t *const y[PT8], int nt,
                                                                         int64_t b0, int nb, act_k *a, int mode)
 {
     for (int t = 0; t < nt; t++) {
-        for (int b = 0; b < nb; b++)
-            act_row_block(y[t] + (size_t)(b0 + b) * Q8_K_SIZE, mode, a->buf[t][b]);
+        act_rows(y[t] + (size_t)b0 * Q8_K_SIZE, nb, mode, a->buf[t][0]);
         a->row[t] = a->buf[t][0];
     }
 }
@@ -76,17 +82,9 @@ static void prep_rows(const uint8_t *const y[PT8], int nt, int64_t b0, int nb, v
 /* pack_act: a Q8_K row of n columns as act row blocks. */
 static size_t k_act_size(int64_t n) { return (size_t)(n / QKK) * Q8_K_SIZE; }
 
-QK_TARGET_V512 static void k4_pack_act(int64_t n, const void *y, void *dst)
-{
-    for (int64_t b = 0; b < n / QKK; b++)
-        act_row_block((const uint8_t *)y + (size_t)b * Q8_K_SIZE, ACT_K4, (uint8_t *)dst + (size_t)b * Q8_K_SIZE);
-}
+QK_TARGET_V512 static void k4_pack_act(int64_t n, const void *y, void *dst) { act_rows(y, n / QKK, ACT_K4, dst); }
 
-QK_TARGET_V512 static void k6_pack_act(int64_t n, const void *y, void *dst)
-{
-    for (int64_t b = 0; b < n / QKK; b++)
-        act_row_block((const uint8_t *)y + (size_t)b * Q8_K_SIZE, ACT_K6, (uint8_t *)dst + (size_t)b * Q8_K_SIZE);
-}
+QK_TARGET_V512 static void k6_pack_act(int64_t n, const void *y, void *dst) { act_rows(y, n / QKK, ACT_K6, dst); }
 
 /* ---- Q4_K, Q5_K -------------------------------------------------------------- */
 

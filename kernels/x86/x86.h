@@ -33,6 +33,9 @@ typedef struct qk_pack_ops {
     qk_packed_tile_fn packed_tile_act;
 } qk_pack_ops;
 
+/* pack_act_size of the kernels whose activation rows are made floats (F16, BF16). */
+static inline size_t qk_x86_float_act_size(int64_t n) { return (size_t)n * sizeof(float); }
+
 #if defined(__x86_64__) || defined(__i386__)
 #define QK_X86 1
 extern const qk_simd_ops qk_x86_avx2_legacy[];
