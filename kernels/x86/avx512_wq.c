@@ -19,16 +19,17 @@
  *     row's 8 code bytes (the pack-quantized ones XOR 0x80: the signed code
  *     minus 128).
  * The codes keep their bits per weight; the scales their bytes (a product
- * reads what the checkpoint stores, a 1088-byte header more per matrix: for
- * FP4 its last 1024 the block multiplier of each of the 256 scale bytes,
- * qk_wq_fp4_mult's own values, so no product divides).
+ * reads what the checkpoint stores, a 64-byte header more per matrix; FP4's
+ * header holds 16 KB more: for each of the 256 scale bytes its 16 decoded
+ * weights, the E2M1 values times qk_wq_fp4_mult's own multiplier, so no
+ * product divides or looks a multiplier up).
  *
  * THE DECODING, exactly the reference's operations:
  *   4-bit: per row and scale group a table of the 16 code values, computed
  *     as the reference computes each weight ((q - zero) * scale, scale * q +
- *     bias, E2M1 value * block multiplier), looked up in registers by
- *     vpermt2ps (a code is its own index): the table entry IS the decoded
- *     weight;
+ *     bias, E2M1 value * block multiplier; FP4's read from the header by
+ *     scale byte), looked up in registers by vpermt2ps (a code is its own
+ *     index): the table entry IS the decoded weight;
  *   FP8: the E4M3 bits placed as an F16's (sign-extended byte << 7, bit 14
  *     cleared: exponent and mantissa fields aligned, subnormals too) and
  *     widened by vcvtph2ps: the value / 2^8 exactly, times the scale * 2^8
@@ -63,7 +64,16 @@
 enum { PK_NONE, PK_T4, PK_FP4, PK_FP8, PK_FP8X, PK_I8, PK_P8 };
 
 #define PK_MAGIC 0x35575751u /* "QWW5" */
-#define PK_HEAD (64 + 256 * 4) /* the header, then FP4's multiplier of each scale byte */
+#define PK_T4_BYTES (256 * 16 * 4) /* FP4: a table of 16 floats for each scale byte */
+
+/* The packing's header: 64 bytes, then FP4's tables. */
+static size_t head_bytes(int kind) { return 64 + (kind == PK_FP4 ? PK_T4_BYTES : 0); }
+
+/* E2M1 code i's value (exact; -0 for code 8, as qk_elem_decode). */
+static float e2m1_value(int i)
+{
+    return (i & 8 ? -0.5f : 0.5f) * (float)(qk_e2m1_x2[i] < 0 ? -qk_e2m1_x2[i] : qk_e2m1_x2[i]);
+}
 
 typedef struct {
     uint32_t magic;
@@ -168,20 +178,27 @@ static size_t avx512_wq_pack(const qk_wq *w, uint8_t *dst, int64_t g0, int64_t g
             for (int64_t j = 0; j < p.ng; j++)
                 if (!isfinite(qk_wq_scale(w, r, j * p.g) * 0x1p8f))
                     return 0;
-        return PK_HEAD + p.rgblk * (size_t)(w->rows / 8);
+        return head_bytes(p.kind) + p.rgblk * (size_t)(w->rows / 8);
     }
     if (g0 == 0) {
         pk_head h = {.magic = PK_MAGIC, .kind = p.kind, .rows = w->rows, .cols = w->cols};
-        memset(dst, 0, PK_HEAD);
+        memset(dst, 0, head_bytes(p.kind));
         memcpy(dst, &h, sizeof h);
-        for (int b = 0; p.kind == PK_FP4 && b < 256; b++) { /* the reference's own block multipliers */
+        /* FP4: each scale byte's 16 weights, the E2M1 values times the
+         * reference's own block multiplier, rounded once as the reference
+         * rounds each weight: a 16-column group's table is two loads, not a
+         * multiplier to find and two multiplies (bench250m NVFP4A16 tg32: 105 -> 139 t/s) */
+        for (int b = 0; p.kind == PK_FP4 && b < 256; b++) {
             const float m = qk_wq_fp4_mult(w, (uint8_t)b);
-            memcpy(dst + 64 + 4 * b, &m, 4);
+            for (int i = 0; i < 16; i++) {
+                const float v = e2m1_value(i) * m;
+                memcpy(dst + 64 + 4 * (16 * (size_t)b + (size_t)i), &v, 4);
+            }
         }
     }
     const bool four = p.kind == PK_T4 || p.kind == PK_FP4;
     for (int64_t rg = g0; rg < g1; rg++) {
-        uint8_t *o = dst + PK_HEAD + (size_t)rg * p.rgblk;
+        uint8_t *o = dst + head_bytes(p.kind) + (size_t)rg * p.rgblk;
         const int64_t r0 = rg * 8;
         for (int64_t j = 0; j < p.ng; j++, o += p.gblk) {
             const int64_t k0 = j * p.g;
@@ -212,7 +229,7 @@ static size_t avx512_wq_pack(const qk_wq *w, uint8_t *dst, int64_t g0, int64_t g
             }
         }
     }
-    return PK_HEAD + p.rgblk * (size_t)(w->rows / 8);
+    return head_bytes(p.kind) + p.rgblk * (size_t)(w->rows / 8);
 }
 
 /* ---- the products -------------------------------------------------------------- */
@@ -225,18 +242,33 @@ typedef struct {
     int stype;
     int code_offset;
     bool bias;
-    float qlut[16];      /* T4: (float)(c - code_offset); FP4: the E2M1 values */
-    const float *ftab;   /* FP4: qk_wq_fp4_mult of each scale byte (the pack's header) */
+    float qlut[16];      /* T4: (float)(c - code_offset) */
+    const float *t4;     /* FP4: the 16 weights of each scale byte (the pack's header, fp4_tables) */
     const uint8_t *base; /* the packed stream's first row group */
 } pk_ctx;
 
+/* The table of an FP4 row's group of scale byte b (lo: codes 0-7, hi: 8-15). */
+QK_TARGET_W512 static inline void fp4_table(const pk_ctx *c, uint8_t b, __m256 *lo, __m256 *hi)
+{
+    *lo = _mm256_loadu_ps(c->t4 + 16 * (size_t)b);
+    *hi = _mm256_loadu_ps(c->t4 + 16 * (size_t)b + 8);
+}
+
+/* E4M3 codes (8 bytes of b; 16 of b16) as F16 bits: sign-extended byte << 7, bit 14 cleared (the
+ * exponent and mantissa fields aligned, subnormals too), the value / 2^8 once widened by vcvtph2ps. */
+QK_TARGET_W512 static inline __m128i e4m3_f16x8(__m128i b)
+{
+    return _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(b), 7), _mm_set1_epi16((short)0xBFFF));
+}
+QK_TARGET_W512 static inline __m256i e4m3_f16x16(__m128i b16)
+{
+    return _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b16), 7), _mm256_set1_epi16((short)0xBFFF));
+}
+
 /* The 8 rows' scales of a group (as the reference reads them: exact
- * conversions), FP8's times 2^8; FP4's block multipliers gathered from
- * the pack's table of qk_wq_fp4_mult over the 256 scale bytes. */
+ * conversions), FP8's times 2^8 (FP4 reads its tables instead). */
 QK_TARGET_W512 static inline __m256 scales8(const pk_ctx *c, const uint8_t *sp)
 {
-    if (c->p.kind == PK_FP4) /* the table of the 256 bytes' multipliers */
-        return _mm256_i32gather_ps(c->ftab, _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sp)), 4);
     __m256 v;
     switch (c->stype) {
     case QK_F32: v = _mm256_loadu_ps((const float *)(const void *)sp); break;
@@ -269,10 +301,7 @@ QK_TARGET_W512 static inline __m256i nib8(const uint8_t *p, __m256i sh)
 QK_TARGET_W512 static inline void table16(const pk_ctx *c, float s, float z, __m256 *lo, __m256 *hi)
 {
     const __m256 q0 = _mm256_loadu_ps(c->qlut), q1 = _mm256_loadu_ps(c->qlut + 8), sv = _mm256_set1_ps(s);
-    if (c->p.kind == PK_FP4) {
-        *lo = _mm256_mul_ps(q0, sv);
-        *hi = _mm256_mul_ps(q1, sv);
-    } else if (c->bias) { /* MLX: scale * q + bias */
+    if (c->bias) { /* MLX: scale * q + bias */
         const __m256 zv = _mm256_set1_ps(z);
         *lo = _mm256_add_ps(_mm256_mul_ps(sv, q0), zv);
         *hi = _mm256_add_ps(_mm256_mul_ps(sv, q1), zv);
@@ -281,17 +310,6 @@ QK_TARGET_W512 static inline void table16(const pk_ctx *c, float s, float z, __m
         *lo = _mm256_mul_ps(_mm256_sub_ps(q0, zv), sv);
         *hi = _mm256_mul_ps(_mm256_sub_ps(q1, zv), sv);
     }
-}
-
-/* E4M3 codes (8 bytes of b; 16 of b16) as F16 bits: sign-extended byte << 7, bit 14 cleared (the
- * exponent and mantissa fields aligned, subnormals too), the value / 2^8 once widened by vcvtph2ps. */
-QK_TARGET_W512 static inline __m128i e4m3_f16x8(__m128i b)
-{
-    return _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(b), 7), _mm_set1_epi16((short)0xBFFF));
-}
-QK_TARGET_W512 static inline __m256i e4m3_f16x16(__m128i b16)
-{
-    return _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b16), 7), _mm256_set1_epi16((short)0xBFFF));
 }
 
 /* Eight 8-bit weights at p decoded with their row's scale s (and zero z). */
@@ -331,8 +349,17 @@ QK_TARGET_W512 static inline void group_params(const pk_ctx *c, const uint8_t *g
  * the line QK_PREFETCH_AHEAD bytes on, one prefetch a line interleaved with
  * the loads: a burst over a whole scale group (a per-channel FP8 or INT8
  * row group is 8 x cols bytes, 128 lines and more) stalls on the fill
- * buffers; measured at 40 % of a FP8 decode.  The scale bytes between groups
- * come in with the stream. */
+ * buffers; measured at 40 % of a FP8 decode.  A cursor (pf) walks the
+ * stream a line a step, and tops up at the end of each scale group, so
+ * the scale bytes between the groups' codes are fetched too: a prefetch a
+ * 64 code bytes alone left one line in nine of an NVFP4 stream (72 bytes a
+ * 16-column group) to a demand miss. */
+#define PF_STEP(pf) (qk_prefetch_span(pf, 64), (pf) += 64)
+#define PF_TOPUP(pf, end)                          \
+    do {                                           \
+        for (; (pf) < (end); (pf) += 64)           \
+            qk_prefetch_span(pf, 64);              \
+    } while (0)
 QK_TARGET_W512 __attribute__((always_inline)) static inline void
 rows8(const pk_ctx *c, const int kind, int64_t rg, const float *x, float *out)
 {
@@ -341,17 +368,25 @@ rows8(const pk_ctx *c, const int kind, int64_t rg, const float *x, float *out)
     __m256 acc[8];
     _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++)
         acc[r] = _mm256_setzero_ps();
-    __m256 snext = scales8(c, gp); /* a group ahead: the next group's bytes are on their way */
+    /* a group ahead: the next group's bytes are on their way (FP4: none, its tables are looked up) */
+    __m256 snext = kind == PK_FP4 ? _mm256_setzero_ps() : scales8(c, gp);
+    const uint8_t *pf = gp + QK_PREFETCH_AHEAD;
     for (int64_t j = 0; j < c->p.ng; j++, gp += c->p.gblk) {
         const int64_t k0 = j * c->p.g;
-        float sv[8], zv[8];
-        group_params(c, gp, j, &snext, sv, zv);
         const uint8_t *cp = gp + c->p.sbytes + c->p.zbytes;
+        PF_TOPUP(pf, gp + QK_PREFETCH_AHEAD);
         __m256 tl[8], th[8];
-        _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++)
-            table16(c, sv[r], zv[r], &tl[r], &th[r]);
+        if (kind == PK_FP4) {
+            _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++)
+                fp4_table(c, gp[r], &tl[r], &th[r]);
+        } else {
+            float sv[8], zv[8];
+            group_params(c, gp, j, &snext, sv, zv);
+            _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++)
+                table16(c, sv[r], zv[r], &tl[r], &th[r]);
+        }
         for (int64_t k = k0; k < k0 + c->p.g; k += 16, cp += 64) {
-            qk_prefetch_span(cp + QK_PREFETCH_AHEAD, 64); /* PREFETCH IN STEP, above */
+            PF_STEP(pf); /* PREFETCH IN STEP, above */
             const __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
             _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) {
                 const __m256 lo = _mm256_permutex2var_ps(tl[r], nib8(cp + 8 * r, sh), th[r]);
@@ -399,10 +434,12 @@ rows8w(const pk_ctx *c, const int kind, const bool has_z, int64_t rg, const floa
     _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)
         acc[i] = _mm512_setzero_ps();
     __m256 snext = scales8(c, gp);
+    const uint8_t *pf = gp + QK_PREFETCH_AHEAD;
     for (int64_t j = 0; j < c->p.ng; j++, gp += c->p.gblk) {
         const int64_t k0 = j * c->p.g;
         float sv[8], zv[8];
         group_params(c, gp, j, &snext, sv, zv);
+        PF_TOPUP(pf, gp + QK_PREFETCH_AHEAD);
         __m512 s[4], z[4];
         _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
             s[i] = halves(sv[2 * i], sv[2 * i + 1]);
@@ -410,7 +447,7 @@ rows8w(const pk_ctx *c, const int kind, const bool has_z, int64_t rg, const floa
         }
         const uint8_t *cp = gp + c->p.sbytes + c->p.zbytes;
         for (int64_t k = k0; k < k0 + c->p.g; k += 8, cp += 64) {
-            qk_prefetch_span(cp + QK_PREFETCH_AHEAD, 64); /* PREFETCH IN STEP (rows8) */
+            PF_STEP(pf); /* PREFETCH IN STEP (rows8) */
             const __m512 xv = _mm512_broadcast_f32x8(_mm256_loadu_ps(x + k));
             _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)
                 acc[i] = _mm512_fmadd_ps(dec16(kind, has_z, cp + 16 * i, s[i], z[i]), xv, acc[i]);
@@ -437,13 +474,14 @@ toks(const pk_ctx *c, const int kind, const bool has_z, int64_t rg, int r, const
     for (int64_t j = 0; j < c->p.ng; j++, gp += c->p.gblk) {
         const int64_t k0 = j * c->p.g;
         float sv[8], zv[8];
-        if (kind == PK_FP4) /* one row: its multiplier looked up */
-            sv[r] = c->ftab[gp[r]], zv[r] = 0.0f;
-        else
+        if (kind != PK_FP4)
             group_params(c, gp, j, &snext, sv, zv);
         if (four) {
             __m256 tl, th;
-            table16(c, sv[r], zv[r], &tl, &th);
+            if (kind == PK_FP4) /* one row: its table looked up */
+                fp4_table(c, gp[r], &tl, &th);
+            else
+                table16(c, sv[r], zv[r], &tl, &th);
             const uint8_t *cp = gp + c->p.sbytes + c->p.zbytes + 8 * (size_t)r;
             for (int64_t k = k0; k < k0 + c->p.g; k += 16, cp += 64) {
                 const __m256 lo = _mm256_permutex2var_ps(tl, nib8(cp, sh), th);
@@ -540,11 +578,10 @@ static bool pk_ready(const qk_wq *w, pk_ctx *c)
     c->stype = w->s.type;
     c->code_offset = w->code_offset;
     c->bias = w->bias;
-    for (int i = 0; i < 16; i++) /* E2M1: the doubled values halved (exact; -0 for code 8, as qk_elem_decode) */
-        c->qlut[i] = h.kind == PK_FP4 ? (i & 8 ? -0.5f : 0.5f) * (float)(qk_e2m1_x2[i] < 0 ? -qk_e2m1_x2[i] : qk_e2m1_x2[i])
-                                      : (float)(i - w->code_offset);
-    c->base = w->packed + PK_HEAD;
-    c->ftab = (const float *)(const void *)(w->packed + 64);
+    for (int i = 0; i < 16; i++)
+        c->qlut[i] = (float)(i - w->code_offset);
+    c->base = w->packed + head_bytes(h.kind);
+    c->t4 = (const float *)(const void *)(w->packed + 64);
     return true;
 }
 
