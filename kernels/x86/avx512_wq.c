@@ -243,7 +243,7 @@ typedef struct {
     int code_offset;
     bool bias;
     float qlut[16];      /* T4: (float)(c - code_offset) */
-    const float *t4;     /* FP4: the 16 weights of each scale byte (the pack's header, fp4_tables) */
+    const float *t4;     /* FP4: the 16 weights of each scale byte (the pack's header) */
     const uint8_t *base; /* the packed stream's first row group */
 } pk_ctx;
 
@@ -252,17 +252,6 @@ QK_TARGET_W512 static inline void fp4_table(const pk_ctx *c, uint8_t b, __m256 *
 {
     *lo = _mm256_loadu_ps(c->t4 + 16 * (size_t)b);
     *hi = _mm256_loadu_ps(c->t4 + 16 * (size_t)b + 8);
-}
-
-/* E4M3 codes (8 bytes of b; 16 of b16) as F16 bits: sign-extended byte << 7, bit 14 cleared (the
- * exponent and mantissa fields aligned, subnormals too), the value / 2^8 once widened by vcvtph2ps. */
-QK_TARGET_W512 static inline __m128i e4m3_f16x8(__m128i b)
-{
-    return _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(b), 7), _mm_set1_epi16((short)0xBFFF));
-}
-QK_TARGET_W512 static inline __m256i e4m3_f16x16(__m128i b16)
-{
-    return _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b16), 7), _mm256_set1_epi16((short)0xBFFF));
 }
 
 /* The 8 rows' scales of a group (as the reference reads them: exact
@@ -310,6 +299,17 @@ QK_TARGET_W512 static inline void table16(const pk_ctx *c, float s, float z, __m
         *lo = _mm256_mul_ps(_mm256_sub_ps(q0, zv), sv);
         *hi = _mm256_mul_ps(_mm256_sub_ps(q1, zv), sv);
     }
+}
+
+/* E4M3 codes (8 bytes of b; 16 of b16) as F16 bits: sign-extended byte << 7, bit 14 cleared (the
+ * exponent and mantissa fields aligned, subnormals too), the value / 2^8 once widened by vcvtph2ps. */
+QK_TARGET_W512 static inline __m128i e4m3_f16x8(__m128i b)
+{
+    return _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(b), 7), _mm_set1_epi16((short)0xBFFF));
+}
+QK_TARGET_W512 static inline __m256i e4m3_f16x16(__m128i b16)
+{
+    return _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b16), 7), _mm256_set1_epi16((short)0xBFFF));
 }
 
 /* Eight 8-bit weights at p decoded with their row's scale s (and zero z). */
