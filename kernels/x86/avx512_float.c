@@ -12,8 +12,8 @@
  * other callers, once per tile and span of columns; exact), so the inner
  * loop is loads, conversions of the weights and FMAs only: eight rows x six
  * tokens, 24 accumulators.  F16 batches of more than 12 tokens convert a
- * group's span of weights once for 8 passes (f16_tile_w32), so their inner
- * loop is loads and FMAs.  BF16 weights need no widening (even and odd
+ * group's span of weights once for 16 passes or all of them (f16_tile_w32),
+ * so their inner loop is loads and FMAs.  BF16 weights need no widening (even and odd
  * columns, below).  One-token products (decode) run the same
  * pairs, the token's 8 elements broadcast to both halves, four accumulators
  * for the group's eight rows, the next group prefetched in step: half the
@@ -247,15 +247,17 @@ float_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt, 
 
 /* F16 prompt batches on pack_act's floats, the weights as floats: per
  * span and group the group's columns converted once (exact) into wf and
- * read by WTB passes of FT tokens, instead of converted again by every
- * pass.  The same fused multiply-adds in the same order as float_tile's:
+ * read by WTB passes of FT tokens (c: 192 KB), instead of converted again
+ * by every pass.  The same fused multiply-adds in the same order as float_tile's:
  * the same bits.  The passes' sums wait in c between spans.  The spans
  * split the row evenly, at most WSPAN columns each, so that a group's
  * floats (8 x 4 bytes a column) and a pass's six tokens stay in L1
  * together; with spans of 1024 columns they did not, and 1024-column rows
- * ran 5 % slower than float_tile instead of 12 % faster.  Single thread,
- * 512 tokens: 1536 x 576 154 -> 181 GFLOP/s, 2816 x 1024 157 -> 174. */
-enum { WTB = 8, WSPAN = 640 }; /* passes per converted span; its most columns */
+ * ran 5 % slower than float_tile instead of 12 % faster.  A row of one
+ * span is converted once for all the passes (no sums to carry).  Single
+ * thread, 512 tokens: 1536 x 576 154 -> 180 GFLOP/s, 2816 x 1024 157 ->
+ * 174, 1024 x 2816 157 -> 183, 49152 x 576 (an output matrix) 153 -> 171. */
+enum { WTB = 16, WSPAN = 640 }; /* passes per converted span; its most columns */
 QK_TARGET_AVX512 static void f16_tile_w32(int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt,
                                           float *out, size_t ldo)
 {
@@ -266,6 +268,21 @@ QK_TARGET_AVX512 static void f16_tile_w32(int64_t n, const void *xp, int ng, con
     /* spans of even widths (multiples of 8) of at most WSPAN columns: a group's
      * floats and a pass's tokens stay in L1 together */
     const int64_t nspan = (n + WSPAN - 1) / WSPAN, sw = ((n + nspan - 1) / nspan + 7) / 8 * 8;
+    if (nspan == 1) { /* one span: each group converted once for every pass, its results stored at once */
+        for (int g = 0; g < ng; g++) {
+            to_f32((const uint8_t *)xp + (size_t)g * gsize, wf, 8 * (int)n);
+            for (int t0 = 0; t0 < nt; t0 += FT) {
+                const int q = nt - t0 < FT ? nt - t0 : FT;
+                group_span_w32(wf, (const float *)(const void *)((const uint8_t *)y + (size_t)t0 * ys), as, (int)n, q,
+                               c[0][0], true);
+                for (int t = 0; t < q; t++) {
+                    const __m512 cp[4] = {c[0][0][0][t], c[0][0][1][t], c[0][0][2][t], c[0][0][3][t]};
+                    store_rows8(out + (size_t)(t0 + t) * ldo + 8 * (size_t)g, cp);
+                }
+            }
+        }
+        return;
+    }
     for (int g0 = 0; g0 < ng; g0 += GM) {
         const int gn = ng - g0 < GM ? ng - g0 : GM;
         for (int T0 = 0; T0 < nt; T0 += WTB * FT) {
