@@ -12,12 +12,13 @@
  * other callers, once per tile and span of columns; exact), so the inner
  * loop is loads, conversions of the weights and FMAs only: eight rows x six
  * tokens, 24 accumulators.  F16 batches of more than 12 tokens convert a
- * group's span of weights once for 16 passes or all of them (f16_tile_w32),
- * so their inner loop is loads and FMAs.  BF16 weights need no widening (even and odd
- * columns, below).  One-token products (decode) run the same
- * pairs, the token's 8 elements broadcast to both halves, four accumulators
- * for the group's eight rows, the next group prefetched in step: half the
- * instructions of the AVX2 kernel, whose bits they give. */
+ * group's span of weights once for 16 passes or all of them
+ * (f16_tile_w32), so their inner loop is loads and FMAs.  BF16 weights
+ * need no widening (even and odd columns, below).  One-token products
+ * (decode) run the same pairs, the token's 8 elements broadcast to both
+ * halves, four accumulators for the group's eight rows, the next group
+ * prefetched in step: half the instructions of the AVX2 kernel, whose bits
+ * they give. */
 #include "kernels/x86/packed512.h"
 
 #ifdef QK_X86
@@ -245,10 +246,10 @@ float_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt, 
     }
 }
 
-/* F16 prompt batches on pack_act's floats, the weights as floats: per
- * span and group the group's columns converted once (exact) into wf and
- * read by WTB passes of FT tokens (c: 192 KB), instead of converted again
- * by every pass.  The same fused multiply-adds in the same order as float_tile's:
+/* F16 prompt batches on pack_act's floats, the weights as floats: per span
+ * and group the group's columns converted once (exact) into wf and read by
+ * WTB passes of FT tokens (c: 192 KB), instead of converted again by every
+ * pass.  The same fused multiply-adds in the same order as float_tile's:
  * the same bits.  The passes' sums wait in c between spans.  The spans
  * split the row evenly, at most WSPAN columns each, so that a group's
  * floats (8 x 4 bytes a column) and a pass's six tokens stay in L1
