@@ -192,6 +192,19 @@ QK_TARGET_AVX512 static void group_span_w32(const float *g, const float *af, siz
     QK_BY_NT6(nt, group_span((const uint8_t *)(const void *)g, af, as, nc, N, c, first, true))
 }
 
+/* A group's sums c (after its last span) for q tokens: out[t * ldo + r] for
+ * its eight rows r, through tinyBLAS's tree (BF16: the even/odd lanes). */
+QK_TARGET_AVX512 static inline void store_group(__m512 c[4][FT], int q, float *out, size_t ldo, const int bf)
+{
+    for (int t = 0; t < q; t++) {
+        const __m512 cp[4] = {c[0][t], c[1][t], c[2][t], c[3][t]};
+        if (bf)
+            store_rows8_eo(out + (size_t)t * ldo, cp);
+        else
+            store_rows8(out + (size_t)t * ldo, cp);
+    }
+}
+
 /* ng packed groups at xp against nt activation rows: tokens FT at a time,
  * columns FSPAN at a time, then each pair's lanes through tinyBLAS's tree.
  * The rows at y are the weight type's (F16 or BF16; each span's token
@@ -234,14 +247,7 @@ float_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt, 
                 }
             }
             for (int gi = 0; gi < gn; gi++)
-                for (int t = 0; t < q; t++) {
-                    const __m512 cp[4] = {c[gi][0][t], c[gi][1][t], c[gi][2][t], c[gi][3][t]};
-                    float *o = out + (size_t)(t0 + t) * ldo + 8 * (size_t)(g0 + gi);
-                    if (bf)
-                        store_rows8_eo(o, cp);
-                    else
-                        store_rows8(o, cp);
-                }
+                store_group(c[gi], q, out + (size_t)t0 * ldo + 8 * (size_t)(g0 + gi), ldo, bf);
         }
     }
 }
@@ -270,16 +276,14 @@ QK_TARGET_AVX512 static void f16_tile_w32(int64_t n, const void *xp, int ng, con
      * floats and a pass's tokens stay in L1 together */
     const int64_t nspan = (n + WSPAN - 1) / WSPAN, sw = ((n + nspan - 1) / nspan + 7) / 8 * 8;
     if (nspan == 1) { /* one span: each group converted once for every pass, its results stored at once */
+        __m512 one[4][FT];
         for (int g = 0; g < ng; g++) {
             to_f32((const uint8_t *)xp + (size_t)g * gsize, wf, 8 * (int)n);
             for (int t0 = 0; t0 < nt; t0 += FT) {
                 const int q = nt - t0 < FT ? nt - t0 : FT;
                 group_span_w32(wf, (const float *)(const void *)((const uint8_t *)y + (size_t)t0 * ys), as, (int)n, q,
-                               c[0][0], true);
-                for (int t = 0; t < q; t++) {
-                    const __m512 cp[4] = {c[0][0][0][t], c[0][0][1][t], c[0][0][2][t], c[0][0][3][t]};
-                    store_rows8(out + (size_t)(t0 + t) * ldo + 8 * (size_t)g, cp);
-                }
+                               one, true);
+                store_group(one, q, out + (size_t)t0 * ldo + 8 * (size_t)g, ldo, 0);
             }
         }
         return;
@@ -302,10 +306,7 @@ QK_TARGET_AVX512 static void f16_tile_w32(int64_t n, const void *xp, int ng, con
             for (int pi = 0; pi < np; pi++)
                 for (int gi = 0; gi < gn; gi++) {
                     const int t0 = T0 + pi * FT, q = nt - t0 < FT ? nt - t0 : FT;
-                    for (int t = 0; t < q; t++) {
-                        const __m512 cp[4] = {c[pi][gi][0][t], c[pi][gi][1][t], c[pi][gi][2][t], c[pi][gi][3][t]};
-                        store_rows8(out + (size_t)(t0 + t) * ldo + 8 * (size_t)(g0 + gi), cp);
-                    }
+                    store_group(c[pi][gi], q, out + (size_t)t0 * ldo + 8 * (size_t)(g0 + gi), ldo, 0);
                 }
         }
     }
