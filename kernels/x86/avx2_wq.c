@@ -68,22 +68,6 @@ static inline const uint8_t *row_codes(const qk_wq *w, int kind, int64_t r)
     return kind == K_GPTQ4 ? w->q + 4 * r : w->q + r * w->q_rs;
 }
 
-/* qk_wq_scale, read in place for the float scale types (no act order here:
- * kind_of); a call per group and row was 17 % of a W4A16 decode. */
-static inline float scale_at(const qk_wq *w, int64_t r, int64_t k)
-{
-    const qk_wq_grid *g = &w->s;
-    const int64_t i = r / g->rdiv * g->rs + k / g->cdiv * g->cs;
-    uint16_t h;
-    float f;
-    switch (g->type) {
-    case QK_F32: memcpy(&f, g->p + 4 * i, 4); return f;
-    case QK_F16: memcpy(&h, g->p + 2 * i, 2); return qk_f16_to_f32(h);
-    case QK_BF16: memcpy(&h, g->p + 2 * i, 2); return qk_bf16_to_f32(h);
-    default: return qk_wq_scale(w, r, k);
-    }
-}
-
 /* The scale (and zero point or bias) of row r's group at element k, as the
  * reference takes them; FP8 folds in the 2^8 of its F16 decoding (exact). */
 static inline void group_params(const qk_wq *w, int kind, int64_t r, int64_t k, float *s, float *z)
@@ -93,11 +77,11 @@ static inline void group_params(const qk_wq *w, int kind, int64_t r, int64_t k, 
     case K_FP4: *s = qk_wq_fp4_mult(w, w->s.p[r / w->s.rdiv * w->s.rs + k / w->s.cdiv * w->s.cs]); return;
     case K_BNB8: *s = qk_wq_val(w->s.p, w->s.type, r); return;
     case K_FP8: /* float scales: fold the 2^8 in (exact); E8M0 ones could overflow: dec8 multiplies */
-        *s = scale_at(w, r, k) * 256.0f;
+        *s = qk_wq_scale(w, r, k) * 256.0f;
         return;
     default:
-        *s = scale_at(w, r, k);
-        *z = w->z.p ? qk_wq_zero(w, r, k) : 0.0f;
+        *s = qk_wq_scale(w, r, k);
+        *z = qk_wq_zero(w, r, k);
         return;
     }
 }
