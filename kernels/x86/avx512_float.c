@@ -192,11 +192,43 @@ QK_TARGET_AVX512 static void group_span_w32(const float *g, const float *af, siz
     QK_BY_NT6(nt, group_span((const uint8_t *)(const void *)g, af, as, nc, N, c, first, true))
 }
 
+/* store_rows8 of two tokens at once (c: token t, d: token u), the same
+ * additions: per row, lanes l + (l + 4) (128-bit lanes 0 + 1 of its half),
+ * then the sums' elements 0 + 2 and 1 + 3, then those two.  After the
+ * three steps lane 4k of 128-bit lane k holds row k of t, then row k + 4
+ * of t, row k of u, row k + 4 of u; one permutation puts t's rows 0..7
+ * in the low half, u's in the high one.  15 shuffles for 16 sums where
+ * two store_rows8 take 36. */
+QK_TARGET_AVX512 static inline void store_rows8x2(float *ot, float *ou, const __m512 c[4], const __m512 d[4])
+{
+    __m512 h[4]; /* 128-bit lane k of h[2v + w]: row 4v + k's four halves' sums, token w */
+    _Pragma("GCC unroll 2") for (int v = 0; v < 2; v++) {
+        h[2 * v] = _mm512_add_ps(_mm512_shuffle_f32x4(c[2 * v], c[2 * v + 1], 0x88),
+                                 _mm512_shuffle_f32x4(c[2 * v], c[2 * v + 1], 0xDD));
+        h[2 * v + 1] = _mm512_add_ps(_mm512_shuffle_f32x4(d[2 * v], d[2 * v + 1], 0x88),
+                                     _mm512_shuffle_f32x4(d[2 * v], d[2 * v + 1], 0xDD));
+    }
+    /* [u0 u1] of row k and of row k + 4, per token */
+    const __m512 vt = _mm512_add_ps(_mm512_shuffle_ps(h[0], h[2], 0x44), _mm512_shuffle_ps(h[0], h[2], 0xEE));
+    const __m512 vu = _mm512_add_ps(_mm512_shuffle_ps(h[1], h[3], 0x44), _mm512_shuffle_ps(h[1], h[3], 0xEE));
+    const __m512 r = _mm512_add_ps(_mm512_shuffle_ps(vt, vu, 0x88), _mm512_shuffle_ps(vt, vu, 0xDD));
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    const __m512 o = _mm512_permutexvar_ps(order, r);
+    _mm256_storeu_ps(ot, _mm512_castps512_ps256(o));
+    _mm256_storeu_ps(ou, _mm512_extractf32x8_ps(o, 1));
+}
+
 /* A group's sums c (after its last span) for q tokens: out[t * ldo + r] for
  * its eight rows r, through tinyBLAS's tree (BF16: the even/odd lanes). */
 QK_TARGET_AVX512 static inline void store_group(__m512 c[4][FT], int q, float *out, size_t ldo, const int bf)
 {
-    for (int t = 0; t < q; t++) {
+    int t = 0;
+    for (; !bf && t + 2 <= q; t += 2) {
+        const __m512 cp[4] = {c[0][t], c[1][t], c[2][t], c[3][t]};
+        const __m512 dp[4] = {c[0][t + 1], c[1][t + 1], c[2][t + 1], c[3][t + 1]};
+        store_rows8x2(out + (size_t)t * ldo, out + (size_t)(t + 1) * ldo, cp, dp);
+    }
+    for (; t < q; t++) {
         const __m512 cp[4] = {c[0][t], c[1][t], c[2][t], c[3][t]};
         if (bf)
             store_rows8_eo(out + (size_t)t * ldo, cp);
@@ -263,7 +295,10 @@ float_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt, 
  * ran 5 % slower than float_tile instead of 12 % faster.  A row of one
  * span is converted once for all the passes (no sums to carry).  Single
  * thread, 512 tokens: 1536 x 576 154 -> 180 GFLOP/s, 2816 x 1024 157 ->
- * 174, 1024 x 2816 157 -> 183, 49152 x 576 (an output matrix) 153 -> 171. */
+ * 174, 1024 x 2816 157 -> 183, 49152 x 576 (an output matrix) 153 -> 171.
+ * The passes over a group prefetch the next group's span, a share each, so
+ * that its conversion does not wait on memory (to_f32 was 9 % of a
+ * qk-imatrix profile, 5 % after). */
 enum { WTB = 16, WSPAN = 640 }; /* passes per converted span; its most columns */
 QK_TARGET_AVX512 static void f16_tile_w32(int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt,
                                           float *out, size_t ldo)
@@ -277,10 +312,16 @@ QK_TARGET_AVX512 static void f16_tile_w32(int64_t n, const void *xp, int ng, con
     const int64_t nspan = (n + WSPAN - 1) / WSPAN, sw = ((n + nspan - 1) / nspan + 7) / 8 * 8;
     if (nspan == 1) { /* one span: each group converted once for every pass, its results stored at once */
         __m512 one[4][FT];
+        const int np = (nt + FT - 1) / FT;
+        const size_t step = (gsize / (size_t)np + 63) / 64 * 64;
         for (int g = 0; g < ng; g++) {
+            const uint8_t *next = (const uint8_t *)xp + (size_t)(g + 1) * gsize;
             to_f32((const uint8_t *)xp + (size_t)g * gsize, wf, 8 * (int)n);
             for (int t0 = 0; t0 < nt; t0 += FT) {
                 const int q = nt - t0 < FT ? nt - t0 : FT;
+                const size_t off = (size_t)(t0 / FT) * step;
+                if (g + 1 < ng && off < gsize)
+                    qk_prefetch_span(next + off, off + step < gsize ? step : gsize - off);
                 group_span_w32(wf, (const float *)(const void *)((const uint8_t *)y + (size_t)t0 * ys), as, (int)n, q,
                                one, true);
                 store_group(one, q, out + (size_t)t0 * ldo + 8 * (size_t)g, ldo, 0);
@@ -296,8 +337,13 @@ QK_TARGET_AVX512 static void f16_tile_w32(int64_t n, const void *xp, int ng, con
                 const int nc = (int)(n - k0 < sw ? n - k0 : sw);
                 for (int gi = 0; gi < gn; gi++) {
                     to_f32((const uint8_t *)xp + (size_t)(g0 + gi) * gsize + 16 * (size_t)k0, wf, 8 * nc);
+                    const uint8_t *next = (const uint8_t *)xp + (size_t)(g0 + gi + 1) * gsize + 16 * (size_t)k0;
+                    const size_t sb = 16 * (size_t)nc, step = (sb / (size_t)np + 63) / 64 * 64;
                     for (int pi = 0; pi < np; pi++) {
                         const int t0 = T0 + pi * FT, q = nt - t0 < FT ? nt - t0 : FT;
+                        const size_t off = (size_t)pi * step;
+                        if (g0 + gi + 1 < ng && off < sb)
+                            qk_prefetch_span(next + off, off + step < sb ? step : sb - off);
                         const float *a = (const float *)(const void *)((const uint8_t *)y + (size_t)t0 * ys) + k0;
                         group_span_w32(wf, a, as, nc, q, c[pi][gi], k0 == 0);
                     }
