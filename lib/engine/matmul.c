@@ -138,6 +138,27 @@ static size_t range_rows(int64_t cols, int64_t n_tok, size_t rt)
     return (size_t)((grain + rt - 1) / rt * rt);
 }
 
+/* How many ranges a weight of `rows` rows is cut into: rows / grain,
+ * rounded up to a multiple of the threads so that none waits on the last
+ * range (range_at cuts them to even sizes; 576 rows in ranges of 64 were
+ * 5 ranges for one thread and 4 for the other, and one-token ranges of 512
+ * and 64 rows), but no more than its groups of QK_PACK_ROWS rows. */
+static size_t range_count(size_t rows, size_t grain, int nthreads)
+{
+    const size_t units = (rows + QK_PACK_ROWS - 1) / QK_PACK_ROWS, nt = nthreads > 1 ? (size_t)nthreads : 1;
+    const size_t n = (rows + grain - 1) / grain, up = (n + nt - 1) / nt * nt;
+    return up <= units ? up : n;
+}
+
+/* Range k of n over rows: even shares of whole QK_PACK_ROWS groups (packed
+ * tiles start at a group; the rows' own kernels at any row). */
+static range range_at(int p, size_t rows, size_t k, size_t n)
+{
+    const size_t units = (rows + QK_PACK_ROWS - 1) / QK_PACK_ROWS;
+    const size_t r0 = units * k / n * QK_PACK_ROWS, r1 = units * (k + 1) / n * QK_PACK_ROWS;
+    return (range){p, r0, r1 < rows ? r1 : rows};
+}
+
 int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float *x, int64_t n_tok,
                 qk_matmul_ws *ws, int nthreads, qk_err *err)
 {
@@ -218,7 +239,7 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
                                          : rowb[e];
         /* The range size only affects speed: every element is one vec_dot. */
         const size_t grain = range_rows(cols, n_tok, parts[i].rt);
-        nranges += ((size_t)(w[i]->rows > 0 ? w[i]->rows : 0) + grain - 1) / grain;
+        nranges += range_count((size_t)(w[i]->rows > 0 ? w[i]->rows : 0), grain, nthreads);
     }
     if (need > ws->cap) {
         void *p = realloc(ws->buf, need);
@@ -251,8 +272,9 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
                        : vt[enc[i]] == QK_F32 ? (const uint8_t *)x
                                               : buf + off[enc[i]];
         const size_t grain = range_rows(cols, n_tok, parts[i].rt), rows = (size_t)(w[i]->rows > 0 ? w[i]->rows : 0);
-        for (size_t r0 = 0; r0 < rows; r0 += grain)
-            ranges[nr++] = (range){i, r0, r0 + grain < rows ? r0 + grain : rows};
+        const size_t n = range_count(rows, grain, nthreads);
+        for (size_t k = 0; k < n; k++)
+            ranges[nr++] = range_at(i, rows, k, n);
     }
     job j = {.parts = parts, .ranges = ranges, .n_tok = n_tok};
     qk_parallel_for(nthreads, nr, 1, dot_ranges, &j);
