@@ -128,3 +128,43 @@ double qk_expf_sum(const float *x, float sub, size_t n)
     }
     return s;
 }
+
+/* The scalar definition of qk_row_max. */
+static float row_max_loop(const float *x, size_t n)
+{
+    float m = x[0];
+    for (size_t i = 1; i < n; i++)
+        m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+float qk_row_max(const float *x, size_t n)
+{
+    typedef float v4 __attribute__((vector_size(16)));
+    typedef int32_t i4 __attribute__((vector_size(16)));
+    if (n < 32)
+        return row_max_loop(x, n);
+    /* four lanes a vector, four vectors: lane k keeps the maximum of its
+     * elements as the loop does (a NaN element never replaces it; a NaN
+     * x[0] is never replaced), then the loop over the 16 lanes from x[0] */
+    v4 a[4];
+    for (int k = 0; k < 4; k++)
+        a[k] = (v4){x[0], x[0], x[0], x[0]};
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int k = 0; k < 4; k++) {
+            v4 v;
+            memcpy(&v, x + i + 4 * k, sizeof v);
+            const i4 gt = v > a[k];
+            a[k] = (v4)((gt & (i4)v) | (~gt & (i4)a[k]));
+        }
+    float m = x[0];
+    for (int k = 0; k < 4; k++)
+        for (int l = 0; l < 4; l++)
+            m = a[k][l] > m ? a[k][l] : m;
+    for (; i < n; i++)
+        m = x[i] > m ? x[i] : m;
+    /* which zero the loop keeps depends on the order (+0 and -0 compare
+     * equal): a zero maximum is the loop's own */
+    return m == 0.0f ? row_max_loop(x, n) : m;
+}

@@ -155,6 +155,32 @@ Test(expf, sums_in_order)
     cr_expect(memcmp(&want, &got, sizeof want) == 0, "sum %a, want %a", got, want);
 }
 
+/* qk_row_max against its loop: rows with NaNs, infinities and zeros
+ * anywhere, a NaN first element, zero maxima of either sign, at lengths on
+ * both sides of the vector blocks. */
+Test(expf, row_max_is_the_loop)
+{
+    uint64_t s = 5;
+    static float x[49152];
+    for (int trial = 0; trial < 400; trial++) {
+        const int n = trial < 100 ? trial + 1 : trial < 300 ? 16 * (trial % 9) + trial % 7 + 30 : 49152;
+        fill(x, n, &s);
+        if (trial % 4 == 1) /* every value at most 0, some zeros: a zero maximum */
+            for (int i = 0; i < n; i++)
+                x[i] = isnan(x[i]) ? x[i] : x[i] > 0 ? (tu_rand(&s) % 2 ? -0.0f : 0.0f) : x[i];
+        if (trial % 4 == 3) /* finite values, one in five NaN: a NaN after the maximum in its lane */
+            for (int i = 0; i < n; i++)
+                x[i] = tu_rand(&s) % 5 == 0 ? NAN : tu_gauss(&s);
+        if (trial % 8 == 2)
+            x[0] = NAN;
+        float want = x[0];
+        for (int i = 1; i < n; i++)
+            want = x[i] > want ? x[i] : want;
+        const float got = qk_row_max(x, (size_t)n);
+        cr_expect(same(&want, &got, 1), "trial %d, n %d: %a, want %a", trial, n, (double)got, (double)want);
+    }
+}
+
 Test(expf, swiglu_equals_the_reference_at_every_level)
 {
     uint64_t s = 11;

@@ -58,9 +58,7 @@ void qk_kldb_quantize_row(const float *logits, int n_vocab, float *scale_out, fl
 
 float qk_kldb_lse(const float *logits, int n_vocab, float *max_out)
 {
-    float max = logits[0];
-    for (int i = 1; i < n_vocab; i++)
-        max = logits[i] > max ? logits[i] : max;
+    const float max = qk_row_max(logits, (size_t)n_vocab);
     const double sum = qk_expf_sum(logits, max, (size_t)n_vocab);
     *max_out = max;
     return (float)log(sum);

@@ -19,23 +19,9 @@ int qk_ppl_tokenize(const qk_tokenizer *t, const char *text, size_t n, int32_t *
     return qk_tok_encode(t, text, n, true, false, ids, n_ids, err);
 }
 
-static float row_max(const float *l, int nv, int *imax)
-{
-    float m = l[0];
-    int im = 0;
-    for (int i = 1; i < nv; i++)
-        if (l[i] > m) {
-            m = l[i];
-            im = i;
-        }
-    if (imax)
-        *imax = im;
-    return m;
-}
-
 double qk_ppl_nll(const float *logits, int n_vocab, int tok, bool file_formula)
 {
-    const float max = row_max(logits, n_vocab, NULL);
+    const float max = qk_row_max(logits, (size_t)n_vocab);
     const double sum = qk_expf_sum(logits, max, (size_t)n_vocab);
     if (file_formula) {
         const float lse = (float)log(sum);

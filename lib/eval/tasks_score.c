@@ -198,19 +198,10 @@ void qk_task_scorer_free(qk_task_scorer *s)
     free(s);
 }
 
-/* std::max over the row */
-static float row_max(const float *l, int nv)
-{
-    float max = l[0];
-    for (int j = 1; j < nv; j++)
-        max = max < l[j] ? l[j] : max;
-    return max;
-}
-
 /* compute_logprobs: logits[tok] - max - log(sum exp(l - max)), all float */
 static float logprob_f(const float *l, int nv, int32_t tok)
 {
-    const float max = row_max(l, nv);
+    const float max = qk_row_max(l, (size_t)nv); /* std::max over the row */
     const qk_expf_fn ex = qk_expf_ops_active()->expf;
     float e[512], sum = 0.f;
     for (int j0 = 0; j0 < nv; j0 += 512) {
@@ -225,7 +216,7 @@ static float logprob_f(const float *l, int nv, int32_t tok)
 /* softmax(): float max, double sum of float exps, prob = (float)(exp / sum) */
 static float softmax_prob(const float *l, int nv, int32_t tok)
 {
-    const float max = row_max(l, nv);
+    const float max = qk_row_max(l, (size_t)nv); /* std::max over the row */
     const double sum = qk_expf_sum(l, max, (size_t)nv);
     return (float)((double)qk_expf(l[tok] - max) / sum);
 }
