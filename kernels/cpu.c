@@ -130,6 +130,7 @@ static void merge_pack(int level, const qk_pack_ops *ops)
             kern[level][ops->id].pack_act_size = ops->pack_act_size;
             kern[level][ops->id].pack_act = ops->pack_act;
             kern[level][ops->id].packed_tile_act = ops->packed_tile_act;
+            kern[level][ops->id].pack_act_tokens = ops->act_tokens;
         }
 }
 

@@ -103,6 +103,7 @@ typedef struct qk_kernels {
     qk_pack_size_fn pack_act_size; /* activation rows made once a product, or NULL */
     qk_pack_act_fn pack_act;
     qk_packed_tile_fn packed_tile_act;
+    int pack_act_tokens;        /* activation rows per packed_tile_act call (0: the engine's default) */
     /* parted checkpoint layouts (kernels/wq.h): QK_W_* decoder and products,
      * QK_A_* activation encoder; NULL for the other types */
     qk_wq_rows_fn wq_rows;

@@ -417,10 +417,15 @@ QK_TARGET_AVX512 static void bf16_packed_tile_act(int64_t n, const void *xp, int
     float_tile(n, xp, ng, y, ys, nt, out, ldo, 1, true);
 }
 
+/* Tokens per f16_packed_tile_act call: a group of one span is converted
+ * once a call, so the engine's 64-token tiles converted it four times for
+ * a 256-token batch. */
+enum { F16_ACT_TOKENS = 512 };
+
 /* The AVX2 level's packing (pack NULL). */
 const qk_pack_ops qk_x86_avx512_packed_f[] = {
     {.id = QK_F16, .packed_tile = f16_packed_tile, .tile_rows = 64, .decode = 1, .pack_act_size = qk_x86_float_act_size, .pack_act = f16_pack_act,
-     .packed_tile_act = f16_packed_tile_act},
+     .packed_tile_act = f16_packed_tile_act, .act_tokens = F16_ACT_TOKENS},
     {.id = QK_BF16, .packed_tile = bf16_packed_tile, .tile_rows = 64, .decode = 1, .pack_act_size = qk_x86_float_act_size, .pack_act = bf16_pack_act,
      .packed_tile_act = bf16_packed_tile_act},
     {.id = -1},

@@ -31,6 +31,7 @@ typedef struct qk_pack_ops {
     qk_pack_size_fn pack_act_size;      /* optional, with pack_act and packed_tile_act (cpu.h) */
     qk_pack_act_fn pack_act;
     qk_packed_tile_fn packed_tile_act;
+    int act_tokens; /* activation rows per packed_tile_act call (0: the engine's default) */
 } qk_pack_ops;
 
 /* pack_act_size of the kernels whose activation rows are made floats (F16, BF16). */

@@ -229,7 +229,9 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
                 need = (size_t)n;
             }
         }
-        parts[i].tt = pw && pw->act == QK_A_NV4 && pw->packed ? NV4_TOK_TILE : TOK_TILE;
+        parts[i].tt = pw && pw->act == QK_A_NV4 && pw->packed    ? NV4_TOK_TILE
+                      : parts[i].prep && k->pack_act_tokens > 0 ? k->pack_act_tokens
+                                                                 : TOK_TILE;
         if (!parts[i].packed)
             parts[i].rt = ROW_TILE;
         else
