@@ -300,7 +300,7 @@ static void attend_block(const attn_job *j, int kvh, int g0, int ng, int t0, int
     }
 }
 
-/* Work items: (block of j->tb tokens, KV head, chunk of j->hc heads). */
+/* Work items: (block of j->tb tokens, from the last, KV head, chunk of j->hc heads). */
 static void attend_blocks(void *ctx, size_t begin, size_t end)
 {
     const attn_job *j = ctx;
@@ -315,7 +315,10 @@ static void attend_blocks(void *ctx, size_t begin, size_t end)
     for (size_t i = begin; i < end; i++) {
         const int ch = (int)(i % (size_t)nch);
         const int kvh = (int)(i / (size_t)nch % (size_t)hp->n_head_kv);
-        const int blk = (int)(i / (size_t)nch / (size_t)hp->n_head_kv);
+        /* the last blocks first: they see the most keys, and a thread
+         * left with one of them at the end would keep the others waiting */
+        const int nblk = (j->n_tok + j->tb - 1) / j->tb;
+        const int blk = nblk - 1 - (int)(i / (size_t)nch / (size_t)hp->n_head_kv);
         const int t0 = blk * j->tb, nt = j->n_tok - t0 < j->tb ? j->n_tok - t0 : j->tb;
         const int g0 = ch * j->hc, ng = group - g0 < j->hc ? group - g0 : j->hc;
         attend_block(j, kvh, g0, ng, t0, nt, &w);
