@@ -300,28 +300,30 @@ float_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt, 
  * that its conversion does not wait on memory (to_f32 was 9 % of a
  * qk-imatrix profile, 5 % after). */
 enum { WTB = 16, WSPAN = 640 }; /* passes per converted span; its most columns */
-QK_TARGET_AVX512 static void f16_tile_w32(int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt,
-                                          float *out, size_t ldo)
+QK_TARGET_AVX512 void qk_x86_avx512_wf_tile(int64_t n, int ng, const qk_x86_wf_src *src, const void *y, size_t ys,
+                                            int nt, float *out, size_t ldo)
 {
     enum { GM = 8 };
     float wf[8 * WSPAN];
     __m512 c[WTB][GM][4][FT];
-    const size_t gsize = (size_t)n * 16, as = ys / sizeof(float);
-    /* spans of even widths (multiples of 8) of at most WSPAN columns: a group's
+    const size_t as = ys / sizeof(float);
+    const int64_t al = src->align;
+    /* spans of even widths (multiples of al) of at most WSPAN columns: a group's
      * floats and a pass's tokens stay in L1 together */
-    const int64_t nspan = (n + WSPAN - 1) / WSPAN, sw = ((n + nspan - 1) / nspan + 7) / 8 * 8;
+    const int64_t nspan = (n + WSPAN - 1) / WSPAN, sw = ((n + nspan - 1) / nspan + al - 1) / al * al;
     if (nspan == 1) { /* one span: each group converted once for every pass, its results stored at once */
         __m512 one[4][FT];
         const int np = (nt + FT - 1) / FT;
-        const size_t step = (gsize / (size_t)np + 63) / 64 * 64;
         for (int g = 0; g < ng; g++) {
-            const uint8_t *next = (const uint8_t *)xp + (size_t)(g + 1) * gsize;
-            to_f32((const uint8_t *)xp + (size_t)g * gsize, wf, 8 * (int)n);
+            size_t nb = 0;
+            const uint8_t *next = g + 1 < ng ? src->bytes(src, g + 1, 0, (int)n, &nb) : NULL;
+            const size_t step = (nb / (size_t)np + 63) / 64 * 64;
+            src->decode(src, g, 0, (int)n, wf);
             for (int t0 = 0; t0 < nt; t0 += FT) {
                 const int q = nt - t0 < FT ? nt - t0 : FT;
                 const size_t off = (size_t)(t0 / FT) * step;
-                if (g + 1 < ng && off < gsize)
-                    qk_prefetch_span(next + off, off + step < gsize ? step : gsize - off);
+                if (next && off < nb)
+                    qk_prefetch_span(next + off, off + step < nb ? step : nb - off);
                 group_span_w32(wf, (const float *)(const void *)((const uint8_t *)y + (size_t)t0 * ys), as, (int)n, q,
                                one, true);
                 store_group(one, q, out + (size_t)t0 * ldo + 8 * (size_t)g, ldo, 0);
@@ -336,14 +338,15 @@ QK_TARGET_AVX512 static void f16_tile_w32(int64_t n, const void *xp, int ng, con
             for (int64_t k0 = 0; k0 < n; k0 += sw) {
                 const int nc = (int)(n - k0 < sw ? n - k0 : sw);
                 for (int gi = 0; gi < gn; gi++) {
-                    to_f32((const uint8_t *)xp + (size_t)(g0 + gi) * gsize + 16 * (size_t)k0, wf, 8 * nc);
-                    const uint8_t *next = (const uint8_t *)xp + (size_t)(g0 + gi + 1) * gsize + 16 * (size_t)k0;
-                    const size_t sb = 16 * (size_t)nc, step = (sb / (size_t)np + 63) / 64 * 64;
+                    src->decode(src, g0 + gi, k0, nc, wf);
+                    size_t nb = 0;
+                    const uint8_t *next = g0 + gi + 1 < ng ? src->bytes(src, g0 + gi + 1, k0, nc, &nb) : NULL;
+                    const size_t step = (nb / (size_t)np + 63) / 64 * 64;
                     for (int pi = 0; pi < np; pi++) {
                         const int t0 = T0 + pi * FT, q = nt - t0 < FT ? nt - t0 : FT;
                         const size_t off = (size_t)pi * step;
-                        if (g0 + gi + 1 < ng && off < sb)
-                            qk_prefetch_span(next + off, off + step < sb ? step : sb - off);
+                        if (next && off < nb)
+                            qk_prefetch_span(next + off, off + step < nb ? step : nb - off);
                         const float *a = (const float *)(const void *)((const uint8_t *)y + (size_t)t0 * ys) + k0;
                         group_span_w32(wf, a, as, nc, q, c[pi][gi], k0 == 0);
                     }
@@ -356,6 +359,33 @@ QK_TARGET_AVX512 static void f16_tile_w32(int64_t n, const void *xp, int ng, con
                 }
         }
     }
+}
+
+/* F16 groups as a wf_tile source: a span of the packing is its floats. */
+typedef struct {
+    qk_x86_wf_src s;
+    const uint8_t *xp;
+    size_t gsize;
+} f16_src;
+
+QK_TARGET_AVX512 static void f16_src_decode(const qk_x86_wf_src *s, int g, int64_t k0, int nc, float *wf)
+{
+    const f16_src *f = (const f16_src *)(const void *)s;
+    to_f32(f->xp + (size_t)g * f->gsize + 16 * (size_t)k0, wf, 8 * nc);
+}
+
+static const uint8_t *f16_src_bytes(const qk_x86_wf_src *s, int g, int64_t k0, int nc, size_t *len)
+{
+    const f16_src *f = (const f16_src *)(const void *)s;
+    *len = 16 * (size_t)nc;
+    return f->xp + (size_t)g * f->gsize + 16 * (size_t)k0;
+}
+
+QK_TARGET_AVX512 static void f16_tile_w32(int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt,
+                                          float *out, size_t ldo)
+{
+    const f16_src src = {{f16_src_decode, f16_src_bytes, 8}, xp, (size_t)n * 16};
+    qk_x86_avx512_wf_tile(n, ng, &src.s, y, ys, nt, out, ldo);
 }
 
 /* ng packed groups against one token (n % 8 == 0). */

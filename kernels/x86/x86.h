@@ -90,6 +90,22 @@ size_t qk_x86_avx512_nv4_pack(const struct qk_wq *w, uint8_t *dst, int64_t g0, i
 void qk_x86_avx512_act_nv4(const struct qk_wq *w, const float *x, void *dst, int64_t n);
 bool qk_x86_avx512_nv4_tile(const struct qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out,
                             size_t ldo);
+/* Prompt batches on weights decoded to floats once per span of 8 rows
+ * (avx512_float.c; the F16 packing's, avx512_wq.c's float products): the
+ * source decodes group g's columns [k0, k0 + nc) into wf, chunk j of 8
+ * columns at wf + 64 j, per row pair p row 2p's 8 floats then row 2p + 1's,
+ * and names the bytes that decoding reads (prefetched while the group
+ * before it is in use).  Every output is THE FLOAT-DOT ORDER (fdot.h) of
+ * its row's floats and the token's: y holds nt rows of n floats, ys bytes
+ * apart; out[t * ldo + 8 g + r]. */
+typedef struct qk_x86_wf_src qk_x86_wf_src;
+struct qk_x86_wf_src {
+    void (*decode)(const qk_x86_wf_src *s, int g, int64_t k0, int nc, float *wf);
+    const uint8_t *(*bytes)(const qk_x86_wf_src *s, int g, int64_t k0, int nc, size_t *len);
+    int align; /* spans start and end at multiples of this many columns (8 or 16; n is one) */
+};
+void qk_x86_avx512_wf_tile(int64_t n, int ng, const qk_x86_wf_src *src, const void *y, size_t ys, int nt, float *out,
+                           size_t ldo);
 /* Float-activation products and the F32 x F32 tile (avx2_f32act.c): the
  * generic tile over any type's to_float at the AVX2 level. */
 extern const qk_simd_ops qk_x86_avx2_f32act[];
