@@ -410,6 +410,62 @@ Test(wq, float_products_every_layout)
     }
 }
 
+/* Prompt batches (more than 12 tokens) on the packed rows: the levels that
+ * decode a row group's span once for many tokens (avx512_wq.c through
+ * avx512_float.c's tile) give the scalar tile's bits, for rows of one span
+ * (256 columns) and of three (1536), float and FP8 activations, tiles of
+ * whole row groups and tiles that start or end inside one. */
+Test(wq, packed_prompt_batches)
+{
+    enum { T = 40 };
+    static const int shapes[][2] = {{16, T}, {16, 13}, {8, 17}, {5, T}, {12, 20}};
+    for (int kind = 0; kind < V_COUNT; kind++)
+        for (int ni = 0; ni < 2; ni++)
+            for (int ai = 0; ai < 2; ai++) {
+                const int64_t n = ni ? 1536 : 256;
+                view v;
+                make(&v, kind, n, 0x51A7ull * (uint64_t)(kind + 1) + (uint64_t)ni);
+                qk_wq w = v.w;
+                w.act = ai ? QK_A_FP8 : QK_F32;
+                w.a_scale = 0.03f;
+                uint64_t rng = 0xB47Cull + (uint64_t)kind;
+                float *x = rand_x(n, T, &rng);
+                size_t ys;
+                uint8_t *y = encode(&w, x, T, &ys);
+                const int nr = (int)w.rows; /* NR, or 24 where a word packs 8 rows */
+                float want[T * 32], o[T * 32];
+                qk_kernels_at(w.type, QK_CPU_SCALAR)->wq_tile(&w, 0, nr, y, ys, T, want, (size_t)nr);
+                for (int level = 1; level <= (int)qk_cpu_supported(); level++) {
+                    const qk_kernels *kl = qk_kernels_at(w.type, level);
+                    qk_wq p = w;
+                    p.rows = w.type == QK_W_AWQ ? w.rows : w.rows / 8 * 8;
+                    const size_t bytes = !kl->wq_pack || p.rows % 8 ? 0 : kl->wq_pack(&p, NULL, 0, 0);
+                    if (!bytes)
+                        continue;
+                    uint8_t *pk = malloc(bytes);
+                    cr_assert(pk);
+                    kl->wq_pack(&p, pk, 0, p.rows / 8);
+                    p.packed = pk;
+                    for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+                        const int tr = shapes[sh][0], tt = shapes[sh][1];
+                        memset(o, 0, sizeof o);
+                        for (int r0 = 0; r0 < p.rows; r0 += tr)
+                            for (int t0 = 0; t0 < T; t0 += tt) {
+                                const int mr = (int)p.rows - r0 < tr ? (int)p.rows - r0 : tr, mt = T - t0 < tt ? T - t0 : tt;
+                                kl->wq_tile(&p, r0, mr, y + (size_t)t0 * ys, ys, mt, o + (size_t)t0 * nr + r0, (size_t)nr);
+                            }
+                        for (int t = 0; t < T; t++)
+                            cr_assert(memcmp(o + t * nr, want + t * nr, sizeof(float) * (size_t)p.rows) == 0,
+                                      "%s, %lld columns, act %s, %s: packed tiles %dx%d differ (token %d)", v.label,
+                                      (long long)n, qk_type_get(w.act)->name, qk_cpu_level_name(level), tr, tt, t);
+                    }
+                    free(pk);
+                }
+                free(x), free(y);
+                view_free(&v);
+            }
+}
+
 /* Integer value of weight (r, k) for the int8 products (wq_int.c's rule). */
 static int32_t wv(const qk_wq *w, int64_t r, int64_t k)
 {

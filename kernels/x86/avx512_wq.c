@@ -517,6 +517,105 @@ toks(const pk_ctx *c, const int kind, const bool has_z, int64_t rg, int r, const
     default: toks(c, K, Z, rg, r, yt, ys, 8, o, ldo); break;                                                   \
     }
 
+/* ---- prompt batches: a span of a row group decoded once --------------------------
+ * Batches of more than 12 tokens decode each row group's span of columns
+ * to floats once (the same operations as rows8 / rows8w / toks: the
+ * reference's weights) and hand them to avx512_float.c's tile, whose every
+ * output is THE FLOAT-DOT ORDER over the row's weights and the token's
+ * floats: the same bits as toks, which decodes each chunk again for every
+ * 8 tokens. */
+typedef struct {
+    qk_x86_wf_src s;
+    const pk_ctx *c;
+    int64_t rg0; /* the tile's first row group */
+} wq_src;
+
+/* Row group g's columns [k0, k0 + nc) as floats into wf (x86.h's layout),
+ * kind K (has zeros Z). */
+QK_TARGET_W512 __attribute__((always_inline)) static inline void wq_decode_k(const pk_ctx *c, const int K, const bool Z,
+                                                                             int64_t rg, int64_t k0, int nc, float *wf)
+{
+    const __m256i sh = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+    const int64_t G = c->p.g;
+    const uint8_t *base = c->base + (size_t)rg * c->p.rgblk;
+    for (int64_t j = k0 / G; j * G < k0 + nc; j++) {
+        const uint8_t *gp = base + (size_t)j * c->p.gblk, *cp = gp + c->p.sbytes + c->p.zbytes;
+        const int64_t a = j * G > k0 ? j * G : k0, b = (j + 1) * G < k0 + nc ? (j + 1) * G : k0 + nc;
+        if (K == PK_T4 || K == PK_FP4) {
+            __m256 tl[8], th[8];
+            float sv[8], zv[8];
+            if (K == PK_T4) {
+                _mm256_storeu_ps(sv, scales8(c, gp));
+                _mm256_storeu_ps(zv, zeros8(c, gp));
+            }
+            _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) {
+                if (K == PK_FP4)
+                    fp4_table(c, gp[r], &tl[r], &th[r]);
+                else
+                    table16(c, sv[r], zv[r], &tl[r], &th[r]);
+            }
+            for (int64_t k = a; k < b; k += 16) {
+                const uint8_t *kp = cp + (size_t)((k - j * G) / 16) * 64;
+                float *w = wf + 8 * (size_t)(k - k0);
+                _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) {
+                    _mm256_storeu_ps(w + 16 * (r / 2) + 8 * (r % 2), _mm256_permutex2var_ps(tl[r], nib8(kp + 8 * r, sh), th[r]));
+                    _mm256_storeu_ps(w + 64 + 16 * (r / 2) + 8 * (r % 2),
+                                     _mm256_permutex2var_ps(tl[r], nib8(kp + 8 * r + 4, sh), th[r]));
+                }
+            }
+        } else {
+            float sv[8], zv[8];
+            _mm256_storeu_ps(sv, scales8(c, gp));
+            _mm256_storeu_ps(zv, zeros8(c, gp));
+            __m512 sp[4], zp[4];
+            _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+                sp[i] = halves(sv[2 * i], sv[2 * i + 1]);
+                zp[i] = halves(zv[2 * i], zv[2 * i + 1]);
+            }
+            for (int64_t k = a; k < b; k += 8) {
+                const uint8_t *kp = cp + (size_t)((k - j * G) / 8) * 64;
+                _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)
+                    _mm512_storeu_ps(wf + 8 * (size_t)(k - k0) + 16 * i, dec16(K, Z, kp + 16 * i, sp[i], zp[i]));
+            }
+        }
+    }
+}
+
+QK_TARGET_W512 static void wq_src_decode(const qk_x86_wf_src *s, int g, int64_t k0, int nc, float *wf)
+{
+    const wq_src *w = (const wq_src *)(const void *)s;
+    const pk_ctx *c = w->c;
+    const int64_t rg = w->rg0 + g;
+    switch (c->p.kind) {
+    case PK_T4: wq_decode_k(c, PK_T4, false, rg, k0, nc, wf); break;
+    case PK_FP4: wq_decode_k(c, PK_FP4, false, rg, k0, nc, wf); break;
+    case PK_FP8: wq_decode_k(c, PK_FP8, false, rg, k0, nc, wf); break;
+    case PK_FP8X: wq_decode_k(c, PK_FP8X, false, rg, k0, nc, wf); break;
+    case PK_I8:
+        if (c->p.has_z)
+            wq_decode_k(c, PK_I8, true, rg, k0, nc, wf);
+        else
+            wq_decode_k(c, PK_I8, false, rg, k0, nc, wf);
+        break;
+    default:
+        if (c->p.has_z)
+            wq_decode_k(c, PK_P8, true, rg, k0, nc, wf);
+        else
+            wq_decode_k(c, PK_P8, false, rg, k0, nc, wf);
+        break;
+    }
+}
+
+/* The stream of row group g's scale groups that span [k0, k0 + nc). */
+static const uint8_t *wq_src_bytes(const qk_x86_wf_src *s, int g, int64_t k0, int nc, size_t *len)
+{
+    const wq_src *w = (const wq_src *)(const void *)s;
+    const pk_ctx *c = w->c;
+    const int64_t j0 = k0 / c->p.g, j1 = (k0 + nc - 1) / c->p.g;
+    *len = (size_t)(j1 - j0 + 1) * c->p.gblk;
+    return c->base + (size_t)(w->rg0 + g) * c->p.rgblk + (size_t)j0 * c->p.gblk;
+}
+
 /* Rows [r0, r0 + nr) against nt tokens, kind K (has zeros Z). */
 #define PK_TILE(K, Z)                                                                                          \
     do {                                                                                                       \
@@ -542,8 +641,8 @@ toks(const pk_ctx *c, const int kind, const bool has_z, int64_t rg, int r, const
         }                                                                                                      \
     } while (0)
 
-QK_TARGET_W512 static void pk_tile(const pk_ctx *c, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out,
-                                   size_t ldo)
+QK_TARGET_W512 static void pk_tile_toks(const pk_ctx *c, int64_t r0, int nr, const void *y, size_t ys, int nt,
+                                        float *out, size_t ldo)
 {
     switch (c->p.kind) {
     case PK_T4: PK_TILE(PK_T4, false); break;
@@ -563,6 +662,26 @@ QK_TARGET_W512 static void pk_tile(const pk_ctx *c, int64_t r0, int nr, const vo
             PK_TILE(PK_P8, false);
         break;
     }
+}
+
+/* Rows [r0, r0 + nr) against nt tokens: batches of more than 12 tokens
+ * take their whole row groups through the decoded-span tile (the same
+ * bits), the rows of a group cut by the tile's ends through toks. */
+QK_TARGET_W512 static void pk_tile(const pk_ctx *c, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out,
+                                   size_t ldo)
+{
+    const int64_t ga = (r0 + 7) / 8, gb = (r0 + nr) / 8;
+    if (nt <= 12 || gb <= ga) {
+        pk_tile_toks(c, r0, nr, y, ys, nt, out, ldo);
+        return;
+    }
+    const bool four = c->p.kind == PK_T4 || c->p.kind == PK_FP4;
+    const wq_src src = {{wq_src_decode, wq_src_bytes, four ? 16 : 8}, c, ga};
+    qk_x86_avx512_wf_tile(c->p.g * c->p.ng, (int)(gb - ga), &src.s, y, ys, nt, out + (ga * 8 - r0), ldo);
+    if (ga * 8 > r0)
+        pk_tile_toks(c, r0, (int)(ga * 8 - r0), y, ys, nt, out, ldo);
+    if (r0 + nr > gb * 8)
+        pk_tile_toks(c, gb * 8, (int)(r0 + nr - gb * 8), y, ys, nt, out + (gb * 8 - r0), ldo);
 }
 
 /* w->packed is this level's packing of w. */
