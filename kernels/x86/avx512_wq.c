@@ -42,8 +42,9 @@
  *     scale, as avx2_wq.c;
  *   INT8 / 8-bit: the integer code to float, (q - zero) * scale.
  * One token takes the rows of a group together (the x chunk loaded once for
- * 8 rows); several tokens take one row at a time, each decoded chunk shared
- * by up to 8 tokens.  (A NaN E4M3 code decodes to a finite value here and to
+ * 8 rows); a few tokens take one row at a time, each decoded chunk shared
+ * by up to 8 tokens; more than 12 decode a row group's span once for all
+ * of them (prompt batches, below).  (A NaN E4M3 code decodes to a finite value here and to
  * NaN in the reference, as at the AVX2 level; no producer writes one.)
  *
  * INT8 W8A8 packs and multiplies with VNNI in avx512_wq_i8.c, NVFP4 W4A4 in
