@@ -297,6 +297,19 @@ static float wq_order(const float *row, const float *x, int64_t n)
     return qk_fdot_end(&a);
 }
 
+/* k's wq_tile of wp over its first R rows and T tokens in tiles of rt rows
+ * x tt tokens, into got (token t at t * ldo; zeros first). */
+static void tiled(const qk_kernels *k, const qk_wq *wp, const uint8_t *y, size_t ys, int R, int T, int rt, int tt,
+                  float *got, size_t ldo)
+{
+    memset(got, 0, sizeof *got * ldo * (size_t)T);
+    for (int r0 = 0; r0 < R; r0 += rt)
+        for (int t0 = 0; t0 < T; t0 += tt) {
+            const int mr = R - r0 < rt ? R - r0 : rt, mt = T - t0 < tt ? T - t0 : tt;
+            k->wq_tile(wp, r0, mr, y + (size_t)t0 * ys, ys, mt, got + (size_t)t0 * ldo + r0, ldo);
+        }
+}
+
 /* A level that repacks the rows at load (cpu.h wq_pack): the first rows of
  * the view (whole groups of 8; every group when the pack is built whole or
  * in pieces) packed, then its products over several tile shapes (tiles that
@@ -320,11 +333,7 @@ static void check_packed(const view *v, const qk_kernels *kl, const float *want,
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const int tr = shapes[s][0], tt = shapes[s][1];
         float o[NT * 32];
-        for (int r0 = 0; r0 < w.rows; r0 += tr)
-            for (int t0 = 0; t0 < NT; t0 += tt) {
-                const int mr = (int)w.rows - r0 < tr ? (int)w.rows - r0 : tr, mt = NT - t0 < tt ? NT - t0 : tt;
-                kl->wq_tile(&w, r0, mr, y + (size_t)t0 * ys, ys, mt, o + (size_t)t0 * nr + r0, (size_t)nr);
-            }
+        tiled(kl, &w, y, ys, (int)w.rows, NT, tr, tt, o, (size_t)nr);
         for (int t = 0; t < NT; t++)
             cr_assert(memcmp(o + t * nr, want + t * nr, sizeof(float) * (size_t)w.rows) == 0,
                       "%s act %s: packed tiles %dx%d differ (token %d)", v->label, qk_type_get(w.act)->name, tr, tt, t);
@@ -448,12 +457,7 @@ Test(wq, packed_prompt_batches)
                     p.packed = pk;
                     for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
                         const int tr = shapes[sh][0], tt = shapes[sh][1];
-                        memset(o, 0, sizeof o);
-                        for (int r0 = 0; r0 < p.rows; r0 += tr)
-                            for (int t0 = 0; t0 < T; t0 += tt) {
-                                const int mr = (int)p.rows - r0 < tr ? (int)p.rows - r0 : tr, mt = T - t0 < tt ? T - t0 : tt;
-                                kl->wq_tile(&p, r0, mr, y + (size_t)t0 * ys, ys, mt, o + (size_t)t0 * nr + r0, (size_t)nr);
-                            }
+                        tiled(kl, &p, y, ys, (int)p.rows, T, tr, tt, o, (size_t)nr);
                         for (int t = 0; t < T; t++)
                             cr_assert(memcmp(o + t * nr, want + t * nr, sizeof(float) * (size_t)p.rows) == 0,
                                       "%s, %lld columns, act %s, %s: packed tiles %dx%d differ (token %d)", v.label,
@@ -647,18 +651,6 @@ Test(wq, fp8_encoder_rules)
     cr_assert_eq(bo[1], -448.0f * 0.01f);
 }
 
-/* k's wq_tile of wp over R rows and T tokens in tiles of rt rows x tt
- * tokens, into got (token t at t * R). */
-static void tiled(const qk_kernels *k, const qk_wq *wp, const uint8_t *y, size_t ys, int R, int T, int rt, int tt,
-                  float *got)
-{
-    memset(got, 0, sizeof *got * (size_t)R * (size_t)T);
-    for (int r0 = 0; r0 < R; r0 += rt)
-        for (int t0 = 0; t0 < T; t0 += tt) {
-            const int mr = R - r0 < rt ? R - r0 : rt, mt = T - t0 < tt ? T - t0 : tt;
-            k->wq_tile(wp, r0, mr, y + (size_t)t0 * ys, ys, mt, got + t0 * R + r0, R);
-        }
-}
 
 /* INT8 W8A8 over several 16-row blocks (the packed VNNI tiles take two
  * at a time): every level's packed products against the scalar tile; where
@@ -700,7 +692,7 @@ Test(wq, int8_packed_blocks)
             for (int ai = level == QK_CPU_AVX512 ? amx : 0; ai >= 0; ai--) {
                 qk_cpu_set_amx(ai);
                 for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-                    tiled(k, &wp, y, ys, R, T, shapes[s][0], shapes[s][1], got);
+                    tiled(k, &wp, y, ys, R, T, shapes[s][0], shapes[s][1], got, (size_t)R);
                     cr_assert(memcmp(got, want, sizeof want) == 0, "mode %d %s%s: packed tiles %dx%d differ", mode,
                               qk_cpu_level_name(level), ai ? " with AMX" : "", shapes[s][0], shapes[s][1]);
                 }
@@ -768,7 +760,7 @@ static void nv4_blocks(const int NB)
             wp.packed = pk;
             static const int shapes[][2] = {{48, T}, {16, 2}, {16, 1}, {20, 3}, {5, 7}, {3, 1}, {16, 16}, {32, 20}};
             for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-                tiled(k, &wp, y, ys, R, T, shapes[s][0], shapes[s][1], got);
+                tiled(k, &wp, y, ys, R, T, shapes[s][0], shapes[s][1], got, (size_t)R);
                 for (int i = 0; i < R * T; i++)
                     cr_assert(memcmp(&got[i], &want[i], 4) == 0, "mode %d %s: packed tiles %dx%d differ at (%d, %d): %a, want %a",
                               mode, qk_cpu_level_name(level), shapes[s][0], shapes[s][1], i / R, i % R,
