@@ -138,24 +138,30 @@ static size_t range_rows(int64_t cols, int64_t n_tok, size_t rt)
     return (size_t)((grain + rt - 1) / rt * rt);
 }
 
+/* Ranges are made of whole blocks of RANGE_UNIT rows: two packed groups
+ * (QK_PACK_ROWS), and the 16-row blocks of the INT8 W8A8 and NVFP4 W4A4
+ * kernels (avx512_wq_i8.c, avx512_wq_nv4.c), which a range starting inside
+ * one would compute twice. */
+#define RANGE_UNIT 16
+_Static_assert(RANGE_UNIT % QK_PACK_ROWS == 0, "a range unit is whole packed groups");
+
 /* How many ranges a weight of `rows` rows is cut into: rows / grain,
  * rounded up to a multiple of the threads so that none waits on the last
  * range (range_at cuts them to even sizes; 576 rows in ranges of 64 were
  * 5 ranges for one thread and 4 for the other, and one-token ranges of 512
- * and 64 rows), but no more than its groups of QK_PACK_ROWS rows. */
+ * and 64 rows), but no more than its units. */
 static size_t range_count(size_t rows, size_t grain, int nthreads)
 {
-    const size_t units = (rows + QK_PACK_ROWS - 1) / QK_PACK_ROWS, nt = nthreads > 1 ? (size_t)nthreads : 1;
+    const size_t units = (rows + RANGE_UNIT - 1) / RANGE_UNIT, nt = nthreads > 1 ? (size_t)nthreads : 1;
     const size_t n = (rows + grain - 1) / grain, up = (n + nt - 1) / nt * nt;
-    return up <= units ? up : n;
+    return up <= units ? up : n < units ? n : units;
 }
 
-/* Range k of n over rows: even shares of whole QK_PACK_ROWS groups (packed
- * tiles start at a group; the rows' own kernels at any row). */
+/* Range k of n over rows: even shares of whole units. */
 static range range_at(int p, size_t rows, size_t k, size_t n)
 {
-    const size_t units = (rows + QK_PACK_ROWS - 1) / QK_PACK_ROWS;
-    const size_t r0 = units * k / n * QK_PACK_ROWS, r1 = units * (k + 1) / n * QK_PACK_ROWS;
+    const size_t units = (rows + RANGE_UNIT - 1) / RANGE_UNIT;
+    const size_t r0 = units * k / n * RANGE_UNIT, r1 = units * (k + 1) / n * RANGE_UNIT;
     return (range){p, r0, r1 < rows ? r1 : rows};
 }
 
