@@ -377,7 +377,7 @@ QK_TARGET_AVX512BF16 static void one_token(const qk_wq *w, const uint8_t *gp, si
     }
 }
 
-/* ---- prompt batches (QK_A_F8B): a row group's span decoded once -------------------
+/* ---- prompt batches (QK_A_F8B, QK_A_F8G): a row group's span decoded once --------
  * Batches of more than 12 tokens decode each 8-row group's span of columns
  * once into floats, then run passes of up to 3 tokens over it: 8 rows x 3
  * tokens of 16-lane accumulators, each the FP8 ORDER's lanes of its (row,
@@ -390,7 +390,9 @@ QK_TARGET_AVX512BF16 static void one_token(const qk_wq *w, const uint8_t *gp, si
  * the fused multiply-adds 32; toks, a vdpbf16ps a 32 columns and token,
  * also decoded every chunk again for each 8 tokens.  The lanes carry
  * between spans; then each token's eight rows are reduced at once (lane +
- * lane + 8, then qk_hsum8x8_ps: lanes_sum's additions). */
+ * lane + 8, then qk_hsum8x8_ps: lanes_sum's additions).  FP8_BLOCK's lanes
+ * start from zero each 128 columns and go into running lanes with the
+ * group's factor, as rows_g and toks_g do (f8_pass). */
 enum { F8_SPAN = 512, F8_PT = 3, F8_PASSES = 22 }; /* columns a span; tokens a pass; passes (66 tokens) a block */
 
 /* 32 BF16 words (a dword's low word the even element) as the odd
@@ -403,10 +405,12 @@ QK_TARGET_AVX512BF16 static inline void f8_split(__m512i v, __m512 *odd, __m512 
 
 /* Row group gp's columns [k0, k0 + nc) (k0 a multiple of 64; nc of 32) as
  * floats (the values times 2^-8, dec32's) into wf: 32 columns a piece of
- * 256 floats, row r's odd elements at 32 r, its even ones at 32 r + 16. */
-QK_TARGET_AVX512BF16 static void f8_span(const uint8_t *gp, int64_t n, int64_t k0, int nc, __m512i sub, float *wf)
+ * 256 floats, row r's odd elements at 32 r, its even ones at 32 r + 16
+ * (nsg: the row's scale groups, 1 or FP8_BLOCK's one a 128 columns). */
+QK_TARGET_AVX512BF16 static void f8_span(const uint8_t *gp, int64_t n, int64_t nsg, int64_t k0, int nc, __m512i sub,
+                                         float *wf)
 {
-    const uint8_t *flags = gp + scale_bytes(1), *cp = flags + flag_bytes(n) + (size_t)(k0 / 64) * 512;
+    const uint8_t *flags = gp + scale_bytes(nsg), *cp = flags + flag_bytes(n) + (size_t)(k0 / 64) * 512;
     for (int h = 0; h < nc / 32; h++) {
         const int64_t k = k0 + 32 * h;
         const uint8_t *p = cp + (size_t)(h / 2) * 512 + 32 * (size_t)(h % 2);
@@ -420,41 +424,74 @@ QK_TARGET_AVX512BF16 static void f8_span(const uint8_t *gp, int64_t n, int64_t k
     }
 }
 
-/* NT tokens (their words at a[t], from the span's first column) against
- * the span's 8 decoded rows, nh pieces: acc[r][t] continued. */
+/* Pieces [h0, h1) of the span's 8 decoded rows against NT tokens (their
+ * words at a[t], from the span's first column): c[r][t] continued. */
 QK_TARGET_AVX512BF16 __attribute__((always_inline)) static inline void
-f8_pass(const float *wf, int nh, const uint8_t *const a[F8_PT], const int NT, __m512 acc[8][F8_PT])
+f8_pieces(const float *wf, int h0, int h1, const uint8_t *const a[F8_PT], const int NT, __m512 c[8][F8_PT])
 {
-    __m512 c[8][F8_PT];
-    _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++)
-        _Pragma("GCC unroll 3") for (int t = 0; t < NT; t++) c[r][t] = acc[r][t];
-    for (int h = 0; h < nh; h++, wf += 256) {
+    for (int h = h0; h < h1; h++) {
+        const float *w = wf + 256 * (size_t)h;
         __m512 xo[F8_PT], xe[F8_PT];
         _Pragma("GCC unroll 3") for (int t = 0; t < NT; t++)
             f8_split(_mm512_loadu_si512((const void *)(a[t] + 64 * (size_t)h)), &xo[t], &xe[t]);
         _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) {
-            _Pragma("GCC unroll 3") for (int t = 0; t < NT; t++) c[r][t] = _mm512_fmadd_ps(_mm512_loadu_ps(wf + 32 * r), xo[t], c[r][t]);
+            _Pragma("GCC unroll 3") for (int t = 0; t < NT; t++) c[r][t] = _mm512_fmadd_ps(_mm512_loadu_ps(w + 32 * r), xo[t], c[r][t]);
             _Pragma("GCC unroll 3") for (int t = 0; t < NT; t++)
-                c[r][t] = _mm512_fmadd_ps(_mm512_loadu_ps(wf + 32 * r + 16), xe[t], c[r][t]);
+                c[r][t] = _mm512_fmadd_ps(_mm512_loadu_ps(w + 32 * r + 16), xe[t], c[r][t]);
         }
     }
-    _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++)
-        _Pragma("GCC unroll 3") for (int t = 0; t < NT; t++) acc[r][t] = c[r][t];
+}
+
+/* NT tokens against the span's nh pieces: acc[r][t] continued.  FP8_BLOCK
+ * (GRP): per 128 columns (4 pieces) the lanes from zero, then into the
+ * running lanes acc with the group's factor (as_t * ws_r) * 256, as rows_g:
+ * ws8, the span's first group's 8 row scales (8 floats a group); as[t],
+ * token t's scale of that group (one float a group). */
+QK_TARGET_AVX512BF16 __attribute__((always_inline)) static inline void
+f8_pass(const float *wf, int nh, const uint8_t *const a[F8_PT], const int NT, __m512 acc[8][F8_PT], const bool GRP,
+        const float *ws8, const float *const as[F8_PT])
+{
+    __m512 c[8][F8_PT];
+    if (!GRP) {
+        _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++)
+            _Pragma("GCC unroll 3") for (int t = 0; t < NT; t++) c[r][t] = acc[r][t];
+        f8_pieces(wf, 0, nh, a, NT, c);
+        _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++)
+            _Pragma("GCC unroll 3") for (int t = 0; t < NT; t++) acc[r][t] = c[r][t];
+        return;
+    }
+    for (int j = 0; j < nh / 4; j++) {
+        _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++)
+            _Pragma("GCC unroll 3") for (int t = 0; t < NT; t++) c[r][t] = _mm512_setzero_ps();
+        f8_pieces(wf, 4 * j, 4 * j + 4, a, NT, c);
+        float f[F8_PT][8];
+        _Pragma("GCC unroll 3") for (int t = 0; t < NT; t++)
+            _mm256_storeu_ps(f[t], _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(as[t][j]), _mm256_loadu_ps(ws8 + 8 * j)),
+                                                 _mm256_set1_ps(256.0f)));
+        _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++)
+            _Pragma("GCC unroll 3") for (int t = 0; t < NT; t++)
+                acc[r][t] = _mm512_fmadd_ps(c[r][t], _mm512_set1_ps(f[t][r]), acc[r][t]);
+    }
 }
 
 QK_TARGET_AVX512BF16 static void f8_pass_n(const float *wf, int nh, const uint8_t *const a[F8_PT], int nt,
-                                           __m512 acc[8][F8_PT])
+                                           __m512 acc[8][F8_PT], bool grp, const float *ws8,
+                                           const float *const as[F8_PT])
 {
+#define F8_PASS(N)                                     do {                                                   if (grp)                                               f8_pass(wf, nh, a, N, acc, true, ws8, as);         else                                                   f8_pass(wf, nh, a, N, acc, false, ws8, as);     } while (0)
     if (nt == 1)
-        f8_pass(wf, nh, a, 1, acc);
+        F8_PASS(1);
     else if (nt == 2)
-        f8_pass(wf, nh, a, 2, acc);
+        F8_PASS(2);
     else
-        f8_pass(wf, nh, a, 3, acc);
+        F8_PASS(3);
+#undef F8_PASS
 }
 
-/* Token t's eight rows (acc[r][t]) finished as the reference does: out[r] =
- * as * (ws[r] * (256 * sum_r)). */
+/* Token t's eight rows (acc[r][t]) finished as the reference does: the
+ * lanes' sums (lane + lane + 8, then qk_hsum8x8_ps: lanes_sum's additions),
+ * then out[r] = as * (ws[r] * (256 * sum_r)); FP8_BLOCK (ws NULL): the sums
+ * of the running lanes. */
 QK_TARGET_AVX512BF16 static inline void f8_store(__m512 acc[8][F8_PT], int t, const float *ws, float as, float *out)
 {
     __m256 h[8];
@@ -462,6 +499,10 @@ QK_TARGET_AVX512BF16 static inline void f8_store(__m512 acc[8][F8_PT], int t, co
         h[r] = _mm256_add_ps(_mm512_castps512_ps256(acc[r][t]), _mm512_extractf32x8_ps(acc[r][t], 1));
     /* lane k of qk_hsum8x8_ps is its input {0, 2, 4, 6, 1, 3, 5, 7}[k]: rows 0..7 in order */
     const __m256 sum = qk_hsum8x8_ps(h[0], h[4], h[1], h[5], h[2], h[6], h[3], h[7]);
+    if (!ws) {
+        _mm256_storeu_ps(out, sum);
+        return;
+    }
     const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(ws), _mm256_mul_ps(_mm256_set1_ps(256.0f), sum));
     _mm256_storeu_ps(out, _mm256_mul_ps(_mm256_set1_ps(as), v));
 }
@@ -470,8 +511,9 @@ QK_TARGET_AVX512BF16 static inline void f8_store(__m512 acc[8][F8_PT], int t, co
 QK_TARGET_AVX512BF16 static void f8_prompt(const qk_wq *w, int64_t ga, int64_t gb, const void *y, size_t ys, int nt,
                                            float *out, size_t ldo)
 {
-    const int64_t n = w->cols;
-    const size_t gb_bytes = group_bytes(n, 1);
+    const int64_t n = w->cols, nsg = sgroups(w);
+    const bool grp = w->act == QK_A_F8G;
+    const size_t gb_bytes = group_bytes(n, nsg);
     const __m512i sub = sub_table();
     _Alignas(64) float wf[F8_SPAN / 32 * 256];
     __m512 st[F8_PASSES][8][F8_PT];
@@ -482,23 +524,27 @@ QK_TARGET_AVX512BF16 static void f8_prompt(const qk_wq *w, int64_t ga, int64_t g
             const int np = (nt - T0 + F8_PT - 1) / F8_PT < F8_PASSES ? (nt - T0 + F8_PT - 1) / F8_PT : F8_PASSES;
             for (int64_t k0 = 0; k0 < n; k0 += F8_SPAN) {
                 const int nc = (int)(n - k0 < F8_SPAN ? n - k0 : F8_SPAN);
-                f8_span(gp, n, k0, nc, sub, wf);
+                f8_span(gp, n, nsg, k0, nc, sub, wf);
                 for (int p = 0; p < np; p++) {
                     const int t0 = T0 + p * F8_PT, q = nt - t0 < F8_PT ? nt - t0 : F8_PT;
                     const uint8_t *a[F8_PT];
-                    for (int t = 0; t < F8_PT; t++)
-                        a[t] = act_words(y, ys, t0 + (t < q ? t : 0)) + 2 * k0;
+                    const float *as[F8_PT]; /* FP8_BLOCK: the tokens' scales from the span's first group */
+                    for (int t = 0; t < F8_PT; t++) {
+                        const uint8_t *at = act_words(y, ys, t0 + (t < q ? t : 0));
+                        a[t] = at + 2 * k0;
+                        as[t] = (const float *)(const void *)(at + 2 * n) + k0 / QK_A_F8G_GROUP;
+                    }
                     if (k0 == 0)
                         for (int r = 0; r < 8; r++)
                             for (int t = 0; t < F8_PT; t++)
                                 st[p][r][t] = _mm512_setzero_ps();
-                    f8_pass_n(wf, nc / 32, a, q, st[p]);
+                    f8_pass_n(wf, nc / 32, a, q, st[p], grp, ws + 8 * (k0 / QK_A_F8G_GROUP), as);
                 }
             }
             for (int p = 0; p < np; p++) {
                 const int t0 = T0 + p * F8_PT, q = nt - t0 < F8_PT ? nt - t0 : F8_PT;
                 for (int t = 0; t < q; t++)
-                    f8_store(st[p], t, ws, act_scale(y, ys, t0 + t),
+                    f8_store(st[p], t, grp ? NULL : ws, grp ? 0.0f : act_scale(y, ys, t0 + t),
                              out + (size_t)(t0 + t) * ldo + 8 * (size_t)(g - ga));
             }
         }
@@ -519,7 +565,7 @@ QK_TARGET_AVX512BF16 bool qk_x86_avx512_f8_tile(const qk_wq *w, int64_t r0, int 
     const size_t gb = group_bytes(n, sgroups(w));
     const __m512i sub = sub_table();
     const int64_t ga = (r0 + 7) / 8, gz = (r0 + nr) / 8;
-    if (!grp && nt > 12 && gz > ga) { /* whole row groups decoded once a span, the cut ones below */
+    if (nt > 12 && gz > ga) { /* whole row groups decoded once a span, the cut ones below */
         f8_prompt(w, ga, gz, y, ys, nt, out + (ga * 8 - r0), ldo);
         if (ga * 8 > r0)
             qk_x86_avx512_f8_tile(w, r0, (int)(ga * 8 - r0), y, ys, nt, out, ldo);
