@@ -306,6 +306,7 @@ static void attend_blocks(void *ctx, size_t begin, size_t end)
     const attn_job *j = ctx;
     const qk_hparams *hp = &j->c->m->hp;
     const int group = hp->n_head / hp->n_head_kv, nch = (group + j->hc - 1) / j->hc;
+    const int nblk = (j->n_tok + j->tb - 1) / j->tb;
     att_scratch w;
     float *mem = att_scratch_new(&w, hp->head_dim, hp->head_dim_v);
     if (!mem) {
@@ -317,7 +318,6 @@ static void attend_blocks(void *ctx, size_t begin, size_t end)
         const int kvh = (int)(i / (size_t)nch % (size_t)hp->n_head_kv);
         /* the last blocks first: they see the most keys, and a thread
          * left with one of them at the end would keep the others waiting */
-        const int nblk = (j->n_tok + j->tb - 1) / j->tb;
         const int blk = nblk - 1 - (int)(i / (size_t)nch / (size_t)hp->n_head_kv);
         const int t0 = blk * j->tb, nt = j->n_tok - t0 < j->tb ? j->n_tok - t0 : j->tb;
         const int g0 = ch * j->hc, ng = group - g0 < j->hc ? group - g0 : j->hc;

@@ -44,6 +44,7 @@ typedef struct {
     qk_wq wqf;                     /* the view with float activations (the W*A16 products) */
     size_t rt;                     /* rows per tile: ROW_TILE, or the packed kernel's own */
     int64_t tt;                    /* activation rows per tile: TOK_TILE, or NV4_TOK_TILE */
+    size_t nrange;                 /* thread ranges its rows are cut into (range_count) */
 } part;
 
 /* A range of rows of one part: the unit a thread takes. */
@@ -108,8 +109,9 @@ static void dot_ranges(void *ctx, size_t begin, size_t end)
                 const int nt = (int)(j->n_tok - t0 < pt->tt ? j->n_tok - t0 : pt->tt);
                 const uint8_t *act = pt->act + (size_t)t0 * pt->act_row;
                 float *out = pt->y + (size_t)t0 * (size_t)w->rows + r0;
-                /* packed rows come in whole groups: ranges and tiles start
-                 * at multiples of rt (a multiple of 8), and rows is a multiple of the group */
+                /* packed rows come in whole groups: ranges start at
+                 * multiples of RANGE_UNIT and tiles rt (a multiple of 8)
+                 * rows after them, and rows is a multiple of the group */
                 if (pt->wq)
                     pt->k->wq_tile(pt->wq, (int64_t)r0, nr, act, pt->act_row, nt, out, (size_t)w->rows);
                 else if (pt->fdot)
@@ -129,14 +131,6 @@ static void dot_ranges(void *ctx, size_t begin, size_t end)
 
 #define MAX_PARTS 8
 
-/* Rows per range for a weight of `cols` columns against n_tok rows: about
- * RANGE_WORK multiply-adds, whole row tiles of rt rows. */
-static size_t range_rows(int64_t cols, int64_t n_tok, size_t rt)
-{
-    const uint64_t per_row = (uint64_t)cols * (uint64_t)n_tok;
-    const uint64_t grain = per_row >= RANGE_WORK ? 1 : RANGE_WORK / per_row;
-    return (size_t)((grain + rt - 1) / rt * rt);
-}
 
 /* Ranges are made of whole blocks of RANGE_UNIT rows: two packed groups
  * (QK_PACK_ROWS), and the 16-row blocks of the INT8 W8A8 and NVFP4 W4A4
@@ -145,13 +139,19 @@ static size_t range_rows(int64_t cols, int64_t n_tok, size_t rt)
 #define RANGE_UNIT 16
 _Static_assert(RANGE_UNIT % QK_PACK_ROWS == 0, "a range unit is whole packed groups");
 
-/* How many ranges a weight of `rows` rows is cut into: rows / grain,
- * rounded up to a multiple of the threads so that none waits on the last
- * range (range_at cuts them to even sizes; 576 rows in ranges of 64 were
- * 5 ranges for one thread and 4 for the other, and one-token ranges of 512
- * and 64 rows), but no more than its units. */
-static size_t range_count(size_t rows, size_t grain, int nthreads)
+/* How many ranges a weight of `rows` rows of `cols` columns is cut into
+ * against n_tok activation rows: one per grain of about RANGE_WORK
+ * multiply-adds and at least a row tile (rt rows), rounded up to a multiple
+ * of the threads so that none waits on the last range (range_at cuts them
+ * to even sizes; 576 rows in ranges of 64 were 5 ranges for one thread and
+ * 4 for the other, and one-token ranges of 512 and 64 rows), but no more
+ * than its units.  The count only affects speed: every element is one
+ * product whatever its range. */
+static size_t range_count(size_t rows, int64_t cols, int64_t n_tok, size_t rt, int nthreads)
 {
+    const uint64_t per_row = (uint64_t)cols * (uint64_t)n_tok;
+    const uint64_t g = per_row >= RANGE_WORK ? 1 : RANGE_WORK / per_row;
+    const size_t grain = (size_t)((g + rt - 1) / rt * rt);
     const size_t units = (rows + RANGE_UNIT - 1) / RANGE_UNIT, nt = nthreads > 1 ? (size_t)nthreads : 1;
     const size_t n = (rows + grain - 1) / grain, up = (n + nt - 1) / nt * nt;
     return up <= units ? up : n < units ? n : units;
@@ -245,9 +245,8 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
         parts[i].act_row = parts[i].prep     ? k->pack_act_size(cols)
                            : t == QK_F32 ? (size_t)cols * sizeof(float)
                                          : rowb[e];
-        /* The range size only affects speed: every element is one vec_dot. */
-        const size_t grain = range_rows(cols, n_tok, parts[i].rt);
-        nranges += range_count((size_t)(w[i]->rows > 0 ? w[i]->rows : 0), grain, nthreads);
+        parts[i].nrange = range_count((size_t)(w[i]->rows > 0 ? w[i]->rows : 0), cols, n_tok, parts[i].rt, nthreads);
+        nranges += parts[i].nrange;
     }
     if (need > ws->cap) {
         void *p = realloc(ws->buf, need);
@@ -279,10 +278,8 @@ int qk_matmul_n(const qk_weight *const *w, float *const *y, int nw, const float 
         parts[i].act = parts[i].prep         ? buf + prep_off[prep_of[i]]
                        : vt[enc[i]] == QK_F32 ? (const uint8_t *)x
                                               : buf + off[enc[i]];
-        const size_t grain = range_rows(cols, n_tok, parts[i].rt), rows = (size_t)(w[i]->rows > 0 ? w[i]->rows : 0);
-        const size_t n = range_count(rows, grain, nthreads);
-        for (size_t k = 0; k < n; k++)
-            ranges[nr++] = range_at(i, rows, k, n);
+        for (size_t k = 0; k < parts[i].nrange; k++)
+            ranges[nr++] = range_at(i, (size_t)w[i]->rows, k, parts[i].nrange);
     }
     job j = {.parts = parts, .ranges = ranges, .n_tok = n_tok};
     qk_parallel_for(nthreads, nr, 1, dot_ranges, &j);
