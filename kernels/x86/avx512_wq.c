@@ -518,6 +518,28 @@ toks(const pk_ctx *c, const int kind, const bool has_z, int64_t rg, int r, const
     default: toks(c, K, Z, rg, r, yt, ys, 8, o, ldo); break;                                                   \
     }
 
+/* CALL(K, Z) with the packing's kind as a constant K and, for the 8-bit
+ * integer kinds, whether it has zero points as a constant Z. */
+#define PK_BY_KIND(c, CALL)                                                                                    \
+    switch ((c)->p.kind) {                                                                                     \
+    case PK_T4: CALL(PK_T4, false); break;                                                                     \
+    case PK_FP4: CALL(PK_FP4, false); break;                                                                   \
+    case PK_FP8: CALL(PK_FP8, false); break;                                                                   \
+    case PK_FP8X: CALL(PK_FP8X, false); break;                                                                 \
+    case PK_I8:                                                                                                \
+        if ((c)->p.has_z)                                                                                      \
+            CALL(PK_I8, true);                                                                                 \
+        else                                                                                                   \
+            CALL(PK_I8, false);                                                                                \
+        break;                                                                                                 \
+    default:                                                                                                   \
+        if ((c)->p.has_z)                                                                                      \
+            CALL(PK_P8, true);                                                                                 \
+        else                                                                                                   \
+            CALL(PK_P8, false);                                                                                \
+        break;                                                                                                 \
+    }
+
 /* ---- prompt batches: a span of a row group decoded once --------------------------
  * Batches of more than 12 tokens decode each row group's span of columns
  * to floats once (the same operations as rows8 / rows8w / toks: the
@@ -587,24 +609,9 @@ QK_TARGET_W512 static void wq_src_decode(const qk_x86_wf_src *s, int g, int64_t 
     const wq_src *w = (const wq_src *)(const void *)s;
     const pk_ctx *c = w->c;
     const int64_t rg = w->rg0 + g;
-    switch (c->p.kind) {
-    case PK_T4: wq_decode_k(c, PK_T4, false, rg, k0, nc, wf); break;
-    case PK_FP4: wq_decode_k(c, PK_FP4, false, rg, k0, nc, wf); break;
-    case PK_FP8: wq_decode_k(c, PK_FP8, false, rg, k0, nc, wf); break;
-    case PK_FP8X: wq_decode_k(c, PK_FP8X, false, rg, k0, nc, wf); break;
-    case PK_I8:
-        if (c->p.has_z)
-            wq_decode_k(c, PK_I8, true, rg, k0, nc, wf);
-        else
-            wq_decode_k(c, PK_I8, false, rg, k0, nc, wf);
-        break;
-    default:
-        if (c->p.has_z)
-            wq_decode_k(c, PK_P8, true, rg, k0, nc, wf);
-        else
-            wq_decode_k(c, PK_P8, false, rg, k0, nc, wf);
-        break;
-    }
+#define DECODE(K, Z) wq_decode_k(c, K, Z, rg, k0, nc, wf)
+    PK_BY_KIND(c, DECODE)
+#undef DECODE
 }
 
 /* The stream of row group g's scale groups that span [k0, k0 + nc). */
@@ -645,24 +652,7 @@ static const uint8_t *wq_src_bytes(const qk_x86_wf_src *s, int g, int64_t k0, in
 QK_TARGET_W512 static void pk_tile_toks(const pk_ctx *c, int64_t r0, int nr, const void *y, size_t ys, int nt,
                                         float *out, size_t ldo)
 {
-    switch (c->p.kind) {
-    case PK_T4: PK_TILE(PK_T4, false); break;
-    case PK_FP4: PK_TILE(PK_FP4, false); break;
-    case PK_FP8: PK_TILE(PK_FP8, false); break;
-    case PK_FP8X: PK_TILE(PK_FP8X, false); break;
-    case PK_I8:
-        if (c->p.has_z)
-            PK_TILE(PK_I8, true);
-        else
-            PK_TILE(PK_I8, false);
-        break;
-    default:
-        if (c->p.has_z)
-            PK_TILE(PK_P8, true);
-        else
-            PK_TILE(PK_P8, false);
-        break;
-    }
+    PK_BY_KIND(c, PK_TILE)
 }
 
 /* Rows [r0, r0 + nr) against nt tokens: batches of more than 12 tokens
