@@ -53,9 +53,102 @@ QK_TARGET_AVX2 static inline float reduce32(__m256 s0, __m256 s1, __m256 s2, __m
     return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
 }
 
-/* FLOAT_TILE(name, load, dec): the tile kernel of a float element type with
+/* The 4 x 3 sums of a tile's accumulators c[3 * row + token] (each
+ * qk_hsum8_ps's tree), two qk_hsum8x8_ps at once. */
+QK_TARGET_AVX2 static inline void sums4x3(const __m256 c[12], float out[4][3])
+{
+    /* lanes: c00 c20 c01 c21 | c10 c30 c11 c31, then c02 c22 . . | c12 c32 . . */
+    float h[16];
+    _mm256_storeu_ps(h, qk_hsum8x8_ps(c[0], c[3], c[6], c[9], c[1], c[4], c[7], c[10]));
+    _mm256_storeu_ps(h + 8, qk_hsum8x8_ps(c[2], c[5], c[8], c[11], c[2], c[5], c[8], c[11]));
+    out[0][0] = h[0], out[2][0] = h[1], out[0][1] = h[2], out[2][1] = h[3];
+    out[1][0] = h[4], out[3][0] = h[5], out[1][1] = h[6], out[3][1] = h[7];
+    out[0][2] = h[8], out[2][2] = h[9], out[1][2] = h[12], out[3][2] = h[13];
+}
+
+/* ---- prompt batches on pack_act's floats: the weights converted once a span ----
+ * vcvtph2ps in the 4 x 3 tile's loop held it to 22 GFLOP/s a core on Zen 1
+ * (float weights: 38, the FMA ceiling 40).  Per group of 8 rows, half (4
+ * rows) and span of columns, the weights are converted into wf once, and
+ * every pass of 3 tokens runs its 12 chains over wf, the sums waiting in c
+ * between spans: the same fused multiply-adds in the same order on the same
+ * values (vcvtph2ps either way), so the same bits.  The spans split a row
+ * evenly, at most W4SPAN columns, so that wf and a pass's three activation
+ * rows stay in a 32 KB L1 together. */
+enum { W4SPAN = 768, W4TOK = 66 }; /* most columns of a span; tokens a round (22 passes) */
+
+/* Rows 4h .. 4h + 3 of packed group G, columns [k0, k0 + nc), as floats in
+ * wf: the four rows' 8 elements of each chunk side by side. */
+QK_TARGET_AVX2 static inline void w32_half(const uint8_t *G, int h, int64_t k0, int nc, float *wf, const int bf)
+{
+    const uint8_t *c = G + 16 * (size_t)k0 + 64 * (size_t)h;
+    for (int j = 0; j < nc / 8; j++, c += 128, wf += 32)
+        for (int k = 0; k < 4; k++)
+            _mm256_storeu_ps(wf + 8 * k, bf ? ld8_bf16(c + 16 * k) : ld8_f16(c + 16 * k));
+}
+
+/* The 4 x 3 tile over nc converted columns (wf) and the tokens' floats at
+ * yr, continuing the chains c[3 * row + token]. */
+QK_TARGET_AVX2 static inline __attribute__((always_inline)) void w32_m4x3(int nc, const float *wf,
+                                                                          const float *const yr[3], __m256 c[12])
+{
+    __m256 c00 = c[0], c01 = c[1], c02 = c[2], c10 = c[3], c11 = c[4], c12 = c[5];
+    __m256 c20 = c[6], c21 = c[7], c22 = c[8], c30 = c[9], c31 = c[10], c32 = c[11];
+    const float *y0 = yr[0], *y1 = yr[1], *y2 = yr[2];
+    for (int o = 0; o < nc; o += 8, wf += 32) {
+        const __m256 b0 = _mm256_loadu_ps(y0 + o), b1 = _mm256_loadu_ps(y1 + o), b2 = _mm256_loadu_ps(y2 + o);
+        __m256 a = _mm256_loadu_ps(wf);
+        c00 = _mm256_fmadd_ps(a, b0, c00), c01 = _mm256_fmadd_ps(a, b1, c01), c02 = _mm256_fmadd_ps(a, b2, c02);
+        a = _mm256_loadu_ps(wf + 8);
+        c10 = _mm256_fmadd_ps(a, b0, c10), c11 = _mm256_fmadd_ps(a, b1, c11), c12 = _mm256_fmadd_ps(a, b2, c12);
+        a = _mm256_loadu_ps(wf + 16);
+        c20 = _mm256_fmadd_ps(a, b0, c20), c21 = _mm256_fmadd_ps(a, b1, c21), c22 = _mm256_fmadd_ps(a, b2, c22);
+        a = _mm256_loadu_ps(wf + 24);
+        c30 = _mm256_fmadd_ps(a, b0, c30), c31 = _mm256_fmadd_ps(a, b1, c31), c32 = _mm256_fmadd_ps(a, b2, c32);
+    }
+    c[0] = c00, c[1] = c01, c[2] = c02, c[3] = c10, c[4] = c11, c[5] = c12;
+    c[6] = c20, c[7] = c21, c[8] = c22, c[9] = c30, c[10] = c31, c[11] = c32;
+}
+
+/* The packed F16 (bf: BF16) groups against nt tokens' floats (ys bytes
+ * apart), W4TOK tokens a round: out[t * ldo + r]. */
+QK_TARGET_AVX2 static void w32_tile(int64_t n, const void *xp, int ng, const void *y, size_t ys, int nt, float *out,
+                                    size_t ldo, const int bf)
+{
+    float wf[4 * W4SPAN];
+    __m256 c[W4TOK / 3][12];
+    const int64_t nspan = (n + W4SPAN - 1) / W4SPAN, sw = ((n + nspan - 1) / nspan + 7) / 8 * 8;
+    for (int r0 = 0; r0 < nt; r0 += W4TOK) {
+        const int nr = nt - r0 < W4TOK ? nt - r0 : W4TOK;
+        for (int g = 0; g < ng; g++)
+            for (int h = 0; h < 2; h++)
+                for (int64_t k0 = 0; k0 < n; k0 += sw) {
+                    const int nc = (int)(n - k0 < sw ? n - k0 : sw);
+                    w32_half((const uint8_t *)xp + (size_t)g * (size_t)n * 16, h, k0, nc, wf, bf);
+                    for (int t0 = 0, p = 0; t0 < nr; t0 += 3, p++) {
+                        const int q = nr - t0 < 3 ? nr - t0 : 3;
+                        const float *yr[3];
+                        for (int k = 0; k < 3; k++)
+                            yr[k] = (const float *)(const void *)((const uint8_t *)y + (size_t)(r0 + t0 + (k < q ? k : 0)) * ys) + k0;
+                        if (k0 == 0)
+                            for (int i = 0; i < 12; i++)
+                                c[p][i] = _mm256_setzero_ps();
+                        w32_m4x3(nc, wf, yr, c[p]);
+                        if (k0 + nc < n)
+                            continue;
+                        float o[4][3];
+                        sums4x3(c[p], o);
+                        for (int t = 0; t < q; t++)
+                            for (int k = 0; k < 4; k++)
+                                out[(size_t)(r0 + t0 + t) * ldo + 8 * (size_t)g + 4 * (size_t)h + (size_t)k] = o[k][t];
+                    }
+                }
+    }
+}
+
+/* FLOAT_TILE(name, load, dec, bf): the tile kernel of a float element type with
  * 2-byte elements loaded 8 at a time by load, one at a time by dec. */
-#define FLOAT_TILE(name, load, dec)                                                               \
+#define FLOAT_TILE(name, load, dec, bf)                                                            \
     /* n % 8 != 0: ggml_vec_dot_f16's order */                                                    \
     QK_TARGET_AVX2 static float name##_dot32(int64_t n, const uint8_t *x, const uint8_t *y)       \
     {                                                                                              \
@@ -97,13 +190,8 @@ QK_TARGET_AVX2 static inline float reduce32(__m256 s0, __m256 s1, __m256 s2, __m
             c30 = _mm256_fmadd_ps(a, b0, c30), c31 = _mm256_fmadd_ps(a, b1, c31);                 \
             c32 = _mm256_fmadd_ps(a, b2, c32);                                                     \
         }                                                                                          \
-        /* lanes: c00 c20 c01 c21 | c10 c30 c11 c31, then c02 c22 . . | c12 c32 . . */            \
-        float h[16];                                                                               \
-        _mm256_storeu_ps(h, qk_hsum8x8_ps(c00, c10, c20, c30, c01, c11, c21, c31));                \
-        _mm256_storeu_ps(h + 8, qk_hsum8x8_ps(c02, c12, c22, c32, c02, c12, c22, c32));            \
-        out[0][0] = h[0], out[2][0] = h[1], out[0][1] = h[2], out[2][1] = h[3];                    \
-        out[1][0] = h[4], out[3][0] = h[5], out[1][1] = h[6], out[3][1] = h[7];                    \
-        out[0][2] = h[8], out[2][2] = h[9], out[1][2] = h[12], out[3][2] = h[13];                  \
+        const __m256 c[12] = {c00, c01, c02, c10, c11, c12, c20, c21, c22, c30, c31, c32};       \
+        sums4x3(c, out);                                                                           \
     }                                                                                              \
     QK_TARGET_AVX2 static void name##_m4x3(int64_t n, const uint8_t *const xr[4], size_t xstep,   \
                                            const uint8_t *const yr[3], float out[4][3])            \
@@ -224,7 +312,10 @@ QK_TARGET_AVX2 static inline float reduce32(__m256 s0, __m256 s1, __m256 s2, __m
     static void name##_packed_tile_act(int64_t n, const void *xp, int ng, const void *y, size_t ys, \
                                        int nt, float *out, size_t ldo)                             \
     {                                                                                              \
-        name##_packed_at(n, xp, ng, y, ys, nt, out, ldo, true);                                    \
+        if (nt > 3) /* more than one pass: the weights converted once (w32_tile) */               \
+            w32_tile(n, xp, ng, y, ys, nt, out, ldo, bf);                                          \
+        else                                                                                       \
+            name##_packed_at(n, xp, ng, y, ys, nt, out, ldo, true);                                \
     }                                                                                              \
     QK_TARGET_AVX2 static void name##_pack_act(int64_t n, const void *y, void *dst)               \
     {                                                                                              \
@@ -232,8 +323,8 @@ QK_TARGET_AVX2 static inline float reduce32(__m256 s0, __m256 s1, __m256 s2, __m
             _mm256_storeu_ps((float *)dst + i, load((const uint8_t *)y + 2 * i));                  \
     }
 
-FLOAT_TILE(f16, ld8_f16, qk_f16_to_f32)
-FLOAT_TILE(bf16, ld8_bf16, qk_bf16_to_f32)
+FLOAT_TILE(f16, ld8_f16, qk_f16_to_f32, 0)
+FLOAT_TILE(bf16, ld8_bf16, qk_bf16_to_f32, 1)
 
 QK_TARGET_AVX2 static void f16_from_float(const float *src, void *dst, int64_t n)
 {
