@@ -86,6 +86,17 @@ static inline void group_params(const qk_wq *w, int kind, int64_t r, int64_t k, 
     }
 }
 
+/* Scale i of a grid as qk_wq_val reads it, the float types inline. */
+static inline float grid_val(const uint8_t *p, int type, int64_t i)
+{
+    switch (type) {
+    case QK_F32: return qk_bits_f32(qk_ld_u32(p + 4 * i));
+    case QK_F16: return qk_f16_to_f32(qk_ld_u16(p + 2 * i));
+    case QK_BF16: return qk_bf16_to_f32(qk_ld_u16(p + 2 * i));
+    default: return qk_wq_val(p, type, i);
+    }
+}
+
 /* E4M3 bytes -> floats / 2^8, exactly: each byte's value bits placed as an
  * F16's exponent and mantissa with the sign on top (b << 8, arithmetic
  * shift right by one, the copy of the sign in bit 14 cleared). */
@@ -192,6 +203,22 @@ QK_TARGET_AVX2 static inline __m256 dec8(const decp d, const int kind, const uin
     }
 }
 
+/* Weights [k, k + 32) of a K_P4 row (codes at q), dec8's values four at a
+ * time: the 16 code bytes split into low and high nibbles and interleaved
+ * back into column order as bytes, the code offset taken off as bytes (exact:
+ * codes 0..15 minus an offset in 0..128 fit an int8), then each 8 widened
+ * and decoded as dec8 does.  Fewer operations a weight than fields8's
+ * variable shifts, which held a Zen 1 core to about one weight a cycle. */
+QK_TARGET_AVX2 static inline void p4_dec32(const uint8_t *q, int64_t k, __m128i off, __m256 s, __m256 z, __m256 w[4])
+{
+    const __m128i b = _mm_loadu_si128((const __m128i *)(q + k / 2)), m = _mm_set1_epi8(15);
+    const __m128i lo = _mm_and_si128(b, m), hi = _mm_and_si128(_mm_srli_epi16(b, 4), m);
+    const __m128i c0 = _mm_sub_epi8(_mm_unpacklo_epi8(lo, hi), off), c1 = _mm_sub_epi8(_mm_unpackhi_epi8(lo, hi), off);
+    const __m128i c[4] = {c0, _mm_srli_si128(c0, 8), c1, _mm_srli_si128(c1, 8)};
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)
+        w[i] = _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c[i])), z), s);
+}
+
 /* One token against NR (1, 4 or 8) rows, each output THE WQ FLOAT ORDER:
  * the rows' groups in lockstep (a group is the same columns in every row),
  * each group's scale and zero fetched once, the token's chunk loaded once
@@ -201,10 +228,21 @@ QK_TARGET_AVX2 static inline __m256 dec8(const decp d, const int kind, const uin
     if (i < NR)                                                                                          \
         A = _mm256_fmadd_ps(dec8(d, kind, q0 + (i) * rstep, k, _mm256_broadcast_ss(&sv[i]), _mm256_broadcast_ss(&zv[i])), \
                             xv, A)
+#define ROW_STEP32(i, A)                                                                                  \
+    if (i < NR) {                                                                                         \
+        __m256 wv[4];                                                                                     \
+        p4_dec32(q0 + (i) * rstep, k, off8, _mm256_broadcast_ss(&sv[i]), _mm256_broadcast_ss(&zv[i]), wv); \
+        A = _mm256_fmadd_ps(wv[3], x3, _mm256_fmadd_ps(wv[2], x2, _mm256_fmadd_ps(wv[1], x1, _mm256_fmadd_ps(wv[0], x0, A)))); \
+    }
 QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
 ftile_rows(const qk_wq *w, const int kind, int64_t r0, const int NR, const float *x, float *out)
 {
     const int64_t n8 = w->cols, g = w->s.cdiv < n8 ? w->s.cdiv : n8; /* a multiple of 8 (kind_of) */
+    const bool p4_32 = kind == K_P4 && g % 32 == 0 && w->code_offset >= 0 && w->code_offset <= 128;
+    const __m128i off8 = _mm_set1_epi8((char)w->code_offset);
+    int64_t srow[8]; /* each row's first scale in the grid */
+    for (int r = 0; r < NR; r++)
+        srow[r] = (r0 + r) / w->s.rdiv * w->s.rs;
     const uint8_t *q0 = row_codes(w, kind, r0);
     const int64_t rstep = NR > 1 ? row_codes(w, kind, r0 + 1) - q0 : 0;
     const decp d = {w->rows * 4, w->code_offset};
@@ -221,9 +259,27 @@ ftile_rows(const qk_wq *w, const int kind, int64_t r0, const int NR, const float
                 sv[r] = mc[r][j % 8], zv[r] = 0.0f;
         } else {
             _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
-                group_params(w, kind, r0 + r, g0, &sv[r], &zv[r]);
+                if (p4_32 && !w->z.p) /* qk_wq_scale's value, its grid row found once (no g_idx here) */
+                    sv[r] = grid_val(w->s.p, w->s.type, srow[r] + g0 / w->s.cdiv * w->s.cs), zv[r] = 0.0f;
+                else
+                    group_params(w, kind, r0 + r, g0, &sv[r], &zv[r]);
         }
         const int64_t g1 = g0 + g < n8 ? g0 + g : n8;
+        if (p4_32) { /* 32 columns a step (g % 32 == 0): the same fused multiply-adds in the same order */
+            for (int64_t k = g0; k < g1; k += 32) {
+                const __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
+                const __m256 x2 = _mm256_loadu_ps(x + k + 16), x3 = _mm256_loadu_ps(x + k + 24);
+                ROW_STEP32(0, a0);
+                ROW_STEP32(1, a1);
+                ROW_STEP32(2, a2);
+                ROW_STEP32(3, a3);
+                ROW_STEP32(4, a4);
+                ROW_STEP32(5, a5);
+                ROW_STEP32(6, a6);
+                ROW_STEP32(7, a7);
+            }
+            continue;
+        }
         for (int64_t k = g0; k < g1; k += 8) {
             const __m256 xv = _mm256_loadu_ps(x + k);
             ROW_STEP(0, a0);
@@ -241,6 +297,7 @@ ftile_rows(const qk_wq *w, const int kind, int64_t r0, const int NR, const float
         out[r] = qk_hsum8_ps(acc[r]);
 }
 #undef ROW_STEP
+#undef ROW_STEP32
 
 /* One row against NT tokens (rows ys bytes apart): each decoded chunk shared by the tokens. */
 QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
