@@ -84,7 +84,7 @@ static qk_wq_grid grid(const uint8_t *p, int type, int64_t rdiv, int64_t cdiv, i
 
 /* The layouts, n columns each (a multiple of 128 plus a tail where the layout allows). */
 enum { V_FP8_CH, V_FP8_TENSOR_BF16, V_FP8_BLOCK, V_MXFP8, V_INT8_CH, V_INT8_ZERO, V_PACK4_G32, V_PACK4_ASYM,
-       V_PACK8_CH, V_PACK3_STREAM, V_PACK4_GIDX, V_NVFP4_CT, V_NVFP4_MO, V_MXFP4, V_GPTQ4, V_GPTQ4_GIDX, V_AWQ4,
+       V_PACK8_CH, V_PACK3_STREAM, V_PACK4_GIDX, V_NVFP4_CT, V_NVFP4_MO, V_NVFP4_TINY, V_MXFP4, V_GPTQ4, V_GPTQ4_GIDX, V_AWQ4,
        V_MLX4, V_MLX3, V_BNB4, V_BNB4_NESTED, V_BNB8, V_COUNT };
 
 static void make(view *v, int kind, int64_t n, uint64_t seed)
@@ -162,8 +162,12 @@ static void make(view *v, int kind, int64_t n, uint64_t seed)
     }
     case V_NVFP4_CT:
     case V_NVFP4_MO:
+    case V_NVFP4_TINY:
     case V_MXFP4: {
-        v->label = kind == V_NVFP4_CT ? "nvfp4 ct" : kind == V_NVFP4_MO ? "nvfp4 modelopt" : "mxfp4";
+        v->label = kind == V_NVFP4_CT     ? "nvfp4 ct"
+                   : kind == V_NVFP4_MO   ? "nvfp4 modelopt"
+                   : kind == V_NVFP4_TINY ? "nvfp4 subnormal multipliers"
+                                          : "mxfp4";
         w->type = kind == V_MXFP4 ? QK_W_MXFP4 : QK_W_NVFP4;
         w->elem = QK_ELEM_FP4_E2M1;
         w->q = rbytes(v, (size_t)(r * n / 2), &rng, 0xFF, false);
@@ -176,6 +180,11 @@ static void make(view *v, int kind, int64_t n, uint64_t seed)
             w->g_div = true;
         } else if (kind == V_NVFP4_MO) {
             w->g = 3.7f / 2688.0f;
+        } else if (kind == V_NVFP4_TINY) {
+            /* the smallest scale (0.125, byte 0x20) gives a subnormal multiplier,
+             * its half inexact (avx2_wq.c's fp4_halves falls back) */
+            w->g = 1.106e37f;
+            w->g_div = true;
         }
         break;
     }

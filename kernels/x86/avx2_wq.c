@@ -13,7 +13,8 @@
  * keeps 4 rows x 2 tokens (decode: 8 rows x 1) of accumulators in registers
  * over the whole row.  Codes are turned into floats exactly: E4M3 through
  * its bits as an F16 (vcvtph2ps) times 2^8, E2M1 through a table of its 8
- * magnitudes and the sign bit, integers through vcvtdq2ps.  (A NaN E4M3 code,
+ * magnitudes and the sign bit (or, 32 columns a step, its doubled value as
+ * a byte times half the multiplier), integers through vcvtdq2ps.  (A NaN E4M3 code,
  * 0x7F/0xFF, decodes to a finite value here and to NaN in the reference; no
  * producer writes one into a weight.)
  *
@@ -96,7 +97,7 @@ static inline void group_params(const qk_wq *w, int kind, int64_t r, int64_t k, 
         return;
     default:
         *s = grid_val(w->s.p, w->s.type, si);
-        *z = qk_wq_zero(w, r, k);
+        *z = w->z.p ? qk_wq_zero(w, r, k) : 0.0f; /* a call clobbers every ymm register */
         return;
     }
 }
@@ -207,20 +208,81 @@ QK_TARGET_AVX2 static inline __m256 dec8(const decp d, const int kind, const uin
     }
 }
 
-/* Weights [k, k + 32) of a K_P4 row (codes at q), dec8's values four at a
- * time: the 16 code bytes split into low and high nibbles and interleaved
- * back into column order as bytes, the code offset taken off as bytes (exact:
- * codes 0..15 minus an offset in 0..128 fit an int8), then each 8 widened
- * and decoded as dec8 does.  Fewer operations a weight than fields8's
- * variable shifts, which held a Zen 1 core to about one weight a cycle. */
-QK_TARGET_AVX2 static inline void p4_dec32(const uint8_t *q, int64_t k, __m128i off, __m256 s, __m256 z, __m256 w[4])
+/* The 32 4-bit codes of 16 bytes (the low nibble first) as bytes in column
+ * order: the low and high nibbles split and interleaved back; c[0] holds
+ * columns 0..15, c[1] 16..31. */
+QK_TARGET_AVX2 static inline void nib32(const uint8_t *p, __m128i c[2])
 {
-    const __m128i b = _mm_loadu_si128((const __m128i *)(q + k / 2)), m = _mm_set1_epi8(15);
+    const __m128i b = _mm_loadu_si128((const __m128i *)p), m = _mm_set1_epi8(15);
     const __m128i lo = _mm_and_si128(b, m), hi = _mm_and_si128(_mm_srli_epi16(b, 4), m);
-    const __m128i c0 = _mm_sub_epi8(_mm_unpacklo_epi8(lo, hi), off), c1 = _mm_sub_epi8(_mm_unpackhi_epi8(lo, hi), off);
-    const __m128i c[4] = {c0, _mm_srli_si128(c0, 8), c1, _mm_srli_si128(c1, 8)};
-    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)
-        w[i] = _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c[i])), z), s);
+    c[0] = _mm_unpacklo_epi8(lo, hi);
+    c[1] = _mm_unpackhi_epi8(lo, hi);
+}
+
+/* 32 weights from their small integer values v as signed bytes (columns
+ * 0..15 in c[0], 16..31 in c[1]): each 8 widened and turned into floats
+ * exactly, less the zero point z when ZP, times s01 (columns 0..15) or s23
+ * (16..31). */
+QK_TARGET_AVX2 static inline void dec32(const __m128i c[2], __m256 s01, __m256 s23, __m256 z, const bool zp, __m256 w[4])
+{
+    const __m128i b[4] = {c[0], _mm_srli_si128(c[0], 8), c[1], _mm_srli_si128(c[1], 8)};
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+        const __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b[i]));
+        w[i] = _mm256_mul_ps(zp ? _mm256_sub_ps(v, z) : v, i < 2 ? s01 : s23);
+    }
+}
+
+/* Weights [k, k + 32) of a K_P4 row (codes at q), dec8's values four at a
+ * time: the codes as bytes (nib32), the code offset taken off as bytes
+ * (exact: codes 0..15 minus an offset in 0..128 fit an int8), then dec32;
+ * without zero points the subtraction of a zero is left out (c - 0 is c).
+ * Fewer operations a weight than fields8's variable shifts, which held a
+ * Zen 1 core to about one weight a cycle. */
+QK_TARGET_AVX2 static inline void p4_dec32(const uint8_t *q, int64_t k, __m128i off, __m256 s, __m256 z, const bool zp,
+                                            __m256 w[4])
+{
+    __m128i c[2];
+    nib32(q + k / 2, c);
+    c[0] = _mm_sub_epi8(c[0], off);
+    c[1] = _mm_sub_epi8(c[1], off);
+    dec32(c, s, s, z, zp, w);
+}
+
+/* Weights [k, k + 32) of a K_FP4 row (codes at q): each code's doubled
+ * E2M1 value (qk_e2m1_x2, a byte table) times HALF its group's multiplier,
+ * h01 for columns 0..15 and h23 for 16..31.  x2 * (m / 2) is the exact
+ * product e2m1 * m of the reference, rounded once, whenever m / 2 is exact
+ * (fp4_halves checks it).  The table's code 8 is +0 where the reference's
+ * E2M1 is -0: a zero weight's sign cannot reach a sum, since an
+ * accumulator that starts at +0 never becomes -0 (x + y is -0 only when
+ * both are). */
+QK_TARGET_AVX2 static inline void fp4_dec32(const uint8_t *q, int64_t k, __m256 h01, __m256 h23, __m256 w[4])
+{
+    const __m128i lut = _mm_loadu_si128((const __m128i *)qk_e2m1_x2);
+    __m128i c[2];
+    nib32(q + k / 2, c);
+    c[0] = _mm_shuffle_epi8(lut, c[0]);
+    c[1] = _mm_shuffle_epi8(lut, c[1]);
+    dec32(c, h01, h23, h01, false, w);
+}
+
+/* Halves of m[0..n) in h; false when one of them is inexact (a subnormal
+ * multiplier's last bit; a NaN's half is itself, so a NaN passes). */
+QK_TARGET_AVX2 static inline bool fp4_halves(const float *m, int n, float *h)
+{
+    if (n == 8) {
+        const __m256 v = _mm256_loadu_ps(m), hv = _mm256_mul_ps(v, _mm256_set1_ps(0.5f));
+        _mm256_storeu_ps(h, hv);
+        const __m256 ok = _mm256_or_ps(_mm256_cmp_ps(_mm256_mul_ps(hv, _mm256_set1_ps(2.0f)), v, _CMP_EQ_OQ),
+                                       _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        return _mm256_movemask_ps(ok) == 0xFF;
+    }
+    bool exact = true;
+    for (int i = 0; i < n; i++) {
+        h[i] = m[i] * 0.5f;
+        exact &= h[i] * 2.0f == m[i] || m[i] != m[i];
+    }
+    return exact;
 }
 
 /* One token against NR (1, 4 or 8) rows, each output THE WQ FLOAT ORDER:
@@ -232,10 +294,36 @@ QK_TARGET_AVX2 static inline void p4_dec32(const uint8_t *q, int64_t k, __m128i 
     if (i < NR)                                                                                          \
         A = _mm256_fmadd_ps(dec8(d, kind, q0 + (i) * rstep, k, _mm256_broadcast_ss(&sv[i]), _mm256_broadcast_ss(&zv[i])), \
                             xv, A)
-#define ROW_STEP32(i, A)                                                                                  \
+#define ROW_STEP32(i, A, zp)                                                                                  \
     if (i < NR) {                                                                                         \
         __m256 wv[4];                                                                                     \
-        p4_dec32(q0 + (i) * rstep, k, off8, _mm256_broadcast_ss(&sv[i]), _mm256_broadcast_ss(&zv[i]), wv); \
+        p4_dec32(q0 + (i) * rstep, k, off8, _mm256_broadcast_ss(&sv[i]), _mm256_broadcast_ss(&zv[i]), zp, wv); \
+        A = _mm256_fmadd_ps(wv[3], x3, _mm256_fmadd_ps(wv[2], x2, _mm256_fmadd_ps(wv[1], x1, _mm256_fmadd_ps(wv[0], x0, A)))); \
+    }
+/* K_P4's 32 columns a step over a group; ZP: the rows have zero points
+ * (without them the subtraction of a zero is left out: c - 0 is c) */
+#define P4_STEPS(ZP)                                                                      \
+    do {                                                                                  \
+    for (int64_t k = g0; k < g1; k += 32) {                                               \
+        const __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);        \
+        const __m256 x2 = _mm256_loadu_ps(x + k + 16), x3 = _mm256_loadu_ps(x + k + 24);  \
+        ROW_STEP32(0, a0, ZP);                                                            \
+        ROW_STEP32(1, a1, ZP);                                                            \
+        ROW_STEP32(2, a2, ZP);                                                            \
+        ROW_STEP32(3, a3, ZP);                                                            \
+        ROW_STEP32(4, a4, ZP);                                                            \
+        ROW_STEP32(5, a5, ZP);                                                            \
+        ROW_STEP32(6, a6, ZP);                                                            \
+        ROW_STEP32(7, a7, ZP);                                                            \
+    }                                                                                     \
+    } while (0)
+
+/* K_FP4's 32 columns a step: h the rows' halved multipliers of the current
+ * 8 groups, i01 and i23 the groups of the step's two halves. */
+#define FP4_STEP(i, A)                                                                                    \
+    if (i < NR) {                                                                                         \
+        __m256 wv[4];                                                                                     \
+        fp4_dec32(q0 + (i) * rstep, k, _mm256_broadcast_ss(&h[i][i01]), _mm256_broadcast_ss(&h[i][i23]), wv); \
         A = _mm256_fmadd_ps(wv[3], x3, _mm256_fmadd_ps(wv[2], x2, _mm256_fmadd_ps(wv[1], x1, _mm256_fmadd_ps(wv[0], x0, A)))); \
     }
 QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
@@ -252,7 +340,51 @@ ftile_rows(const qk_wq *w, const int kind, int64_t r0, const int NR, const float
     const decp d = {w->rows * 4, w->code_offset};
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     float mc[8][8]; /* K_FP4: the rows' multipliers of 8 groups at a time */
-    for (int64_t g0 = 0; g0 < n8; g0 += g) {
+    const bool fp4_32 = kind == K_FP4 && g % 16 == 0 && n8 % 32 == 0;
+    if (fp4_32) { /* 8 groups at a time, 32 columns a step */
+        const int64_t ng = (n8 + g - 1) / g;
+        for (int64_t j0 = 0; j0 < ng; j0 += 8) {
+            const int m = ng - j0 < 8 ? (int)(ng - j0) : 8;
+            float h[8][8];
+            bool exact = true;
+            _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {
+                fp4_mults(w, w->s.p + srow[r] + j0, m, mc[r]);
+                exact &= fp4_halves(mc[r], m, h[r]);
+            }
+            const int64_t k0 = j0 * g, k1 = (j0 + m) * g < n8 ? (j0 + m) * g : n8; /* k1 - k0: a multiple of 32 */
+            if (!exact) { /* a multiplier whose half is inexact: 8 columns a step, dec8 */
+                for (int64_t k = k0; k < k1; k += 8) {
+                    float sv[8], zv[8] = {0};
+                    _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
+                        sv[r] = mc[r][(k - k0) / g];
+                    const __m256 xv = _mm256_loadu_ps(x + k);
+                    ROW_STEP(0, a0);
+                    ROW_STEP(1, a1);
+                    ROW_STEP(2, a2);
+                    ROW_STEP(3, a3);
+                    ROW_STEP(4, a4);
+                    ROW_STEP(5, a5);
+                    ROW_STEP(6, a6);
+                    ROW_STEP(7, a7);
+                }
+                continue;
+            }
+            for (int64_t k = k0; k < k1; k += 32) { /* a group's 16-column halves never straddle two */
+                const int i01 = (int)((k - k0) / g), i23 = (int)((k + 16 - k0) / g);
+                const __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
+                const __m256 x2 = _mm256_loadu_ps(x + k + 16), x3 = _mm256_loadu_ps(x + k + 24);
+                FP4_STEP(0, a0);
+                FP4_STEP(1, a1);
+                FP4_STEP(2, a2);
+                FP4_STEP(3, a3);
+                FP4_STEP(4, a4);
+                FP4_STEP(5, a5);
+                FP4_STEP(6, a6);
+                FP4_STEP(7, a7);
+            }
+        }
+    }
+    for (int64_t g0 = 0; !fp4_32 && g0 < n8; g0 += g) {
         float sv[8], zv[8];
         if (kind == K_FP4) {
             const int64_t j = g0 / g, ng = (n8 + g - 1) / g;
@@ -267,18 +399,10 @@ ftile_rows(const qk_wq *w, const int kind, int64_t r0, const int NR, const float
         }
         const int64_t g1 = g0 + g < n8 ? g0 + g : n8;
         if (p4_32) { /* 32 columns a step (g % 32 == 0): the same fused multiply-adds in the same order */
-            for (int64_t k = g0; k < g1; k += 32) {
-                const __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
-                const __m256 x2 = _mm256_loadu_ps(x + k + 16), x3 = _mm256_loadu_ps(x + k + 24);
-                ROW_STEP32(0, a0);
-                ROW_STEP32(1, a1);
-                ROW_STEP32(2, a2);
-                ROW_STEP32(3, a3);
-                ROW_STEP32(4, a4);
-                ROW_STEP32(5, a5);
-                ROW_STEP32(6, a6);
-                ROW_STEP32(7, a7);
-            }
+            if (w->z.p)
+                P4_STEPS(true);
+            else
+                P4_STEPS(false);
             continue;
         }
         for (int64_t k = g0; k < g1; k += 8) {
@@ -299,6 +423,8 @@ ftile_rows(const qk_wq *w, const int kind, int64_t r0, const int NR, const float
 }
 #undef ROW_STEP
 #undef ROW_STEP32
+#undef FP4_STEP
+#undef P4_STEPS
 
 /* One row against NT tokens (rows ys bytes apart): each decoded chunk shared by the tokens. */
 QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
@@ -334,15 +460,17 @@ ftile_toks(const qk_wq *w, const int kind, int64_t r, const uint8_t *y, size_t y
         out[(size_t)t * ldo] = qk_hsum8_ps(acc[t]);
 }
 
-/* One kind over the whole tile: one token in eights of rows; more tokens
- * one row at a time in eights, fours, twos and ones of tokens. */
+/* One kind over the whole tile: one token in eights of rows (K_P4's 32
+ * columns a step in fours: eight rows' accumulators, activations and
+ * scales spilled, 4 % slower on Zen 1); more tokens one row at a time in
+ * eights, fours, twos and ones of tokens. */
 #define FROWS(K, R) ftile_rows(w, K, r0 + r, R, (const float *)y, out + r)
 #define FTOKS(K, T) ftile_toks(w, K, r0 + r, y + (size_t)t * ys, ys, T, out + (size_t)t * ldo + (size_t)r, ldo)
 #define FTILE_ALL(K)                          \
     do {                                      \
         if (nt == 1) {                        \
             int r = 0;                        \
-            for (; r + 8 <= nr; r += 8)       \
+            for (; K != K_P4 && r + 8 <= nr; r += 8) \
                 FROWS(K, 8);                  \
             for (; r + 4 <= nr; r += 4)       \
                 FROWS(K, 4);                  \
