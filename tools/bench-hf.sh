@@ -11,7 +11,9 @@
 # HF twin (tools/gguf2hf.py; qk-inspect --diff finds every tensor identical).
 # GGUF Q8_0 and Q4_0 come from qk-quant; the HF schemes from qk-quant --to
 # (ct-fp8: FP8 per channel + dynamic FP8 per token, ct-w8a8: INT8 W8A8,
-# ct-w4a16: W4A16 g128, ct-nvfp4: NVFP4A16) and, with a Python that has
+# ct-w4a16: W4A16 g128, ct-nvfp4: NVFP4A16, ct-nvfp4a4: NVFP4 W4A4 with
+# input scales calibrated on 4 chunks of goldens/stories260K-eval's text,
+# so the W4A4 goal is measured without Python too) and, with a Python that has
 # llmcompressor (PYTHON), llm-compressor's W8A16 and NVFP4 (W4A4, calibrated
 # on random tokens; loaded in the stored F16 as dtype="auto" does: loaded
 # as float32, llm-compressor would write lm_head and the embeddings F32).
@@ -39,6 +41,8 @@ for t in Q8_0 Q4_0; do [ -f "$D/bench250m-$t.gguf" ] || "$QK" quant "$G" "$D/ben
 for s in ct-fp8 ct-w8a8 ct-w4a16 ct-nvfp4; do
     [ -d "$D/bench250m-$s" ] || "$QK" quant --to "$s" "$D/bench250m-hf" "$D/bench250m-$s" >/dev/null
 done
+[ -d "$D/bench250m-ct-nvfp4a4" ] || "$QK" quant --to ct-nvfp4a4 --tokenizer "$G" --calib goldens/stories260K-eval/eval-64k.txt \
+    --calib-chunks 4 -c 256 -t "$T" "$D/bench250m-hf" "$D/bench250m-ct-nvfp4a4" >/dev/null
 if "$PY" -c 'import llmcompressor' 2>/dev/null; then
     for s in W8A16 NVFP4 W4A16-lmq; do
         [ -d "$D/bench250m-lc-$s" ] || "$PY" - "$D/bench250m-hf" "$s" "$D/bench250m-lc-$s" <<'PY'
@@ -89,7 +93,8 @@ pair bench250m-ct-fp8 bench250m-Q8_0.gguf tg32 0.9 "FP8 (dynamic) vs Q8_0"
 pair bench250m-lc-W8A16 bench250m-Q8_0.gguf tg32 0.9 "W8A16 vs Q8_0"
 pair bench250m-ct-w4a16 bench250m-Q4_0.gguf tg32 0.9 "W4A16 vs Q4_0"
 pair bench250m-ct-nvfp4 bench250m-Q4_0.gguf tg32 0.9 "NVFP4A16 vs Q4_0"
-pair bench250m-lc-NVFP4 bench250m-Q4_0.gguf pp256 0.8 "NVFP4 W4A4 vs Q4_0"
+pair bench250m-ct-nvfp4a4 bench250m-Q4_0.gguf pp256 0.8 "NVFP4 W4A4 (qk-quant) vs Q4_0"
+pair bench250m-lc-NVFP4 bench250m-Q4_0.gguf pp256 0.8 "NVFP4 W4A4 (llm-compressor) vs Q4_0"
 # not a goal: how much of the W4A16 gap is its F16 lm_head (llm-compressor W4A16 with lm_head quantized too)
 pair bench250m-lc-W4A16-lmq bench250m-Q4_0.gguf tg32 0.9 "W4A16, lm_head W4A16 too, vs Q4_0"
 pair bench250m-lc-W4A16-lmq bench250m-ct-w4a16 tg32 1.0 "W4A16, lm_head W4A16 too, vs W4A16 as shipped"
