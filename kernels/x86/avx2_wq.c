@@ -32,6 +32,7 @@
 #include "kernels/elements.h"
 #include "kernels/fp4.h"
 #include "kernels/wq_impl.h"
+#include "kernels/x86/avx2_wq.h"
 
 #ifdef QK_X86
 
@@ -102,48 +103,6 @@ static inline void group_params(const qk_wq *w, int kind, int64_t r, int64_t k, 
     }
 }
 
-/* E4M3 bytes -> floats / 2^8, exactly: each byte's value bits placed as an
- * F16's exponent and mantissa with the sign on top (b << 8, arithmetic
- * shift right by one, the copy of the sign in bit 14 cleared). */
-QK_TARGET_AVX2 static inline __m256 e4m3x8_div256(__m128i b8)
-{
-    const __m128i h = _mm_srai_epi16(_mm_unpacklo_epi8(_mm_setzero_si128(), b8), 1);
-    return _mm256_cvtph_ps(_mm_and_si128(h, _mm_set1_epi16((short)0xBFFF)));
-}
-
-/* E4M3 bytes -> floats, exactly. */
-QK_TARGET_AVX2 static inline __m256 e4m3x8(__m128i b8);
-
-/* The multipliers of an FP4 row's groups [j0, j0 + m) (m <= 8) into mv, as
- * qk_wq_fp4_mult gives them: 8 at a time (E4M3 scale / g or * g, E8M0
- * 2^(e - 127) with 0 -> 2^-127 and 255 -> NaN), the rest one by one. */
-QK_TARGET_AVX2 static inline void fp4_mults(const qk_wq *w, const uint8_t *sb, int m, float *mv)
-{
-    if (m < 8) {
-        for (int j = 0; j < m; j++)
-            mv[j] = qk_wq_fp4_mult(w, sb[j]);
-        return;
-    }
-    const __m128i b8 = _mm_loadl_epi64((const __m128i *)sb);
-    __m256 v;
-    if (w->s.type == QK_E8M0) {
-        const __m256i e = _mm256_cvtepu8_epi32(b8);
-        __m256i bits = _mm256_slli_epi32(e, 23);
-        bits = _mm256_blendv_epi8(bits, _mm256_set1_epi32(0x00400000), _mm256_cmpeq_epi32(e, _mm256_setzero_si256()));
-        bits = _mm256_blendv_epi8(bits, _mm256_set1_epi32(0x7fc00000), _mm256_cmpeq_epi32(e, _mm256_set1_epi32(255)));
-        v = _mm256_castsi256_ps(bits);
-    } else {
-        v = e4m3x8(b8);
-        v = w->g_div ? _mm256_div_ps(v, _mm256_set1_ps(w->g)) : _mm256_mul_ps(v, _mm256_set1_ps(w->g));
-    }
-    _mm256_storeu_ps(mv, v);
-}
-
-QK_TARGET_AVX2 static inline __m256 e4m3x8(__m128i b8)
-{
-    return _mm256_mul_ps(e4m3x8_div256(b8), _mm256_set1_ps(256.0f));
-}
-
 /* Eight 4-bit codes of four bytes, the low nibble first. */
 QK_TARGET_AVX2 static inline __m256i nib8(const uint8_t *p)
 {
@@ -206,17 +165,6 @@ QK_TARGET_AVX2 static inline __m256 dec8(const decp d, const int kind, const uin
         return _mm256_mul_ps(v, s);
     }
     }
-}
-
-/* The 32 4-bit codes of 16 bytes (the low nibble first) as bytes in column
- * order: the low and high nibbles split and interleaved back; c[0] holds
- * columns 0..15, c[1] 16..31. */
-QK_TARGET_AVX2 static inline void nib32(const uint8_t *p, __m128i c[2])
-{
-    const __m128i b = _mm_loadu_si128((const __m128i *)p), m = _mm_set1_epi8(15);
-    const __m128i lo = _mm_and_si128(b, m), hi = _mm_and_si128(_mm_srli_epi16(b, 4), m);
-    c[0] = _mm_unpacklo_epi8(lo, hi);
-    c[1] = _mm_unpackhi_epi8(lo, hi);
 }
 
 /* 32 weights from their small integer values v as signed bytes (columns
@@ -640,139 +588,6 @@ QK_TARGET_AVX2 static void i8_tile(const qk_wq *w, int64_t r0, int nr, const uin
     }
 }
 
-/* Doubled E2M1 values of the 16 codes (fp4.h's qk_e2m1_x2). */
-QK_TARGET_AVX2 static inline __m128i e2m1x2_lut(void) { return _mm_loadu_si128((const __m128i *)qk_e2m1_x2); }
-
-/* W_NVFP4 x QK_A_NV4 (wq_int.c): 8 blocks of 16 at a time, lane b = block b.
- * Two hadds leave a step's 8 block sums in the lanes [b0 b2 b4 b6 | b1 b3 b5
- * b7]; the lanes are kept in that order (the multipliers of the weights and
- * of the tokens permuted to it once) and put back in block order once a
- * row and token, instead of a lane permutation a step (4 cycles on Zen 1). */
-QK_TARGET_AVX2 static inline __m256i nv4_hadd_order(void) { return _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7); }
-
-/* A piece of NVFP4 W4A4 weight row, decoded once for all the tokens: the
- * doubled E2M1 values (signed bytes) and their magnitudes, and the blocks'
- * multipliers (in nv4_hadd_order each 8). */
-#define NV4_PIECE 1024 /* elements (64 blocks) */
-typedef struct {
-    int8_t wv[NV4_PIECE], mag[NV4_PIECE];
-    float dw[NV4_PIECE / QK_A_NV4_BLOCK];
-} nv4_piece;
-
-QK_TARGET_AVX2 static void nv4_decode(const qk_wq *w, const uint8_t *q, const uint8_t *srow, int64_t b0, int nbp,
-                                      nv4_piece *p)
-{
-    const __m256i lut = _mm256_broadcastsi128_si256(e2m1x2_lut()), m4 = _mm256_set1_epi8(15);
-    const __m256 gv = _mm256_set1_ps(w->g);
-    for (int j = 0; j < nbp; j += 2) { /* two blocks: 16 bytes of codes, element 2i in byte i's low nibble */
-        const __m128i by = _mm_loadu_si128((const __m128i *)(q + (b0 + j) * 8));
-        const __m128i lo = _mm_and_si128(by, _mm_set1_epi8(15));
-        const __m128i hi = _mm_and_si128(_mm_srli_epi16(by, 4), _mm_set1_epi8(15));
-        const __m256i codes = _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
-        const __m256i wv = _mm256_shuffle_epi8(lut, _mm256_and_si256(codes, m4));
-        _mm256_storeu_si256((__m256i *)(p->wv + j * 16), wv);
-        _mm256_storeu_si256((__m256i *)(p->mag + j * 16), _mm256_sign_epi8(wv, wv));
-    }
-    for (int j = 0; j < nbp; j += 8) {
-        const __m256 d = e4m3x8(_mm_loadl_epi64((const __m128i *)(srow + b0 + j)));
-        _mm256_storeu_ps(p->dw + j, _mm256_permutevar8x32_ps(w->g_div ? _mm256_div_ps(d, gv) : _mm256_mul_ps(d, gv),
-                                                             nv4_hadd_order()));
-    }
-}
-
-/* NT (1 or 2) tokens' lanes (nv4_hadd_order) over a decoded piece's nbp
- * blocks; a[t] the tokens' codes of the piece, da[t] their block
- * multipliers in nv4_hadd_order. */
-QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
-nv4_span(const nv4_piece *p, int nbp, const int8_t *const a[2], const float *const da[2], const int NT, __m256 *lane)
-{
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256 l[2];
-    _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++)
-        l[t] = lane[t];
-    for (int j = 0; j < nbp; j += 8) {
-        __m256i c[2][4];
-        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
-            const int o = (j + 2 * i) * 16;
-            const __m256i wv = _mm256_loadu_si256((const __m256i *)(p->wv + o));
-            const __m256i mag = _mm256_loadu_si256((const __m256i *)(p->mag + o));
-            _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++)
-                c[t][i] = _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(mag, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(a[t] + o)), wv)), ones);
-        }
-        const __m256 dw = _mm256_loadu_ps(p->dw + j);
-        _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++) {
-            const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(c[t][0], c[t][1]), _mm256_hadd_epi32(c[t][2], c[t][3]));
-            l[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_mul_ps(dw, _mm256_loadu_ps(da[t] + j)), l[t]);
-        }
-    }
-    _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++)
-        lane[t] = l[t];
-}
-
-enum { NV4_ROWS = 16, NV4_PB = NV4_PIECE / QK_A_NV4_BLOCK }; /* rows a tile (matmul.c's ROW_TILE); blocks a piece */
-
-/* W_NVFP4 x QK_A_NV4 (wq_int.c): piece by piece, the tokens' block
- * multipliers of the piece permuted once for all the rows; each row's piece
- * decoded once for the tokens; every (row, token)'s lanes kept between the
- * pieces. */
-QK_TARGET_AVX2 static void nv4_tile(const qk_wq *w, int64_t r0, int nr, const uint8_t *y, size_t ys, int nt,
-                                    float *out, size_t ldo)
-{
-    const int64_t nb = w->cols / QK_A_NV4_BLOCK, nb8 = nb - nb % 8;
-    nv4_piece p;
-    float dah[QK_WQ_MAX_NT][NV4_PB];
-    __m256 lanes[NV4_ROWS][QK_WQ_MAX_NT];
-    for (int rr = 0; rr < nr; rr += NV4_ROWS) {
-        const int mr = nr - rr < NV4_ROWS ? nr - rr : NV4_ROWS;
-        for (int t0 = 0; t0 < nt; t0 += QK_WQ_MAX_NT) {
-            const int mt = nt - t0 < QK_WQ_MAX_NT ? nt - t0 : QK_WQ_MAX_NT;
-            for (int r = 0; r < mr; r++)
-                for (int t = 0; t < mt; t++)
-                    lanes[r][t] = _mm256_setzero_ps();
-            for (int64_t b0 = 0; b0 < nb8; b0 += NV4_PB) {
-                const int nbp = (int)(nb8 - b0 < NV4_PB ? nb8 - b0 : NV4_PB);
-                for (int t = 0; t < mt; t++)
-                    for (int j = 0; j < nbp; j += 8)
-                        _mm256_storeu_ps(dah[t] + j,
-                                         _mm256_permutevar8x32_ps(_mm256_loadu_ps((const float *)(y + (size_t)(t0 + t) * ys) + b0 + j),
-                                                                  nv4_hadd_order()));
-                for (int r = 0; r < mr; r++) {
-                    const int64_t row = r0 + rr + r;
-                    nv4_decode(w, w->q + row * w->q_rs, w->s.p + row / w->s.rdiv * w->s.rs, b0, nbp, &p);
-                    int t = 0;
-                    for (; t < mt; t += 2) { /* two tokens: two independent chains */
-                        const int k = mt - t < 2 ? 1 : 2;
-                        const int8_t *a[2];
-                        const float *da[2];
-                        for (int i = 0; i < k; i++) {
-                            a[i] = (const int8_t *)(y + (size_t)(t0 + t + i) * ys + nb * 8) + b0 * QK_A_NV4_BLOCK;
-                            da[i] = dah[t + i];
-                        }
-                        if (k == 2)
-                            nv4_span(&p, nbp, a, da, 2, &lanes[r][t]);
-                        else
-                            nv4_span(&p, nbp, a, da, 1, &lanes[r][t]);
-                    }
-                }
-            }
-            for (int r = 0; r < mr; r++) {
-                const int64_t row = r0 + rr + r;
-                const uint8_t *q = w->q + row * w->q_rs, *srow = w->s.p + row / w->s.rdiv * w->s.rs;
-                for (int t = 0; t < mt; t++) {
-                    const uint8_t *arow = y + (size_t)(t0 + t) * ys;
-                    const int8_t *a = (const int8_t *)(arow + nb * 8);
-                    /* the lanes back in block order: lane i holds block nv4_hadd_order[i] */
-                    float s = qk_hsum8_ps(_mm256_permutevar8x32_ps(lanes[r][t], _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
-                    for (int64_t b = nb8; b < nb; b++) /* the reference's tail */
-                        s = s + (float)qk_wq_nv4_isum(q, a, b) * qk_wq_nv4_mult(w, srow, arow, b);
-                    out[(size_t)(t0 + t) * ldo + (size_t)(rr + r)] = s * 0.25f;
-                }
-            }
-        }
-    }
-}
-
 QK_TARGET_AVX2 void qk_x86_avx2_wq_tile(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt,
                                         float *out, size_t ldo)
 {
@@ -789,7 +604,7 @@ QK_TARGET_AVX2 void qk_x86_avx2_wq_tile(const qk_wq *w, int64_t r0, int nr, cons
     } else if ((w->act == QK_A_F8B || w->act == QK_A_F8G) && qk_x86_avx2_f8_tile(w, r0, nr, y, ys, nt, out, ldo)) {
         return;
     } else if (w->act == QK_A_NV4 && w->type == QK_W_NVFP4 && w->s.cdiv == 16 && w->s.cs == 1) {
-        nv4_tile(w, r0, nr, y, ys, nt, out, ldo);
+        qk_x86_avx2_nv4_tile(w, r0, nr, y, ys, nt, out, ldo);
         return;
     }
     qk_type_get(w->type)->wq_tile(w, r0, nr, y, ys, nt, out, ldo);
