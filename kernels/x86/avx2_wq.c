@@ -615,6 +615,6 @@ const qk_wq_ops qk_x86_avx2_wq[] = {
     {.id = QK_W_PACK, .wq_tile = qk_x86_avx2_wq_tile},  {.id = QK_W_NVFP4, .wq_tile = qk_x86_avx2_wq_tile},
     {.id = QK_W_MXFP4, .wq_tile = qk_x86_avx2_wq_tile}, {.id = QK_W_MLX, .wq_tile = qk_x86_avx2_wq_tile},
     {.id = QK_W_GPTQ, .wq_tile = qk_x86_avx2_wq_tile},  {.id = QK_W_BNB8, .wq_tile = qk_x86_avx2_wq_tile},
-    {.id = -1},
+    {.id = QK_A_NV4, .wq_act = qk_x86_avx2_act_nv4},    {.id = -1},
 };
 #endif

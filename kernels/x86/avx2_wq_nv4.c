@@ -6,6 +6,7 @@
  * decodes each piece of its rows once for its tokens. */
 #include "kernels/x86/avx2_wq.h"
 
+#include <float.h>
 #include <string.h>
 
 #ifdef QK_X86
@@ -268,6 +269,93 @@ QK_TARGET_AVX2 static void nv8_rows(const qk_wq *w, int64_t r0, const uint8_t *y
     }
 }
 #undef NV8_BLOCK
+
+/* ---- the activation encoder ------------------------------------------------- */
+
+/* E4M3 quantize-dequantize of v >= 0 (no NaN), saturated, as
+ * avx512_wq_nv4.c's nv4_e4m3_qdq at 8 lanes: min(v, 448) rounded to 3
+ * mantissa bits, ties to even (add half an ulp less one plus the kept lsb,
+ * then clear), below 2^-6 to a multiple of 2^-9 (rint(v * 512) / 512). */
+QK_TARGET_AVX2 static inline __m256 e4m3_qdq8(__m256 v)
+{
+    const __m256 c = _mm256_min_ps(v, _mm256_set1_ps(448.0f));
+    const __m256i b = _mm256_castps_si256(c);
+    const __m256i rb = _mm256_add_epi32(
+        b, _mm256_add_epi32(_mm256_set1_epi32(0x7FFFF), _mm256_and_si256(_mm256_srli_epi32(b, 20), _mm256_set1_epi32(1))));
+    const __m256 nrm = _mm256_castsi256_ps(_mm256_and_si256(rb, _mm256_set1_epi32((int)0xFFF00000u)));
+    const __m256 sub = _mm256_mul_ps(_mm256_round_ps(_mm256_mul_ps(c, _mm256_set1_ps(512.0f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                                     _mm256_set1_ps(1.0f / 512.0f));
+    return _mm256_blendv_ps(nrm, sub, _mm256_cmp_ps(c, _mm256_set1_ps(0x1p-6f), _CMP_LT_OQ));
+}
+
+/* Twice the E2M1 value nearest each y (ties to even, saturated to +-6; 0
+ * for a NaN) as int32 lanes, as qk_e2m1_x2[mf_encode(y)]: with a = |y|,
+ * rint(2a) below 2, 2 rint(a) below 4, else min(4 rint(a / 2), 12). */
+QK_TARGET_AVX2 static inline __m256i e2m1x2_8(__m256 y)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f), a = _mm256_andnot_ps(sign, y);
+    const __m256 lt2 = _mm256_cmp_ps(a, _mm256_set1_ps(2.0f), _CMP_LT_OQ);
+    const __m256 lt4 = _mm256_cmp_ps(a, _mm256_set1_ps(4.0f), _CMP_LT_OQ);
+    __m256 s = _mm256_blendv_ps(_mm256_set1_ps(0.5f), _mm256_set1_ps(1.0f), lt4);
+    __m256 u = _mm256_blendv_ps(_mm256_set1_ps(4.0f), _mm256_set1_ps(2.0f), lt4);
+    s = _mm256_blendv_ps(s, _mm256_set1_ps(2.0f), lt2);
+    u = _mm256_blendv_ps(u, _mm256_set1_ps(1.0f), lt2);
+    const __m256 r = _mm256_round_ps(_mm256_mul_ps(a, s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256 d = _mm256_min_ps(_mm256_mul_ps(r, u), _mm256_set1_ps(12.0f)); /* NaN -> 12 here, masked below */
+    const __m256 sd = _mm256_and_ps(_mm256_cmp_ps(y, y, _CMP_ORD_Q), _mm256_or_ps(d, _mm256_and_ps(y, sign)));
+    return _mm256_cvtps_epi32(sd);
+}
+
+/* QK_A_NV4 as qk_wq_act_nv4 computes it, 8 blocks at a time: each block's
+ * amax (max of |x|, a NaN skipped as fmaxf skips it: max_ps returns its
+ * second operand where the first is NaN), then for the 8 blocks at once
+ * SF = g * (amax * (1/6)), sf = E4M3(SF), out_scale = 1 / (sf * (1/g)) (0
+ * where sf is 0), the multiplier sf / g; the codes of x * out_scale and
+ * their sums (vpsadbw on the codes + 128).  A global scale that is not
+ * positive and finite, or a noise-floor variant, takes the reference. */
+QK_TARGET_AVX2 void qk_x86_avx2_act_nv4(const qk_wq *w, const float *x, void *dst, int64_t n)
+{
+    const float g = w->a_global;
+    if (w->a_variant || !(g > 0.0f) || !(g <= FLT_MAX)) {
+        qk_wq_act_nv4(w, x, dst, n);
+        return;
+    }
+    const int64_t nb = n / QK_A_NV4_BLOCK;
+    uint8_t *mult = dst, *sums = (uint8_t *)dst + nb * 4;
+    int8_t *q = (int8_t *)dst + nb * 8;
+    const float rg = 1.0f / g;
+    const __m256 sign = _mm256_set1_ps(-0.0f), zero = _mm256_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += 8) {
+        const int m = nb - b0 < 8 ? (int)(nb - b0) : 8;
+        float amax[8] = {0}, os[8], mv[8];
+        for (int j = 0; j < m; j++) {
+            const float *xb = x + (b0 + j) * QK_A_NV4_BLOCK;
+            const __m256 v = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(xb)), zero),
+                                           _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(xb + 8)), zero));
+            const __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+            const __m128 h2 = _mm_max_ps(h, _mm_movehl_ps(h, h));
+            amax[j] = _mm_cvtss_f32(_mm_max_ss(h2, _mm_movehdup_ps(h2)));
+        }
+        const __m256 am = _mm256_loadu_ps(amax);
+        const __m256 sf = e4m3_qdq8(_mm256_mul_ps(_mm256_set1_ps(g), _mm256_mul_ps(am, _mm256_set1_ps(1.0f / 6.0f))));
+        const __m256 nz = _mm256_cmp_ps(sf, zero, _CMP_NEQ_OQ);
+        _mm256_storeu_ps(os, _mm256_and_ps(nz, _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_mul_ps(sf, _mm256_set1_ps(rg)))));
+        _mm256_storeu_ps(mv, _mm256_div_ps(sf, _mm256_set1_ps(g)));
+        memcpy(mult + b0 * 4, mv, (size_t)m * 4);
+        for (int j = 0; j < m; j++) {
+            const float *xb = x + (b0 + j) * QK_A_NV4_BLOCK;
+            const __m256 o = _mm256_set1_ps(os[j]);
+            const __m256i c16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(e2m1x2_8(_mm256_mul_ps(_mm256_loadu_ps(xb), o)),
+                                                                            e2m1x2_8(_mm256_mul_ps(_mm256_loadu_ps(xb + 8), o))),
+                                                         0xD8);
+            const __m128i c = _mm_packs_epi16(_mm256_castsi256_si128(c16), _mm256_extracti128_si256(c16, 1));
+            _mm_storeu_si128((__m128i *)(q + (b0 + j) * QK_A_NV4_BLOCK), c);
+            const __m128i s8 = _mm_sad_epu8(_mm_xor_si128(c, _mm_set1_epi8(-128)), _mm_setzero_si128());
+            const int32_t sum = (int32_t)(_mm_cvtsi128_si64(s8) + _mm_extract_epi64(s8, 1)) - 16 * 128;
+            memcpy(sums + 4 * (b0 + j), &sum, 4);
+        }
+    }
+}
 
 /* W_NVFP4 x QK_A_NV4 over a tile: prompts eight rows in the lanes
  * (nv8_rows), one token and the rows left over row by row (nv4_tile). */

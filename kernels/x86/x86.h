@@ -83,6 +83,7 @@ bool qk_x86_avx2_f8_tile(const struct qk_wq *w, int64_t r0, int nr, const void *
 /* NVFP4 W4A4 (W_NVFP4 with one E4M3 scale a 16 columns x QK_A_NV4): avx2_wq_nv4.c */
 void qk_x86_avx2_nv4_tile(const struct qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out,
                           size_t ldo);
+void qk_x86_avx2_act_nv4(const struct qk_wq *w, const float *x, void *dst, int64_t n);
 size_t qk_x86_avx512_f8_pack(const struct qk_wq *w, uint8_t *dst, int64_t g0, int64_t g1);
 bool qk_x86_avx512_f8_tile(const struct qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out,
                            size_t ldo);
