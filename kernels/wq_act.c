@@ -252,10 +252,10 @@ void qk_wq_act_i8(const qk_wq *w, const float *x, void *dst, int64_t n)
  * (qk_e2m1_x2, -12..12). */
 void qk_wq_act_nv4(const qk_wq *w, const float *x, void *dst, int64_t n)
 {
-    const int64_t nb = n / QK_A_NV4_BLOCK;
-    float *mult = dst;
-    uint8_t *sums = (uint8_t *)dst + nb * 4;
-    int8_t *q = (int8_t *)dst + nb * 8;
+    const qk_a_nv4_parts d = qk_a_nv4_parts_of(dst, n);
+    const int64_t nb = d.nb;
+    uint8_t *sums = d.sums;
+    int8_t *q = d.q;
     const float g = w->a_global, rg = 1.0f / g;
     for (int64_t b = 0; b < nb; b++) {
         const float *xb = x + b * QK_A_NV4_BLOCK;
@@ -265,7 +265,8 @@ void qk_wq_act_nv4(const qk_wq *w, const float *x, void *dst, int64_t n)
         const float sf = qk_elem_decode(QK_ELEM_FP8_E4M3,
                                         qk_elem_encode(QK_ELEM_FP8_E4M3, g * (amax * (1.0f / 6.0f)), QK_ENC_SAT));
         const float os = sf != 0.0f ? vmul(w, 1.0f / (sf * rg)) : 0.0f;
-        mult[b] = sf / g;
+        const float m = sf / g;
+        memcpy(d.mult + 4 * b, &m, 4);
         int32_t sum = 0;
         for (int i = 0; i < QK_A_NV4_BLOCK; i++) {
             q[b * QK_A_NV4_BLOCK + i] = qk_e2m1_x2[qk_elem_encode(QK_ELEM_FP4_E2M1, xb[i] * os, QK_ENC_SAT) & 15];

@@ -3,6 +3,7 @@
 #ifndef QK_WQ_IMPL_H
 #define QK_WQ_IMPL_H
 
+#include <float.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -47,5 +48,26 @@ void qk_wq_act_nv4(const qk_wq *w, const float *x, void *dst, int64_t n);
 void qk_wq_act_i8o(const qk_wq *w, const float *x, void *dst, int64_t n);
 void qk_wq_act_f8b(const qk_wq *w, const float *x, void *dst, int64_t n);
 void qk_wq_act_f8g(const qk_wq *w, const float *x, void *dst, int64_t n);
+
+/* The parts of a QK_A_NV4 row at dst of n columns (wq.h): nb block
+ * multipliers, nb code sums, the codes. */
+typedef struct {
+    int64_t nb;
+    uint8_t *mult, *sums;
+    int8_t *q;
+} qk_a_nv4_parts;
+
+static inline qk_a_nv4_parts qk_a_nv4_parts_of(void *dst, int64_t n)
+{
+    const int64_t nb = n / QK_A_NV4_BLOCK;
+    return (qk_a_nv4_parts){.nb = nb, .mult = dst, .sums = (uint8_t *)dst + nb * 4, .q = (int8_t *)dst + nb * 8};
+}
+
+/* Whether a SIMD QK_A_NV4 encoder takes w: not a noise-floor variant, the
+ * global scale positive and finite (else qk_wq_act_nv4 encodes). */
+static inline bool qk_a_nv4_simd_takes(const qk_wq *w)
+{
+    return !w->a_variant && w->a_global > 0.0f && w->a_global <= FLT_MAX;
+}
 
 #endif

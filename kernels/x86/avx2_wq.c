@@ -242,6 +242,19 @@ QK_TARGET_AVX2 static inline bool fp4_halves(const float *m, int n, float *h)
     if (i < NR)                                                                                          \
         A = _mm256_fmadd_ps(dec8(d, kind, q0 + (i) * rstep, k, _mm256_broadcast_ss(&sv[i]), _mm256_broadcast_ss(&zv[i])), \
                             xv, A)
+/* Columns [K0, K1) 8 a step, the rows' scales sv and zeros zv */
+#define ROW_STEPS8(K0, K1)                                  \
+    for (int64_t k = (K0); k < (K1); k += 8) {              \
+        const __m256 xv = _mm256_loadu_ps(x + k);           \
+        ROW_STEP(0, a0);                                    \
+        ROW_STEP(1, a1);                                    \
+        ROW_STEP(2, a2);                                    \
+        ROW_STEP(3, a3);                                    \
+        ROW_STEP(4, a4);                                    \
+        ROW_STEP(5, a5);                                    \
+        ROW_STEP(6, a6);                                    \
+        ROW_STEP(7, a7);                                    \
+    }
 #define ROW_STEP32(i, A, zp)                                                                                  \
     if (i < NR) {                                                                                         \
         __m256 wv[4];                                                                                     \
@@ -301,19 +314,11 @@ ftile_rows(const qk_wq *w, const int kind, int64_t r0, const int NR, const float
             }
             const int64_t k0 = j0 * g, k1 = (j0 + m) * g < n8 ? (j0 + m) * g : n8; /* k1 - k0: a multiple of 32 */
             if (!exact) { /* a multiplier whose half is inexact: 8 columns a step, dec8 */
-                for (int64_t k = k0; k < k1; k += 8) {
+                for (int i = 0; i < m; i++) {
                     float sv[8], zv[8] = {0};
                     _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
-                        sv[r] = mc[r][(k - k0) / g];
-                    const __m256 xv = _mm256_loadu_ps(x + k);
-                    ROW_STEP(0, a0);
-                    ROW_STEP(1, a1);
-                    ROW_STEP(2, a2);
-                    ROW_STEP(3, a3);
-                    ROW_STEP(4, a4);
-                    ROW_STEP(5, a5);
-                    ROW_STEP(6, a6);
-                    ROW_STEP(7, a7);
+                        sv[r] = mc[r][i];
+                    ROW_STEPS8(k0 + i * g, k0 + (i + 1) * g < k1 ? k0 + (i + 1) * g : k1);
                 }
                 continue;
             }
@@ -353,17 +358,7 @@ ftile_rows(const qk_wq *w, const int kind, int64_t r0, const int NR, const float
                 P4_STEPS(false);
             continue;
         }
-        for (int64_t k = g0; k < g1; k += 8) {
-            const __m256 xv = _mm256_loadu_ps(x + k);
-            ROW_STEP(0, a0);
-            ROW_STEP(1, a1);
-            ROW_STEP(2, a2);
-            ROW_STEP(3, a3);
-            ROW_STEP(4, a4);
-            ROW_STEP(5, a5);
-            ROW_STEP(6, a6);
-            ROW_STEP(7, a7);
-        }
+        ROW_STEPS8(g0, g1);
     }
     const __m256 acc[8] = {a0, a1, a2, a3, a4, a5, a6, a7};
     for (int r = 0; r < NR; r++)
@@ -371,6 +366,7 @@ ftile_rows(const qk_wq *w, const int kind, int64_t r0, const int NR, const float
 }
 #undef ROW_STEP
 #undef ROW_STEP32
+#undef ROW_STEPS8
 #undef FP4_STEP
 #undef P4_STEPS
 

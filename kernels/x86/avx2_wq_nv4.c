@@ -315,18 +315,15 @@ QK_TARGET_AVX2 static inline __m256i e2m1x2_8(__m256 y)
  * positive and finite, or a noise-floor variant, takes the reference. */
 QK_TARGET_AVX2 void qk_x86_avx2_act_nv4(const qk_wq *w, const float *x, void *dst, int64_t n)
 {
-    const float g = w->a_global;
-    if (w->a_variant || !(g > 0.0f) || !(g <= FLT_MAX)) {
+    if (!qk_a_nv4_simd_takes(w)) {
         qk_wq_act_nv4(w, x, dst, n);
         return;
     }
-    const int64_t nb = n / QK_A_NV4_BLOCK;
-    uint8_t *mult = dst, *sums = (uint8_t *)dst + nb * 4;
-    int8_t *q = (int8_t *)dst + nb * 8;
-    const float rg = 1.0f / g;
+    const qk_a_nv4_parts d = qk_a_nv4_parts_of(dst, n);
+    const float g = w->a_global, rg = 1.0f / g;
     const __m256 sign = _mm256_set1_ps(-0.0f), zero = _mm256_setzero_ps();
-    for (int64_t b0 = 0; b0 < nb; b0 += 8) {
-        const int m = nb - b0 < 8 ? (int)(nb - b0) : 8;
+    for (int64_t b0 = 0; b0 < d.nb; b0 += 8) {
+        const int m = d.nb - b0 < 8 ? (int)(d.nb - b0) : 8;
         float amax[8] = {0}, os[8], mv[8];
         for (int j = 0; j < m; j++) {
             const float *xb = x + (b0 + j) * QK_A_NV4_BLOCK;
@@ -341,7 +338,7 @@ QK_TARGET_AVX2 void qk_x86_avx2_act_nv4(const qk_wq *w, const float *x, void *ds
         const __m256 nz = _mm256_cmp_ps(sf, zero, _CMP_NEQ_OQ);
         _mm256_storeu_ps(os, _mm256_and_ps(nz, _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_mul_ps(sf, _mm256_set1_ps(rg)))));
         _mm256_storeu_ps(mv, _mm256_div_ps(sf, _mm256_set1_ps(g)));
-        memcpy(mult + b0 * 4, mv, (size_t)m * 4);
+        memcpy(d.mult + b0 * 4, mv, (size_t)m * 4);
         for (int j = 0; j < m; j++) {
             const float *xb = x + (b0 + j) * QK_A_NV4_BLOCK;
             const __m256 o = _mm256_set1_ps(os[j]);
@@ -349,10 +346,10 @@ QK_TARGET_AVX2 void qk_x86_avx2_act_nv4(const qk_wq *w, const float *x, void *ds
                                                                             e2m1x2_8(_mm256_mul_ps(_mm256_loadu_ps(xb + 8), o))),
                                                          0xD8);
             const __m128i c = _mm_packs_epi16(_mm256_castsi256_si128(c16), _mm256_extracti128_si256(c16, 1));
-            _mm_storeu_si128((__m128i *)(q + (b0 + j) * QK_A_NV4_BLOCK), c);
+            _mm_storeu_si128((__m128i *)(d.q + (b0 + j) * QK_A_NV4_BLOCK), c);
             const __m128i s8 = _mm_sad_epu8(_mm_xor_si128(c, _mm_set1_epi8(-128)), _mm_setzero_si128());
             const int32_t sum = (int32_t)(_mm_cvtsi128_si64(s8) + _mm_extract_epi64(s8, 1)) - 16 * 128;
-            memcpy(sums + 4 * (b0 + j), &sum, 4);
+            memcpy(d.sums + 4 * (b0 + j), &sum, 4);
         }
     }
 }

@@ -283,15 +283,15 @@ QK_TARGET_AVX512VNNI static inline __m128i nv4_e2m1x2(__m512 y)
  * the reference. */
 QK_TARGET_AVX512VNNI void qk_x86_avx512_act_nv4(const qk_wq *w, const float *x, void *dst, int64_t n)
 {
-    const float g = w->a_global;
-    if (w->a_variant || !(g > 0.0f) || !(g <= FLT_MAX)) {
+    if (!qk_a_nv4_simd_takes(w)) {
         qk_wq_act_nv4(w, x, dst, n);
         return;
     }
-    const int64_t nb = n / QK_A_NV4_BLOCK;
-    uint8_t *mult = dst, *sums = (uint8_t *)dst + nb * 4;
-    int8_t *q = (int8_t *)dst + nb * 8;
-    const float rg = 1.0f / g;
+    const qk_a_nv4_parts d = qk_a_nv4_parts_of(dst, n);
+    const int64_t nb = d.nb;
+    uint8_t *mult = d.mult, *sums = d.sums;
+    int8_t *q = d.q;
+    const float g = w->a_global, rg = 1.0f / g;
     const __m512 sign = _mm512_set1_ps(-0.0f);
     for (int64_t b0 = 0; b0 < nb; b0 += 16) {
         const int m = nb - b0 < 16 ? (int)(nb - b0) : 16;
