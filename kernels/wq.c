@@ -23,13 +23,11 @@
 
 float qk_wq_val(const uint8_t *p, int type, int64_t i)
 {
-    uint16_t h;
     uint32_t u;
-    float f;
     switch (type) {
-    case QK_F32: memcpy(&f, p + 4 * i, 4); return f;
-    case QK_F16: memcpy(&h, p + 2 * i, 2); return qk_f16_to_f32(h);
-    case QK_BF16: memcpy(&h, p + 2 * i, 2); return qk_bf16_to_f32(h);
+    case QK_F32:
+    case QK_F16:
+    case QK_BF16: return qk_wq_val_inline(p, type, i);
     case QK_F8_E4M3: return qk_elem_decode(QK_ELEM_FP8_E4M3, p[i]);
     case QK_F8_E5M2: return qk_elem_decode(QK_ELEM_FP8_E5M2, p[i]);
     case QK_E8M0: return qk_elem_decode(QK_ELEM_E8M0, p[i]);

@@ -70,34 +70,22 @@ static inline const uint8_t *row_codes(const qk_wq *w, int kind, int64_t r)
     return kind == K_GPTQ4 ? w->q + 4 * r : w->q + r * w->q_rs;
 }
 
-/* Scale i of a grid as qk_wq_val reads it, the float types inline (a call
- * a row and group cost the AVX2 decode 14 % on Zen 1). */
-static inline float grid_val(const uint8_t *p, int type, int64_t i)
-{
-    switch (type) {
-    case QK_F32: return qk_bits_f32(qk_ld_u32(p + 4 * i));
-    case QK_F16: return qk_f16_to_f32(qk_ld_u16(p + 2 * i));
-    case QK_BF16: return qk_bf16_to_f32(qk_ld_u16(p + 2 * i));
-    default: return qk_wq_val(p, type, i);
-    }
-}
-
 /* The scale (and zero point or bias) of row r's group at element k, as the
  * reference takes them (qk_wq_scale's value: no g_idx here, kind_of), srow
  * the row's first scale in the grid (r / rdiv * rs, found once a row); FP8
- * folds in the 2^8 of its F16 decoding (exact). */
+ * folds in the 2^8 of its F16 decoding (exact).  K_FP4 takes its
+ * multipliers 8 groups at a time (fp4_mults) instead. */
 static inline void group_params(const qk_wq *w, int kind, int64_t r, int64_t k, int64_t srow, float *s, float *z)
 {
     const int64_t si = srow + k / w->s.cdiv * w->s.cs;
     *z = 0.0f;
     switch (kind) {
-    case K_FP4: *s = qk_wq_fp4_mult(w, w->s.p[si]); return;
-    case K_BNB8: *s = grid_val(w->s.p, w->s.type, r); return;
+    case K_BNB8: *s = qk_wq_val_inline(w->s.p, w->s.type, r); return;
     case K_FP8: /* float scales: fold the 2^8 in (exact); E8M0 ones could overflow: dec8 multiplies */
-        *s = grid_val(w->s.p, w->s.type, si) * 256.0f;
+        *s = qk_wq_val_inline(w->s.p, w->s.type, si) * 256.0f;
         return;
     default:
-        *s = grid_val(w->s.p, w->s.type, si);
+        *s = qk_wq_val_inline(w->s.p, w->s.type, si);
         *z = w->z.p ? qk_wq_zero(w, r, k) : 0.0f; /* a call clobbers every ymm register */
         return;
     }

@@ -131,7 +131,6 @@ static void dot_ranges(void *ctx, size_t begin, size_t end)
 
 #define MAX_PARTS 8
 
-
 /* Ranges are made of whole blocks of RANGE_UNIT rows: two packed groups
  * (QK_PACK_ROWS), and the 16-row blocks of the INT8 W8A8 and NVFP4 W4A4
  * kernels (avx512_wq_i8.c, avx512_wq_nv4.c), which a range starting inside
