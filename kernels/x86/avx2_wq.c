@@ -366,6 +366,8 @@ ftile_toks(const qk_wq *w, const int kind, int64_t r, const uint8_t *y, size_t y
     const uint8_t *q = row_codes(w, kind, r);
     const int64_t srow = r / w->s.rdiv * w->s.rs; /* the row's first scale in the grid */
     const decp d = {w->rows * 4, w->code_offset};
+    const bool p4_32 = kind == K_P4 && g % 32 == 0 && w->code_offset >= 0 && w->code_offset <= 128;
+    const __m128i off8 = _mm_set1_epi8((char)w->code_offset);
     __m256 acc[8];
     _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
         acc[t] = _mm256_setzero_ps();
@@ -382,6 +384,16 @@ ftile_toks(const qk_wq *w, const int kind, int64_t r, const uint8_t *y, size_t y
         }
         const __m256 s = _mm256_set1_ps(sv), z = _mm256_set1_ps(zv);
         const int64_t g1 = g0 + g < n8 ? g0 + g : n8;
+        if (p4_32) { /* 32 columns a step, each 8 into every token's chain in turn: the same order */
+            for (int64_t k = g0; k < g1; k += 32) {
+                __m256 wv[4];
+                p4_dec32(q, k, off8, s, z, true, wv);
+                _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)
+                    _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
+                        acc[t] = _mm256_fmadd_ps(wv[i], _mm256_loadu_ps((const float *)(y + (size_t)t * ys) + k + 8 * i), acc[t]);
+            }
+            continue;
+        }
         for (int64_t k = g0; k < g1; k += 8) {
             const __m256 wv = dec8(d, kind, q, k, s, z);
             _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
