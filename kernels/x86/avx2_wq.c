@@ -194,7 +194,7 @@ QK_TARGET_AVX2 static inline void p4_dec32(const uint8_t *q, int64_t k, __m128i 
  * both are). */
 QK_TARGET_AVX2 static inline void fp4_dec32(const uint8_t *q, int64_t k, __m256 h01, __m256 h23, __m256 w[4])
 {
-    const __m128i lut = _mm_loadu_si128((const __m128i *)qk_e2m1_x2);
+    const __m128i lut = e2m1x2_lut();
     __m128i c[2];
     nib32(q + k / 2, c);
     c[0] = _mm_shuffle_epi8(lut, c[0]);
@@ -202,8 +202,9 @@ QK_TARGET_AVX2 static inline void fp4_dec32(const uint8_t *q, int64_t k, __m256 
     dec32(c, h01, h23, h01, false, w);
 }
 
-/* Halves of m[0..n) in h; false when one of them is inexact (a subnormal
- * multiplier's last bit; a NaN's half is itself, so a NaN passes). */
+/* Halves of m[0..n) in h; false when one of them is inexact (a half below
+ * the least normal float of a multiplier whose last bit is set; a NaN's
+ * half is itself, so a NaN passes). */
 QK_TARGET_AVX2 static inline bool fp4_halves(const float *m, int n, float *h)
 {
     if (n == 8) {

@@ -52,6 +52,9 @@ QK_TARGET_AVX2 static inline __m256 e4m3x8(__m128i b8)
     return _mm256_mul_ps(e4m3x8_div256(b8), _mm256_set1_ps(256.0f));
 }
 
+/* Doubled E2M1 values of the 16 codes (fp4.h's qk_e2m1_x2), a byte table. */
+QK_TARGET_AVX2 static inline __m128i e2m1x2_lut(void) { return _mm_loadu_si128((const __m128i *)qk_e2m1_x2); }
+
 /* The 32 4-bit codes of 16 bytes (the low nibble first) as bytes in column
  * order: the low and high nibbles split and interleaved back; c[0] holds
  * columns 0..15, c[1] 16..31. */

@@ -6,13 +6,9 @@
  * decodes each piece of its rows once for its tokens. */
 #include "kernels/x86/avx2_wq.h"
 
-#include <float.h>
 #include <string.h>
 
 #ifdef QK_X86
-
-/* Doubled E2M1 values of the 16 codes (fp4.h's qk_e2m1_x2). */
-QK_TARGET_AVX2 static inline __m128i e2m1x2_lut(void) { return _mm_loadu_si128((const __m128i *)qk_e2m1_x2); }
 
 /* W_NVFP4 x QK_A_NV4 (wq_int.c): 8 blocks of 16 at a time, lane b = block b.
  * Two hadds leave a step's 8 block sums in the lanes [b0 b2 b4 b6 | b1 b3 b5
@@ -33,21 +29,17 @@ typedef struct {
 QK_TARGET_AVX2 static void nv4_decode(const qk_wq *w, const uint8_t *q, const uint8_t *srow, int64_t b0, int nbp,
                                       nv4_piece *p)
 {
-    const __m256i lut = _mm256_broadcastsi128_si256(e2m1x2_lut()), m4 = _mm256_set1_epi8(15);
-    const __m256 gv = _mm256_set1_ps(w->g);
-    for (int j = 0; j < nbp; j += 2) { /* two blocks: 16 bytes of codes, element 2i in byte i's low nibble */
-        const __m128i by = _mm_loadu_si128((const __m128i *)(q + (b0 + j) * 8));
-        const __m128i lo = _mm_and_si128(by, _mm_set1_epi8(15));
-        const __m128i hi = _mm_and_si128(_mm_srli_epi16(by, 4), _mm_set1_epi8(15));
-        const __m256i codes = _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
-        const __m256i wv = _mm256_shuffle_epi8(lut, _mm256_and_si256(codes, m4));
+    const __m128i lut = e2m1x2_lut();
+    for (int j = 0; j < nbp; j += 2) { /* two blocks: 16 bytes of codes */
+        __m128i c[2];
+        nib32(q + (b0 + j) * 8, c);
+        const __m256i wv = _mm256_set_m128i(_mm_shuffle_epi8(lut, c[1]), _mm_shuffle_epi8(lut, c[0]));
         _mm256_storeu_si256((__m256i *)(p->wv + j * 16), wv);
         _mm256_storeu_si256((__m256i *)(p->mag + j * 16), _mm256_sign_epi8(wv, wv));
     }
-    for (int j = 0; j < nbp; j += 8) {
-        const __m256 d = e4m3x8(_mm_loadl_epi64((const __m128i *)(srow + b0 + j)));
-        _mm256_storeu_ps(p->dw + j, _mm256_permutevar8x32_ps(w->g_div ? _mm256_div_ps(d, gv) : _mm256_mul_ps(d, gv),
-                                                             nv4_hadd_order()));
+    for (int j = 0; j < nbp; j += 8) { /* nbp: a multiple of 8 */
+        fp4_mults(w, srow + b0 + j, 8, p->dw + j);
+        _mm256_storeu_ps(p->dw + j, _mm256_permutevar8x32_ps(_mm256_loadu_ps(p->dw + j), nv4_hadd_order()));
     }
 }
 
@@ -81,6 +73,19 @@ nv4_span(const nv4_piece *p, int nbp, const int8_t *const a[2], const float *con
         lane[t] = l[t];
 }
 
+/* A row's output for the token row at arow from the sum s of its first
+ * multiple of 8 blocks: the reference's tail blocks added in order, times
+ * 0.25 (qk_wq_tile_nv4). */
+static inline float nv4_out(const qk_wq *w, int64_t row, const uint8_t *arow, float s)
+{
+    const int64_t nb = w->cols / QK_A_NV4_BLOCK;
+    const uint8_t *q = w->q + row * w->q_rs, *srow = w->s.p + row / w->s.rdiv * w->s.rs;
+    const int8_t *a = (const int8_t *)(arow + nb * 8);
+    for (int64_t b = nb - nb % 8; b < nb; b++)
+        s = s + (float)qk_wq_nv4_isum(q, a, b) * qk_wq_nv4_mult(w, srow, arow, b);
+    return s * 0.25f;
+}
+
 enum { NV4_ROWS = 16, NV4_PB = NV4_PIECE / QK_A_NV4_BLOCK }; /* rows a tile (matmul.c's ROW_TILE); blocks a piece */
 
 /* W_NVFP4 x QK_A_NV4 (wq_int.c): piece by piece, the tokens' block
@@ -111,8 +116,7 @@ QK_TARGET_AVX2 static void nv4_tile(const qk_wq *w, int64_t r0, int nr, const ui
                 for (int r = 0; r < mr; r++) {
                     const int64_t row = r0 + rr + r;
                     nv4_decode(w, w->q + row * w->q_rs, w->s.p + row / w->s.rdiv * w->s.rs, b0, nbp, &p);
-                    int t = 0;
-                    for (; t < mt; t += 2) { /* two tokens: two independent chains */
+                    for (int t = 0; t < mt; t += 2) { /* two tokens: two independent chains */
                         const int k = mt - t < 2 ? 1 : 2;
                         const int8_t *a[2];
                         const float *da[2];
@@ -127,19 +131,13 @@ QK_TARGET_AVX2 static void nv4_tile(const qk_wq *w, int64_t r0, int nr, const ui
                     }
                 }
             }
-            for (int r = 0; r < mr; r++) {
-                const int64_t row = r0 + rr + r;
-                const uint8_t *q = w->q + row * w->q_rs, *srow = w->s.p + row / w->s.rdiv * w->s.rs;
+            for (int r = 0; r < mr; r++)
                 for (int t = 0; t < mt; t++) {
-                    const uint8_t *arow = y + (size_t)(t0 + t) * ys;
-                    const int8_t *a = (const int8_t *)(arow + nb * 8);
                     /* the lanes back in block order: lane i holds block nv4_hadd_order[i] */
-                    float s = qk_hsum8_ps(_mm256_permutevar8x32_ps(lanes[r][t], _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
-                    for (int64_t b = nb8; b < nb; b++) /* the reference's tail */
-                        s = s + (float)qk_wq_nv4_isum(q, a, b) * qk_wq_nv4_mult(w, srow, arow, b);
-                    out[(size_t)(t0 + t) * ldo + (size_t)(rr + r)] = s * 0.25f;
+                    const float s =
+                        qk_hsum8_ps(_mm256_permutevar8x32_ps(lanes[r][t], _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+                    out[(size_t)(t0 + t) * ldo + (size_t)(rr + r)] = nv4_out(w, r0 + rr + r, y + (size_t)(t0 + t) * ys, s);
                 }
-            }
         }
     }
 }
@@ -256,15 +254,8 @@ QK_TARGET_AVX2 static void nv8_rows(const qk_wq *w, int64_t r0, const uint8_t *y
                                             _mm256_add_ps(_mm256_add_ps(A[1], A[5]), _mm256_add_ps(A[3], A[7])));
             float s[8];
             _mm256_storeu_ps(s, sv);
-            const uint8_t *arow = y + (size_t)(t0 + t) * ys;
-            const int8_t *a = (const int8_t *)(arow + nb * 8);
-            for (int r = 0; r < 8; r++) {
-                const uint8_t *q = w->q + (r0 + r) * w->q_rs, *srow = w->s.p + (r0 + r) / w->s.rdiv * w->s.rs;
-                float v = s[r];
-                for (int64_t b = nb8; b < nb; b++) /* the reference's tail */
-                    v = v + (float)qk_wq_nv4_isum(q, a, b) * qk_wq_nv4_mult(w, srow, arow, b);
-                out[(size_t)(t0 + t) * ldo + (size_t)r] = v * 0.25f;
-            }
+            for (int r = 0; r < 8; r++)
+                out[(size_t)(t0 + t) * ldo + (size_t)r] = nv4_out(w, r0 + r, y + (size_t)(t0 + t) * ys, s[r]);
         }
     }
 }
