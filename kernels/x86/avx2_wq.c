@@ -18,15 +18,14 @@
  * 0x7F/0xFF, decodes to a finite value here and to NaN in the reference; no
  * producer writes one into a weight.)
  *
- * Integer products: the exact int32 sums of wq_int.c (vpmaddubsw on the
- * weight's magnitude and the activation's sign-adjusted codes, vpmaddwd),
- * then the reference's float steps on the same integers.
+ * Integer products: INT8 W8A8 in avx2_wq_i8.c, NVFP4 W4A4 in avx2_wq_nv4.c.
  *
  * Layouts or shapes without a kernel here (act-order g_idx, AWQ, bitsandbytes,
  * bit streams of 3/5/6/7 bits, groups that are not multiples of 8) run the
  * reference. */
 #include "kernels/x86/simd_common.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/elements.h"
@@ -454,137 +453,6 @@ QK_TARGET_AVX2 static void float_tile(const qk_wq *w, int kind, int64_t r0, int 
     }
 }
 
-/* ---- integer products ------------------------------------------------------ */
-
-/* Exact sums over [k0, k0 + m) (m a multiple of 32) of one int8 weight row
- * against one token's int8 codes: dot and, when wsum, the weights' sum. */
-QK_TARGET_AVX2 static inline void i8_sums(const int8_t *wr, const int8_t *a, int64_t k0, int64_t m, bool wide,
-                                          int64_t *dot, int64_t *wsum)
-{
-    __m256i acc = _mm256_setzero_si256(), ws = _mm256_setzero_si256();
-    const __m256i ones = _mm256_set1_epi16(1);
-    for (int64_t k = k0; k < k0 + m; k += 32) {
-        const __m256i wv = _mm256_loadu_si256((const __m256i *)(wr + k));
-        const __m256i av = _mm256_loadu_si256((const __m256i *)(a + k));
-        if (!wide) { /* |a| <= 127: |w| (up to 128, unsigned) times a with w's sign */
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv),
-                                                                                 _mm256_sign_epi8(av, wv)), ones));
-            continue;
-        }
-        /* codes that reach -128 on both sides: 16-bit products */
-        const __m256i w0 = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(wv));
-        const __m256i w1 = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(wv, 1));
-        const __m256i a0 = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(av));
-        const __m256i a1 = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(av, 1));
-        acc = _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(w0, a0), _mm256_madd_epi16(w1, a1)));
-        ws = _mm256_add_epi32(ws, _mm256_add_epi32(_mm256_madd_epi16(w0, ones), _mm256_madd_epi16(w1, ones)));
-    }
-    *dot = qk_hsum_epi32(acc);
-    *wsum = wide ? qk_hsum_epi32(ws) : 0;
-}
-
-/* NR rows x NT tokens (NR * NT <= 8) of one-group (per-channel or
- * per-tensor) int8 rows against symmetric dynamic codes (|a| <= 127): |w|
- * unsigned times a with w's sign, pair sums in int16 (at most 2 * 128 *
- * 127), then int32 lanes; named accumulators (an array of them is stored
- * back every step). */
-#define I8_ACC(r, t, A)                                                                                    \
-    if (r < NR && t < NT)                                                                                  \
-        A = _mm256_add_epi32(A, _mm256_madd_epi16(_mm256_maddubs_epi16(mag[r], _mm256_sign_epi8(av[t], wv[r])), ones))
-QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
-i8_rows(const int8_t *const wr[4], const int8_t *const a[4], int64_t n, const int NR, const int NT, int64_t out[4][4])
-{
-    const __m256i ones = _mm256_set1_epi16(1), zero = _mm256_setzero_si256();
-    __m256i c0 = zero, c1 = zero, c2 = zero, c3 = zero, c4 = zero, c5 = zero, c6 = zero, c7 = zero;
-    for (int64_t k = 0; k < n; k += 32) {
-        __m256i av[4], wv[4], mag[4];
-        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)
-            av[t] = _mm256_loadu_si256((const __m256i *)(a[t] + k));
-        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
-            wv[r] = _mm256_loadu_si256((const __m256i *)(wr[r] + k));
-            mag[r] = _mm256_sign_epi8(wv[r], wv[r]);
-        }
-        if (NT <= 2) { /* c(2r + t) */
-            I8_ACC(0, 0, c0); I8_ACC(0, 1, c1); I8_ACC(1, 0, c2); I8_ACC(1, 1, c3);
-            I8_ACC(2, 0, c4); I8_ACC(2, 1, c5); I8_ACC(3, 0, c6); I8_ACC(3, 1, c7);
-        } else { /* c(4r + t) */
-            I8_ACC(0, 0, c0); I8_ACC(0, 1, c1); I8_ACC(0, 2, c2); I8_ACC(0, 3, c3);
-            I8_ACC(1, 0, c4); I8_ACC(1, 1, c5); I8_ACC(1, 2, c6); I8_ACC(1, 3, c7);
-        }
-    }
-    const __m256i c[8] = {c0, c1, c2, c3, c4, c5, c6, c7};
-    const int stride = NT <= 2 ? 2 : 4;
-    for (int r = 0; r < NR; r++)
-        for (int t = 0; t < NT; t++)
-            out[r][t] = qk_hsum_epi32(c[stride * r + t]);
-}
-#undef I8_ACC
-
-/* W_INT8 (symmetric) x QK_A_I8, the reference's steps (wq_int.c). */
-QK_TARGET_AVX2 static void i8_tile(const qk_wq *w, int64_t r0, int nr, const uint8_t *y, size_t ys, int nt,
-                                   float *out, size_t ldo)
-{
-    const int64_t n = w->cols, g = w->s.cdiv < n ? w->s.cdiv : n;
-    /* only the dynamic symmetric codes stay within [-127, 127] */
-    const bool wide = w->a_asym || w->a_static;
-    if (!wide && g == n) { /* one group a row: 2 rows x 4 tokens of int32 sums in registers */
-        float ws[64];
-        for (int r = 0; r < nr && r < 64; r++)
-            ws[r] = qk_wq_scale(w, r0 + r, 0);
-        for (int t0 = 0; t0 < nt; t0 += 4) {
-            const int mt = nt - t0 < 4 ? nt - t0 : 4;
-            const int8_t *a[4];
-            qk_a_i8_head h[4];
-            for (int t = 0; t < mt; t++) {
-                memcpy(&h[t], y + (size_t)(t0 + t) * ys, sizeof h[t]);
-                a[t] = (const int8_t *)(y + (size_t)(t0 + t) * ys + QK_A_I8_HEAD);
-            }
-            const int rs = mt == 1 ? 4 : 2; /* one token: 4 rows x 1 */
-            for (int r = 0; r < nr; r += rs) {
-                const int mr = nr - r < rs ? nr - r : rs;
-                const int8_t *wr[4];
-                for (int q = 0; q < mr; q++)
-                    wr[q] = (const int8_t *)(w->q + (r0 + r + q) * w->q_rs);
-                int64_t dot[4][4];
-                if (mr == 2 && mt == 4)
-                    i8_rows(wr, a, n, 2, 4, dot);
-                else if (mr == 4 && mt == 1)
-                    i8_rows(wr, a, n, 4, 1, dot);
-                else
-                    for (int q = 0; q < mr; q++)
-                        for (int t = 0; t < mt; t++) {
-                            int64_t d1[4][4];
-                            const int8_t *w1[4] = {wr[q]}, *a1[4] = {a[t]};
-                            i8_rows(w1, a1, n, 1, 1, d1);
-                            dot[q][t] = d1[0][0];
-                        }
-                for (int q = 0; q < mr; q++) {
-                    const float s = r + q < 64 ? ws[r + q] : qk_wq_scale(w, r0 + r + q, 0);
-                    for (int t = 0; t < mt; t++)
-                        out[(size_t)(t0 + t) * ldo + (size_t)(r + q)] = h[t].scale * (0.0f + (float)dot[q][t] * s);
-                }
-            }
-        }
-        return;
-    }
-    for (int t = 0; t < nt; t++) {
-        const uint8_t *row = y + (size_t)t * ys;
-        qk_a_i8_head h;
-        memcpy(&h, row, sizeof h);
-        const int8_t *a = (const int8_t *)(row + QK_A_I8_HEAD);
-        for (int r = 0; r < nr; r++) {
-            const int8_t *wr = (const int8_t *)(w->q + (r0 + r) * w->q_rs);
-            float sum = 0.0f;
-            for (int64_t k0 = 0; k0 < n; k0 += g) {
-                int64_t dot, ws;
-                i8_sums(wr, a, k0, g, wide, &dot, &ws);
-                sum = sum + (float)(dot - (int64_t)h.zero * ws) * qk_wq_scale(w, r0 + r, k0);
-            }
-            out[(size_t)t * ldo + (size_t)r] = h.scale * sum;
-        }
-    }
-}
-
 QK_TARGET_AVX2 void qk_x86_avx2_wq_tile(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt,
                                         float *out, size_t ldo)
 {
@@ -594,9 +462,7 @@ QK_TARGET_AVX2 void qk_x86_avx2_wq_tile(const qk_wq *w, int64_t r0, int nr, cons
             float_tile(w, kind, r0, nr, y, ys, nt, out, ldo);
             return;
         }
-    } else if (w->act == QK_A_I8 && w->type == QK_W_INT8 && !w->z.p && w->s.cdiv % 32 == 0 && w->cols % 32 == 0 &&
-               !w->gidx) {
-        i8_tile(w, r0, nr, y, ys, nt, out, ldo);
+    } else if (w->act == QK_A_I8 && qk_x86_avx2_i8_tile(w, r0, nr, y, ys, nt, out, ldo)) {
         return;
     } else if ((w->act == QK_A_F8B || w->act == QK_A_F8G) && qk_x86_avx2_f8_tile(w, r0, nr, y, ys, nt, out, ldo)) {
         return;
@@ -608,7 +474,7 @@ QK_TARGET_AVX2 void qk_x86_avx2_wq_tile(const qk_wq *w, int64_t r0, int nr, cons
 }
 
 const qk_wq_ops qk_x86_avx2_wq[] = {
-    {.id = QK_W_FP8, .wq_tile = qk_x86_avx2_wq_tile},   {.id = QK_W_INT8, .wq_tile = qk_x86_avx2_wq_tile},
+    {.id = QK_W_FP8, .wq_tile = qk_x86_avx2_wq_tile},   {.id = QK_W_INT8, .wq_tile = qk_x86_avx2_wq_tile, .wq_pack = qk_x86_avx2_i8_pack},
     {.id = QK_W_PACK, .wq_tile = qk_x86_avx2_wq_tile},  {.id = QK_W_NVFP4, .wq_tile = qk_x86_avx2_wq_tile},
     {.id = QK_W_MXFP4, .wq_tile = qk_x86_avx2_wq_tile}, {.id = QK_W_MLX, .wq_tile = qk_x86_avx2_wq_tile},
     {.id = QK_W_GPTQ, .wq_tile = qk_x86_avx2_wq_tile},  {.id = QK_W_BNB8, .wq_tile = qk_x86_avx2_wq_tile},

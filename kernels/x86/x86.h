@@ -78,6 +78,12 @@ void qk_x86_avx512_act_i8(const struct qk_wq *w, const float *x, void *dst, int6
 void qk_x86_avx512_act_fp8(const struct qk_wq *w, const float *x, void *dst, int64_t n);
 void qk_x86_avx512_act_f8b(const struct qk_wq *w, const float *x, void *dst, int64_t n);
 void qk_x86_avx512_act_f8g(const struct qk_wq *w, const float *x, void *dst, int64_t n);
+/* INT8 W8A8 (W_INT8 x QK_A_I8): avx2_wq_i8.c's packing (wq_pack's contract),
+ * and the tile, on that packing when w->packed is it, else on the rows as
+ * stored (false: a shape it does not take, nothing done) */
+size_t qk_x86_avx2_i8_pack(const struct qk_wq *w, uint8_t *dst, int64_t g0, int64_t g1);
+bool qk_x86_avx2_i8_tile(const struct qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out,
+                         size_t ldo);
 bool qk_x86_avx2_f8_tile(const struct qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out,
                          size_t ldo);
 /* NVFP4 W4A4 (W_NVFP4 with one E4M3 scale a 16 columns x QK_A_NV4): avx2_wq_nv4.c */
