@@ -249,11 +249,19 @@ QK_TARGET_AVX2 static inline bool fp4_halves(const float *m, int n, float *h)
         p4_dec32(q0 + (i) * rstep, k, off8, _mm256_broadcast_ss(&sv[i]), _mm256_broadcast_ss(&zv[i]), zp, wv); \
         A = _mm256_fmadd_ps(wv[3], x3, _mm256_fmadd_ps(wv[2], x2, _mm256_fmadd_ps(wv[1], x1, _mm256_fmadd_ps(wv[0], x0, A)))); \
     }
+/* The 4-bit rows' codes (k / 2 bytes into a row) NR rows on, a line each
+ * 128 columns: the rows as stored are NR short streams that the hardware
+ * prefetchers restart at every page */
+#define PF_NEXT(k)                                                               \
+    if ((k) % 128 == 0)                                                          \
+        _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++)                     \
+            __builtin_prefetch(q0 + (i + NR) * rstep + (k) / 2, 0, 2)
 /* K_P4's 32 columns a step over a group; ZP: the rows have zero points
  * (without them the subtraction of a zero is left out: c - 0 is c) */
 #define P4_STEPS(ZP)                                                                      \
     do {                                                                                  \
     for (int64_t k = g0; k < g1; k += 32) {                                               \
+        PF_NEXT(k);                                                                       \
         const __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);        \
         const __m256 x2 = _mm256_loadu_ps(x + k + 16), x3 = _mm256_loadu_ps(x + k + 24);  \
         ROW_STEP32(0, a0, ZP);                                                            \
@@ -312,6 +320,7 @@ ftile_rows(const qk_wq *w, const int kind, int64_t r0, const int NR, const float
             }
             for (int64_t k = k0; k < k1; k += 32) { /* a group's 16-column halves never straddle two */
                 const int i01 = (int)((k - k0) / g), i23 = (int)((k + 16 - k0) / g);
+                PF_NEXT(k);
                 const __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
                 const __m256 x2 = _mm256_loadu_ps(x + k + 16), x3 = _mm256_loadu_ps(x + k + 24);
                 FP4_STEP(0, a0);
@@ -357,6 +366,7 @@ ftile_rows(const qk_wq *w, const int kind, int64_t r0, const int NR, const float
 #undef ROW_STEPS8
 #undef FP4_STEP
 #undef P4_STEPS
+#undef PF_NEXT
 
 /* One row against NT tokens (rows ys bytes apart): each decoded chunk shared by the tokens. */
 QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
