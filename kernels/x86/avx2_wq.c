@@ -233,6 +233,7 @@ QK_TARGET_AVX2 static inline bool fp4_halves(const float *m, int n, float *h)
 /* Columns [K0, K1) 8 a step, the rows' scales sv and zeros zv */
 #define ROW_STEPS8(K0, K1)                                  \
     for (int64_t k = (K0); k < (K1); k += 8) {              \
+        PF_NEXT(k);                                         \
         const __m256 xv = _mm256_loadu_ps(x + k);           \
         ROW_STEP(0, a0);                                    \
         ROW_STEP(1, a1);                                    \
@@ -249,13 +250,14 @@ QK_TARGET_AVX2 static inline bool fp4_halves(const float *m, int n, float *h)
         p4_dec32(q0 + (i) * rstep, k, off8, _mm256_broadcast_ss(&sv[i]), _mm256_broadcast_ss(&zv[i]), zp, wv); \
         A = _mm256_fmadd_ps(wv[3], x3, _mm256_fmadd_ps(wv[2], x2, _mm256_fmadd_ps(wv[1], x1, _mm256_fmadd_ps(wv[0], x0, A)))); \
     }
-/* The 4-bit rows' codes (k / 2 bytes into a row) NR rows on, a line each
- * 128 columns: the rows as stored are NR short streams that the hardware
- * prefetchers restart at every page */
+/* The rows' codes at column k (k >> pfs bytes into a row: pfs 0 for 8-bit
+ * codes, 1 for 4-bit ones, -1 for GPTQ's columns of words: none) NR rows
+ * on, a line a step over 64 bytes: the rows as stored are NR short streams
+ * that the hardware prefetchers restart at every page */
 #define PF_NEXT(k)                                                               \
-    if ((k) % 128 == 0)                                                          \
-        _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++)                     \
-            __builtin_prefetch(q0 + (i + NR) * rstep + (k) / 2, 0, 2)
+    if (pfs >= 0 && (k) % (64 << pfs) == 0)                                      \
+        _Pragma("GCC unroll 8") for (int pr = 0; pr < NR; pr++)                  \
+            __builtin_prefetch(q0 + (pr + NR) * rstep + ((k) >> pfs), 0, 2)
 /* K_P4's 32 columns a step over a group; ZP: the rows have zero points
  * (without them the subtraction of a zero is left out: c - 0 is c) */
 #define P4_STEPS(ZP)                                                                      \
@@ -295,6 +297,7 @@ ftile_rows(const qk_wq *w, const int kind, int64_t r0, const int NR, const float
     const uint8_t *q0 = row_codes(w, kind, r0);
     const int64_t rstep = NR > 1 ? row_codes(w, kind, r0 + 1) - q0 : 0;
     const decp d = {w->rows * 4, w->code_offset};
+    const int pfs = kind == K_GPTQ4 ? -1 : kind == K_P4 || kind == K_FP4 || kind == K_MLX4 ? 1 : 0;
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     float mc[8][8]; /* K_FP4: the rows' multipliers of 8 groups at a time */
     const bool fp4_32 = kind == K_FP4 && g % 16 == 0 && n8 % 32 == 0;
