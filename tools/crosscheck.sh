@@ -26,6 +26,10 @@ if [ ! -f "$stamp" ]; then
     if [ "${QK_CROSSCHECK_NO_TORCH:-0}" != 1 ]; then
         "$VENV/bin/pip" install -q --disable-pip-version-check torch compressed-tensors transformers \
             llmcompressor datasets zstandard tokenizers sentencepiece
+        # the other producers and references (crosscheck_hf.py and crosscheck_static.py skip their rows
+        # without them): ModelOpt, bitsandbytes, MLX (its CPU build on Linux)
+        "$VENV/bin/pip" install -q --disable-pip-version-check nvidia-modelopt bitsandbytes "mlx[cpu]" mlx-lm ||
+            echo "crosscheck: nvidia-modelopt, bitsandbytes or mlx-lm did not install: their rows are skipped"
     fi
     touch "$stamp"
 fi
