@@ -65,6 +65,34 @@ void qk_wq_act_i8o(const qk_wq *w, const float *x, void *dst, int64_t n);
 void qk_wq_act_f8b(const qk_wq *w, const float *x, void *dst, int64_t n);
 void qk_wq_act_f8g(const qk_wq *w, const float *x, void *dst, int64_t n);
 
+/* The header every level's wq_pack (cpu.h) writes at the start of its
+ * packing: the packing's magic, its variant (0 where it has one form) and
+ * the view's shape, the rest of the header's bytes zero.  A tile reads
+ * w->packed only where qk_wq_packed_as finds its own magic and the view's
+ * shape there (the AVX-512 level's tile falls back into the AVX2 one with
+ * its own packing in w->packed). */
+typedef struct {
+    uint32_t magic;
+    int32_t kind;
+    int64_t rows, cols;
+} qk_wq_pack_head;
+
+static inline void qk_wq_pack_head_put(uint8_t *dst, size_t bytes, uint32_t magic, int32_t kind, const qk_wq *w)
+{
+    const qk_wq_pack_head h = {.magic = magic, .kind = kind, .rows = w->rows, .cols = w->cols};
+    memset(dst, 0, bytes);
+    memcpy(dst, &h, sizeof h);
+}
+
+/* Is w->packed the packing named magic, for w's shape (its header in *h)? */
+static inline bool qk_wq_packed_as(const qk_wq *w, uint32_t magic, qk_wq_pack_head *h)
+{
+    if (!w->packed)
+        return false;
+    memcpy(h, w->packed, sizeof *h);
+    return h->magic == magic && h->rows == w->rows && h->cols == w->cols;
+}
+
 /* The parts of a QK_A_NV4 row at dst of n columns (wq.h): nb block
  * multipliers, nb code sums, the codes. */
 typedef struct {

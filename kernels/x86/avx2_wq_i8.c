@@ -164,12 +164,6 @@ QK_TARGET_AVX2 static void rows_tile(const qk_wq *w, int64_t r0, int nr, const u
 #define P8_MAGIC 0x38415751u /* "QWA8" (avx512_wq_i8.c's 16-row packing is "QWI8") */
 #define P8_HEAD 64
 
-typedef struct {
-    uint32_t magic;
-    int32_t pad;
-    int64_t rows, cols;
-} p8_head;
-
 /* Symmetric dynamic activations (|a| <= 127: the magnitude trick), one scale
  * a row, whole groups of 8 rows, and exact int32 sums (cols / 4 steps of at
  * most 2 * 128 * 127 per lane). */
@@ -188,9 +182,7 @@ size_t qk_x86_avx2_i8_pack(const qk_wq *w, uint8_t *dst, int64_t g0, int64_t g1)
     if (!dst)
         return P8_HEAD + grp * (size_t)(w->rows / 8);
     if (g0 == 0) {
-        const p8_head h = {.magic = P8_MAGIC, .rows = w->rows, .cols = w->cols};
-        memset(dst, 0, P8_HEAD);
-        memcpy(dst, &h, sizeof h);
+        qk_wq_pack_head_put(dst, P8_HEAD, P8_MAGIC, 0, w);
     }
     for (int64_t g = g0; g < g1; g++)
         for (int l = 0; l < 8; l++) {
@@ -277,13 +269,10 @@ QK_TARGET_AVX2 static void packed_tile(const qk_wq *w, const uint8_t *pk, int64_
 bool qk_x86_avx2_i8_tile(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt, float *out,
                          size_t ldo)
 {
-    p8_head h;
-    if (w->packed && p8_takes(w)) {
-        memcpy(&h, w->packed, sizeof h);
-        if (h.magic == P8_MAGIC && h.rows == w->rows && h.cols == w->cols) {
-            packed_tile(w, w->packed, r0, nr, y, ys, nt, out, ldo);
-            return true;
-        }
+    qk_wq_pack_head h;
+    if (p8_takes(w) && qk_wq_packed_as(w, P8_MAGIC, &h)) {
+        packed_tile(w, w->packed, r0, nr, y, ys, nt, out, ldo);
+        return true;
     }
     if (w->type != QK_W_INT8 || w->z.p || w->s.cdiv % 32 || w->cols % 32 || w->gidx)
         return false;

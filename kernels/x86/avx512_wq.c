@@ -76,12 +76,6 @@ static float e2m1_value(int i)
     return (i & 8 ? -0.5f : 0.5f) * (float)(qk_e2m1_x2[i] < 0 ? -qk_e2m1_x2[i] : qk_e2m1_x2[i]);
 }
 
-typedef struct {
-    uint32_t magic;
-    int32_t kind;
-    int64_t rows, cols;
-} pk_head;
-
 /* The geometry of a packed weight. */
 typedef struct {
     int kind;
@@ -182,9 +176,7 @@ static size_t avx512_wq_pack(const qk_wq *w, uint8_t *dst, int64_t g0, int64_t g
         return head_bytes(p.kind) + p.rgblk * (size_t)(w->rows / 8);
     }
     if (g0 == 0) {
-        pk_head h = {.magic = PK_MAGIC, .kind = p.kind, .rows = w->rows, .cols = w->cols};
-        memset(dst, 0, head_bytes(p.kind));
-        memcpy(dst, &h, sizeof h);
+        qk_wq_pack_head_put(dst, head_bytes(p.kind), PK_MAGIC, p.kind, w);
         /* FP4: each scale byte's 16 weights, the E2M1 values times the
          * reference's own block multiplier, rounded once as the reference
          * rounds each weight: a 16-column group's table is two loads, not a
@@ -678,11 +670,8 @@ QK_TARGET_W512 static void pk_tile(const pk_ctx *c, int64_t r0, int nr, const vo
 /* w->packed is this level's packing of w. */
 static bool pk_ready(const qk_wq *w, pk_ctx *c)
 {
-    if (!w->packed || !qk_wq_act_float(w->act))
-        return false;
-    pk_head h;
-    memcpy(&h, w->packed, sizeof h);
-    if (h.magic != PK_MAGIC || h.rows != w->rows || h.cols != w->cols || h.kind != pk_kind(w) ||
+    qk_wq_pack_head h;
+    if (!qk_wq_act_float(w->act) || !qk_wq_packed_as(w, PK_MAGIC, &h) || h.kind != pk_kind(w) ||
         !pk_geo_of(w, h.kind, &c->p))
         return false;
     c->stype = w->s.type;

@@ -47,12 +47,6 @@
 #define F8_HEAD 64
 #define F8_NT 8
 
-typedef struct {
-    uint32_t magic;
-    int32_t pad;
-    int64_t rows, cols;
-} f8_head;
-
 static bool f8_takes(const qk_wq *w)
 {
     return ((w->act == QK_A_F8B && qk_wq_f8b_takes(w)) || (w->act == QK_A_F8G && qk_wq_f8g_takes(w))) &&
@@ -140,9 +134,7 @@ size_t qk_x86_avx512_f8_pack(const qk_wq *w, uint8_t *dst, int64_t g0, int64_t g
     if (!dst)
         return bytes;
     if (g0 == 0) {
-        const f8_head h = {.magic = F8_MAGIC, .rows = w->rows, .cols = n};
-        memset(dst, 0, F8_HEAD);
-        memcpy(dst, &h, sizeof h);
+        qk_wq_pack_head_put(dst, F8_HEAD, F8_MAGIC, 0, w);
     }
     for (int64_t g = g0; g < g1; g++) {
         uint8_t *gp = dst + F8_HEAD + gb * (size_t)g, *flags = gp + scale_bytes(nsg), *codes = flags + flag_bytes(n);
@@ -554,11 +546,8 @@ QK_TARGET_AVX512BF16 static void f8_prompt(const qk_wq *w, int64_t ga, int64_t g
 QK_TARGET_AVX512BF16 bool qk_x86_avx512_f8_tile(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt,
                                                 float *out, size_t ldo)
 {
-    if (!w->packed || !f8_takes(w))
-        return false;
-    f8_head h;
-    memcpy(&h, w->packed, sizeof h);
-    if (h.magic != F8_MAGIC || h.rows != w->rows || h.cols != w->cols)
+    qk_wq_pack_head h;
+    if (!f8_takes(w) || !qk_wq_packed_as(w, F8_MAGIC, &h))
         return false;
     const bool grp = w->act == QK_A_F8G;
     const int64_t n = w->cols;

@@ -28,12 +28,6 @@
 #define I8_HEAD 64
 #define I8_NT 8
 
-typedef struct {
-    uint32_t magic;
-    int32_t pad;
-    int64_t rows, cols;
-} i8_head;
-
 static bool i8_takes(const qk_wq *w)
 {
     return w->type == QK_W_INT8 && w->act == QK_A_I8 && !w->z.p && !w->gidx && w->s.p && w->s.cdiv >= w->cols &&
@@ -49,9 +43,7 @@ size_t qk_x86_avx512_i8_pack(const qk_wq *w, uint8_t *dst, int64_t g0, int64_t g
     if (!dst)
         return bytes;
     if (g0 == 0) {
-        const i8_head h = {.magic = I8_MAGIC, .rows = w->rows, .cols = w->cols};
-        memset(dst, 0, I8_HEAD);
-        memcpy(dst, &h, sizeof h);
+        qk_wq_pack_head_put(dst, I8_HEAD, I8_MAGIC, 0, w);
     }
     for (int64_t g = g0; g < g1; g++) /* 8-row groups: half a block */
         for (int64_t r = g * 8; r < g * 8 + 8; r++) {
@@ -190,11 +182,8 @@ QK_TARGET_AVX512VNNI static inline void i8_out(__m512i d, const qk_a_i8_head *ah
 QK_TARGET_AVX512VNNI bool qk_x86_avx512_i8_tile(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt,
                                                 float *out, size_t ldo)
 {
-    if (!w->packed || !i8_takes(w))
-        return false;
-    i8_head h;
-    memcpy(&h, w->packed, sizeof h);
-    if (h.magic != I8_MAGIC || h.rows != w->rows || h.cols != w->cols)
+    qk_wq_pack_head h;
+    if (!i8_takes(w) || !qk_wq_packed_as(w, I8_MAGIC, &h))
         return false;
     const int64_t n = w->cols;
     const size_t blk = (size_t)n * 16;

@@ -41,12 +41,6 @@
 #define NV4_PIECE 64  /* blocks decoded at a time (a multiple of 8) */
 #define NV4_OFFSET 12 /* added to the doubled weight values: unsigned bytes */
 
-typedef struct {
-    uint32_t magic;
-    int32_t pad;
-    int64_t rows, cols;
-} nv4_head;
-
 static bool nv4_takes(const qk_wq *w)
 {
     return w->type == QK_W_NVFP4 && w->act == QK_A_NV4 && !w->gidx && w->s.p && w->s.type == QK_F8_E4M3 &&
@@ -65,9 +59,7 @@ size_t qk_x86_avx512_nv4_pack(const qk_wq *w, uint8_t *dst, int64_t g0, int64_t 
     if (!dst)
         return bytes;
     if (g0 == 0) {
-        const nv4_head h = {.magic = NV4_MAGIC, .rows = w->rows, .cols = w->cols};
-        memset(dst, 0, 64);
-        memcpy(dst, &h, sizeof h);
+        qk_wq_pack_head_put(dst, 64, NV4_MAGIC, 0, w);
         for (int b = 0; b < 256; b++) { /* the reference's own multipliers (E4M3 / g or * g, NaN for 0x7F / 0xFF) */
             const float m = qk_wq_fp4_mult(w, (uint8_t)b);
             memcpy(dst + 64 + 4 * b, &m, 4);
@@ -172,11 +164,8 @@ nv4_span(const nv4_piece *p, int np, const uint8_t *const row[2], int64_t nb, in
 QK_TARGET_AVX512VNNI bool qk_x86_avx512_nv4_tile(const qk_wq *w, int64_t r0, int nr, const void *y, size_t ys, int nt,
                                                  float *out, size_t ldo)
 {
-    if (!w->packed || !nv4_takes(w))
-        return false;
-    nv4_head h;
-    memcpy(&h, w->packed, sizeof h);
-    if (h.magic != NV4_MAGIC || h.rows != w->rows || h.cols != w->cols)
+    qk_wq_pack_head h;
+    if (!nv4_takes(w) || !qk_wq_packed_as(w, NV4_MAGIC, &h))
         return false;
     const int64_t nb = w->cols / QK_A_NV4_BLOCK, nb8 = nb - nb % 8;
     const float *tab = (const float *)(const void *)(w->packed + 64);
