@@ -661,14 +661,24 @@ def vllm_int8_hooks(model):
         q = torch.clamp(torch.round(x / s) + z, -128, 127)
         return ((q - z) * s,)
 
+    return swap_input_quant(model, lambda mod, ia: ia.type == "int" and ia.num_bits == 8 and ia.dynamic, pre,
+                            lambda mod, ia: setattr(mod, "_qk_sym", ia.symmetric))
+
+
+def swap_input_quant(model, takes, pre, note=None):
+    """For every module whose compressed-tensors scheme quantizes its input as
+    takes(mod, input_activations) says: that fake quantization turned off and
+    the forward pre-hook pre in its place (note(mod, input_activations) first,
+    where given).  The number of modules."""
     mods = []
     for mod in model.modules():
         sc = getattr(mod, "quantization_scheme", None)
         ia = sc.input_activations if sc is not None else None
-        if ia is not None and ia.type == "int" and ia.num_bits == 8 and ia.dynamic:
-            mods.append((mod, sc, ia.symmetric))
-    for mod, sc, sym in mods:  # the modules may share one scheme object: change it after the walk
-        mod._qk_sym = sym
+        if ia is not None and takes(mod, ia):
+            mods.append((mod, sc, ia))
+    for mod, sc, ia in mods:  # the modules may share one scheme object: change it after the walk
+        if note:
+            note(mod, ia)
         sc.input_activations = None
         mod.register_forward_pre_hook(pre)
     return len(mods)
@@ -701,17 +711,8 @@ def vllm_nvfp4_hooks(model):
         os_ = torch.where(sf != 0, 1.0 / (sf * rg), torch.zeros_like(sf))
         return ((e2m1(xb * os_) * (sf / g)).reshape(x.shape).to(x.dtype),)
 
-    mods = []
-    for mod in model.modules():
-        sc = getattr(mod, "quantization_scheme", None)
-        ia = sc.input_activations if sc is not None else None
-        if ia is not None and ia.type == "float" and ia.num_bits == 4 and ia.group_size == 16 and \
-                hasattr(mod, "input_global_scale"):
-            mods.append((mod, sc))
-    for mod, sc in mods:  # the modules may share one scheme object: change it after the walk
-        sc.input_activations = None
-        mod.register_forward_pre_hook(pre)
-    return len(mods)
+    return swap_input_quant(model, lambda mod, ia: ia.type == "float" and ia.num_bits == 4 and ia.group_size == 16
+                            and hasattr(mod, "input_global_scale"), pre)
 
 
 def exact_fp4_unpack(on):

@@ -25,7 +25,6 @@
  * reference. */
 #include "kernels/x86/simd_common.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/elements.h"
@@ -250,14 +249,12 @@ QK_TARGET_AVX2 static inline bool fp4_halves(const float *m, int n, float *h)
         p4_dec32(q0 + (i) * rstep, k, off8, _mm256_broadcast_ss(&sv[i]), _mm256_broadcast_ss(&zv[i]), zp, wv); \
         A = _mm256_fmadd_ps(wv[3], x3, _mm256_fmadd_ps(wv[2], x2, _mm256_fmadd_ps(wv[1], x1, _mm256_fmadd_ps(wv[0], x0, A)))); \
     }
-/* The rows' codes at column k (k >> pfs bytes into a row: pfs 0 for 8-bit
- * codes, 1 for 4-bit ones, -1 for GPTQ's columns of words: none) NR rows
- * on, a line a step over 64 bytes: the rows as stored are NR short streams
- * that the hardware prefetchers restart at every page */
+/* The next pass's codes at column k (k >> pfs bytes into a row: pfs 0 for
+ * 8-bit codes, 1 for 4-bit ones, -1 for GPTQ's columns of words: none), a
+ * line a step over 64 bytes */
 #define PF_NEXT(k)                                                               \
     if (pfs >= 0 && (k) % (64 << pfs) == 0)                                      \
-        _Pragma("GCC unroll 8") for (int pr = 0; pr < NR; pr++)                  \
-            __builtin_prefetch(q0 + (pr + NR) * rstep + ((k) >> pfs), 0, 2)
+        qk_wq_prefetch_next_rows(q0, rstep, NR, (k) >> pfs)
 /* K_P4's 32 columns a step over a group; ZP: the rows have zero points
  * (without them the subtraction of a zero is left out: c - 0 is c) */
 #define P4_STEPS(ZP)                                                                      \

@@ -1,5 +1,6 @@
-/* avx2_wq.h - the AVX2 decoding steps that avx2_wq.c's float products and
- * avx2_wq_nv4.c's NVFP4 W4A4 products share (internal to kernels/x86). */
+/* avx2_wq.h - the AVX2 steps that the parted layouts' products share
+ * (avx2_wq.c's float products, avx2_wq_nv4.c's NVFP4 W4A4, avx2_wq_f8.c's
+ * FP8 W8A8, avx2_wq_i8.c's INT8 W8A8; internal to kernels/x86). */
 #ifndef QK_X86_AVX2_WQ_H
 #define QK_X86_AVX2_WQ_H
 
@@ -64,6 +65,16 @@ QK_TARGET_AVX2 static inline void nib32(const uint8_t *p, __m128i c[2])
     const __m128i lo = _mm_and_si128(b, m), hi = _mm_and_si128(_mm_srli_epi16(b, 4), m);
     c[0] = _mm_unpacklo_epi8(lo, hi);
     c[1] = _mm_unpackhi_epi8(lo, hi);
+}
+
+/* The one-token passes over rows as stored: the line at byte off of each of
+ * the R rows one pass on (rows R.. 2R-1 from q0, rstep bytes apart).  The
+ * rows are R short streams, which the hardware prefetchers restart at every
+ * page (bench250m tg on Zen 1: FP8 1.19x, W4A16 1.07x, NVFP4A16 1.12x). */
+static inline void qk_wq_prefetch_next_rows(const uint8_t *q0, int64_t rstep, int R, int64_t off)
+{
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+        __builtin_prefetch(q0 + (r + R) * rstep + off, 0, 2);
 }
 
 #endif

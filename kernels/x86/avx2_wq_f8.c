@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "kernels/wq_impl.h"
+#include "kernels/x86/avx2_wq.h"
 
 #ifdef QK_X86
 
@@ -51,12 +52,12 @@ QK_TARGET_AVX2 static inline void act16(const uint8_t *a, __m256 *xo, __m256 *xe
 
 /* R rows (codes q[r]) against one token's words a over columns [k0, k1): acc[r][0..2]. */
 QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
-span(const uint8_t *const q[4], const uint8_t *a, int64_t k0, int64_t k1, const int R, int64_t pf, __m256 acc[4][2])
+span(const uint8_t *const q[4], const uint8_t *a, int64_t k0, int64_t k1, const int R, int64_t rstep,
+     __m256 acc[4][2])
 {
     for (int64_t k = k0; k < k1; k += 32) { /* k0 and k1 multiples of 32: lanes 0-7, then 8-15 */
-        if (k % 64 == 0) /* the rows are R short streams of their own (no packing here): each row's line pf on */
-            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
-                __builtin_prefetch(q[r] + k + pf, 0, 2);
+        if (k % 64 == 0) /* the rows as stored (no packing here), rstep bytes apart */
+            qk_wq_prefetch_next_rows(q[0], rstep, R, k);
         _Pragma("GCC unroll 2") for (int l = 0; l < 2; l++) {
             __m256 xo, xe;
             act16(a + 2 * (k + 16 * l), &xo, &xe);
@@ -183,7 +184,7 @@ block(const qk_wq *w, int64_t r0, int r, const uint8_t *row, const int R, float 
     for (int64_t g0 = 0; g0 < n; g0 += G) {
         for (int i = 0; i < R; i++)
             acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-        span(q, a, g0, g0 + G, R, R * w->q_rs, acc);
+        span(q, a, g0, g0 + G, R, w->q_rs, acc);
         if (grp)
             for (int i = 0; i < R; i++)
                 run_add(run[i], acc[i], a, n, g0, qk_wq_scale(w, r0 + r + i, g0));

@@ -23,6 +23,7 @@
 
 #include "kernels/quant_common.h"
 #include "kernels/wq_impl.h"
+#include "kernels/x86/avx2_wq.h"
 
 #ifdef QK_X86
 
@@ -62,15 +63,14 @@ QK_TARGET_AVX2 static inline void i8_sums(const int8_t *wr, const int8_t *a, int
     if (r < NR && t < NT)                                                                                  \
         A = _mm256_add_epi32(A, _mm256_madd_epi16(_mm256_maddubs_epi16(mag[r], _mm256_sign_epi8(av[t], wv[r])), ones))
 QK_TARGET_AVX2 __attribute__((always_inline)) static inline void
-i8_rows(const int8_t *const wr[4], const int8_t *const a[4], int64_t n, const int NR, const int NT, int64_t pf,
+i8_rows(const int8_t *const wr[4], const int8_t *const a[4], int64_t n, const int NR, const int NT, int64_t rstep,
         int64_t out[4][4])
 {
     const __m256i ones = _mm256_set1_epi16(1), zero = _mm256_setzero_si256();
     __m256i c0 = zero, c1 = zero, c2 = zero, c3 = zero, c4 = zero, c5 = zero, c6 = zero, c7 = zero;
     for (int64_t k = 0; k < n; k += 32) {
-        if (pf && k % 64 == 0) /* each row's line pf bytes on: the next rows (stored rows, not repacked) */
-            _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)
-                __builtin_prefetch(wr[r] + k + pf, 0, 2);
+        if (rstep && k % 64 == 0) /* the rows as stored, rstep bytes apart (0: no prefetch) */
+            qk_wq_prefetch_next_rows((const uint8_t *)wr[0], rstep, NR, k);
         __m256i av[4], wv[4], mag[4];
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)
             av[t] = _mm256_loadu_si256((const __m256i *)(a[t] + k));
@@ -96,7 +96,7 @@ i8_rows(const int8_t *const wr[4], const int8_t *const a[4], int64_t n, const in
 
 /* W_INT8 (symmetric) x QK_A_I8 on the rows as stored, the reference's steps (wq_int.c). */
 QK_TARGET_AVX2 static void rows_tile(const qk_wq *w, int64_t r0, int nr, const uint8_t *y, size_t ys, int nt,
-                                   float *out, size_t ldo)
+                                      float *out, size_t ldo)
 {
     const int64_t n = w->cols, g = w->s.cdiv < n ? w->s.cdiv : n;
     /* only the dynamic symmetric codes stay within [-127, 127] */
@@ -123,7 +123,7 @@ QK_TARGET_AVX2 static void rows_tile(const qk_wq *w, int64_t r0, int nr, const u
                 if (mr == 2 && mt == 4)
                     i8_rows(wr, a, n, 2, 4, 0, dot);
                 else if (mr == 4 && mt == 1)
-                    i8_rows(wr, a, n, 4, 1, 4 * w->q_rs, dot);
+                    i8_rows(wr, a, n, 4, 1, w->q_rs, dot);
                 else
                     for (int q = 0; q < mr; q++)
                         for (int t = 0; t < mt; t++) {
@@ -181,9 +181,8 @@ size_t qk_x86_avx2_i8_pack(const qk_wq *w, uint8_t *dst, int64_t g0, int64_t g1)
     const size_t grp = (size_t)w->cols * 8;
     if (!dst)
         return P8_HEAD + grp * (size_t)(w->rows / 8);
-    if (g0 == 0) {
+    if (g0 == 0)
         qk_wq_pack_head_put(dst, P8_HEAD, P8_MAGIC, 0, w);
-    }
     for (int64_t g = g0; g < g1; g++)
         for (int l = 0; l < 8; l++) {
             const uint8_t *q = w->q + (g * 8 + l) * w->q_rs;
